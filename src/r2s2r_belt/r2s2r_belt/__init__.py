@@ -1,0 +1,1 @@
+"""Belt-speed estimation (encoder + vision, filtered) and object tracking on the belt."""

@@ -1,0 +1,1 @@
+"""World grounding: intrinsics + blur, hand-eye, scene registration, system identification, belt calibration."""

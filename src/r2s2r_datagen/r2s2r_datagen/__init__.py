@@ -1,0 +1,1 @@
+"""Behavior grounding (MimicGen with moving objects), planner synthesis, generation jobs (process pool or Ray)."""

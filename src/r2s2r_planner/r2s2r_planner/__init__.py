@@ -1,0 +1,1 @@
+"""Grasp proposals, motion planning (OMPL; MoveIt when installed), time parameterization, intercept timing."""

@@ -1,0 +1,1 @@
+"""Demonstration recording to rosbag2 (MCAP) and bag-to-dataset conversion."""

@@ -1,0 +1,1 @@
+"""World parameters, MuJoCo simulator backend, task and success predicate, the real twin and the sim bridge."""
