@@ -1,0 +1,63 @@
+"""``r2s2r launch`` and ``r2s2r graphs``: run a graph without ``ros2 launch``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
+from r2s2r.supervisor import default_log_dir, run_graph
+
+
+@click.command(
+    "launch",
+    context_settings={"ignore_unknown_options": True},
+    help=(
+        "Start GRAPH (e.g. real_deploy, sim_generate) as supervised processes. Launch "
+        "arguments are given as NAME:=VALUE, as with ros2 launch. Ctrl-C stops every node; the "
+        "exit code is non-zero when a required node dies."
+    ),
+)
+@click.argument("graph")
+@click.argument("launch_arguments", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for per-node log files (default: runs/logs/<graph>-<time>).",
+)
+@click.option(
+    "--grace-period",
+    "grace_period_s",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds a node gets to stop after SIGINT before SIGTERM, then SIGKILL.",
+)
+@click.option("--show-args", is_flag=True, help="List the graph's launch arguments and exit.")
+def launch_command(
+    graph: str,
+    launch_arguments: tuple[str, ...],
+    log_dir: Path | None,
+    grace_period_s: float,
+    show_args: bool,
+) -> None:
+    """Start GRAPH as supervised processes."""
+    spec = load_graph(graph)
+    if show_args:
+        click.echo(f"{spec.name}: {spec.description}")
+        for argument in spec.arguments:
+            choices = f" (choices: {', '.join(argument.choices)})" if argument.choices else ""
+            click.echo(f"  {argument.name}:={argument.default}  {argument.description}{choices}")
+        return
+    nodes = resolve_graph(spec, parse_launch_arguments(list(launch_arguments)))
+    sys.exit(run_graph(nodes, log_dir or default_log_dir(graph), grace_period_s))
+
+
+@click.command("graphs", help="List the graphs that `r2s2r launch` can start.")
+def graphs_command() -> None:
+    """List the defined graphs with their descriptions."""
+    for name in available_graphs():
+        click.echo(f"{name}: {load_graph(name).description}")

@@ -1,0 +1,207 @@
+"""Run a resolved graph as supervised child processes (``r2s2r launch`` without ``ros2 launch``).
+
+Each node runs in its own process group with its output written to a per-node log file and
+echoed to the console with a ``[node]`` prefix. Ctrl-C (SIGINT) or SIGTERM is forwarded to every
+child; children still alive after a grace period get SIGTERM, then SIGKILL. When a required
+node exits the whole graph stops: with exit code 0 if it ended cleanly (a finished job), or 1
+with the node named if it failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TextIO
+
+from r2s2r.graph import GraphError, ResolvedNode
+
+
+def find_executable(package: str, executable: str) -> Path:
+    """Locate ``lib/<package>/<executable>`` through the ament index (AMENT_PREFIX_PATH).
+
+    Raises:
+        GraphError: If the package is not installed or has no such executable.
+    """
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in prefixes:
+        marker = Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / package
+        if marker.exists():
+            candidate = Path(prefix) / "lib" / package / executable
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+            raise GraphError(
+                f"package '{package}' has no executable '{executable}' (looked in {candidate.parent})"
+            )
+    raise GraphError(
+        f"package '{package}' not found on AMENT_PREFIX_PATH; build the workspace "
+        "(scripts/setup.sh) and source scripts/env.sh"
+    )
+
+
+@dataclass
+class _Child:
+    node: ResolvedNode
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    pump: threading.Thread
+
+
+class GraphSupervisor:
+    """Starts the nodes of a graph, watches them and shuts them all down on exit."""
+
+    def __init__(
+        self,
+        nodes: list[ResolvedNode],
+        log_dir: Path,
+        grace_period_s: float = 10.0,
+        console: TextIO | None = None,
+    ) -> None:
+        """Prepare (but do not start) the graph.
+
+        Args:
+            nodes: Resolved nodes, started in order.
+            log_dir: Folder for one ``<node>.log`` per node.
+            grace_period_s: Time a child gets after SIGINT before SIGTERM, and again before
+                SIGKILL.
+            console: Where prefixed node output and supervisor messages go (stdout if None).
+        """
+        self._nodes = nodes
+        self._log_dir = log_dir
+        self._grace_period_s = grace_period_s
+        self._console = console or sys.stdout
+        self._children: list[_Child] = []
+        self._stop_requested = threading.Event()
+        self._console_lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        """Print a supervisor message."""
+        with self._console_lock:
+            self._console.write(f"[r2s2r launch] {text}\n")
+            self._console.flush()
+
+    def _pump(self, name: str, stream: IO[bytes], log_file: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            log_file.write(raw)
+            log_file.flush()
+            with self._console_lock:
+                self._console.write(f"[{name}] {raw.decode(errors='replace')}")
+                self._console.flush()
+        log_file.close()
+
+    def start(self) -> None:
+        """Start every node.
+
+        Raises:
+            GraphError: If an executable is missing (nothing is left running).
+        """
+        commands = [
+            (node, [str(find_executable(node.package, node.executable)), *node.ros_arguments()])
+            for node in self._nodes
+        ]
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        for node, command in commands:
+            log_path = self._log_dir / f"{node.name}.log"
+            log_file = log_path.open("wb")
+            log_file.write(("$ " + " ".join(command) + "\n").encode())
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            assert process.stdout is not None
+            pump = threading.Thread(
+                target=self._pump, args=(node.name, process.stdout, log_file), daemon=True
+            )
+            pump.start()
+            self._children.append(_Child(node, process, log_path, pump))
+            self.say(f"started {node.name} (pid {process.pid}, log {log_path})")
+
+    def request_stop(self) -> None:
+        """Ask the supervisor loop to shut the graph down (signal-handler safe)."""
+        self._stop_requested.set()
+
+    def wait(self, poll_period_s: float = 0.1) -> int:
+        """Watch the children until a required node exits or a stop is requested.
+
+        Returns:
+            0 after a requested stop or a clean exit of a required node; 1 if a required node
+            failed (its name, exit code and log are printed).
+        """
+        exit_code = 0
+        running = {child.node.name for child in self._children}
+        while not self._stop_requested.is_set():
+            for child in self._children:
+                code = child.process.poll()
+                if code is None or child.node.name not in running:
+                    continue
+                running.discard(child.node.name)
+                child.pump.join(timeout=2.0)
+                if child.node.required:
+                    if code == 0:
+                        self.say(f"required node '{child.node.name}' finished; stopping the graph")
+                    else:
+                        self.say(
+                            f"required node '{child.node.name}' died with exit code {code} "
+                            f"(log: {child.log_path}); stopping the graph"
+                        )
+                        exit_code = 1
+                    self._stop_requested.set()
+                    break
+                self.say(f"node '{child.node.name}' exited with code {code} (not required)")
+            if not running:
+                break
+            self._stop_requested.wait(poll_period_s)
+        self.shutdown()
+        return exit_code
+
+    def shutdown(self) -> None:
+        """Stop every child: SIGINT, then SIGTERM, then SIGKILL, each after the grace period."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            alive = [c for c in self._children if c.process.poll() is None]
+            if not alive:
+                break
+            for child in alive:
+                try:
+                    os.killpg(child.process.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + self._grace_period_s
+            for child in alive:
+                try:
+                    child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.say(f"{child.node.name} did not stop on {sig.name}")
+        for child in self._children:
+            child.pump.join(timeout=2.0)
+        codes = ", ".join(f"{c.node.name}={c.process.returncode}" for c in self._children)
+        self.say(f"all nodes stopped ({codes})")
+
+
+def default_log_dir(graph_name: str) -> Path:
+    """``runs/logs/<graph>-<timestamp>`` under the current directory (or R2S2R_LOG_DIR)."""
+    root = Path(os.environ.get("R2S2R_LOG_DIR", Path.cwd() / "runs" / "logs"))
+    return root / f"{graph_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_graph(nodes: list[ResolvedNode], log_dir: Path, grace_period_s: float = 10.0) -> int:
+    """Start the graph, install SIGINT/SIGTERM handlers that stop it, and wait for the end."""
+    supervisor = GraphSupervisor(nodes, log_dir, grace_period_s)
+    previous = {
+        sig: signal.signal(sig, lambda *_: supervisor.request_stop())
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        supervisor.start()
+        return supervisor.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,92 @@
+"""Parameters declared from a typed schema: descriptors, start-up failure, runtime refusal."""
+
+from collections.abc import Iterator
+
+import pytest
+import rclpy
+from pydantic import Field
+from rcl_interfaces.msg import ParameterType
+from rclpy.parameter import Parameter
+
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.ros.params import declare_config
+
+
+class Inner(ConfigModel):
+    width_px: int = Field(default=128, ge=16, le=4096, description="Image width.")
+    names: list[str] = Field(default_factory=lambda: ["a", "b"], description="Names.")
+
+
+class Example(ConfigModel):
+    rate_hz: float = Field(default=20.0, gt=0.0, le=1000.0, description="Publish rate.")
+    enabled: bool = Field(default=True, description="Switch.")
+    frame_id: str = Field(default="belt_link", description="Frame.")
+    camera: Inner = Field(default_factory=Inner)
+
+
+@pytest.fixture
+def context() -> Iterator[rclpy.Context]:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.shutdown(context=ctx)
+
+
+def test_declares_every_leaf_with_type_range_and_description(context: rclpy.Context) -> None:
+    node = rclpy.create_node("params_test", context=context)
+    config = declare_config(node, Example)
+    assert config == Example()
+    descriptor = node.describe_parameter("camera.width_px")
+    assert descriptor.type == ParameterType.PARAMETER_INTEGER
+    assert descriptor.integer_range[0].from_value == 16
+    assert descriptor.integer_range[0].to_value == 4096
+    assert node.describe_parameter("rate_hz").description == "Publish rate."
+    assert node.get_parameter("camera.names").value == ["a", "b"]
+    node.destroy_node()
+
+
+def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) -> None:
+    node = rclpy.create_node(
+        "params_test",
+        context=context,
+        parameter_overrides=[Parameter("camera.width_px", value=640)],
+    )
+    assert declare_config(node, Example).camera.width_px == 640
+    node.destroy_node()
+
+    bad = rclpy.create_node(
+        "params_bad",
+        context=context,
+        parameter_overrides=[Parameter("rate_hz", value=-1.0)],
+    )
+    with pytest.raises(ConfigError, match=r"rate_hz = -1.0: expected a number in \[0.0, 1000.0\]"):
+        declare_config(bad, Example)
+    bad.destroy_node()
+
+    wrong_type = rclpy.create_node(
+        "params_type",
+        context=context,
+        parameter_overrides=[Parameter("enabled", value="yes")],
+    )
+    with pytest.raises(ConfigError, match=r"enabled = 'yes': expected type BOOL"):
+        declare_config(wrong_type, Example)
+    wrong_type.destroy_node()
+
+
+def test_runtime_changes_validated_or_refused(context: rclpy.Context) -> None:
+    seen: list[Example] = []
+    node = rclpy.create_node("params_runtime", context=context)
+    declare_config(node, Example, on_change=seen.append)
+    ok = node.set_parameters([Parameter("rate_hz", value=50.0)])[0]
+    assert ok.successful and seen[-1].rate_hz == 50.0
+    refused = node.set_parameters([Parameter("camera.width_px", value=8)])[0]
+    assert not refused.successful
+    assert "width_px" in refused.reason
+    assert node.get_parameter("camera.width_px").value == 128
+    node.destroy_node()
+
+    fixed = rclpy.create_node("params_fixed", context=context)
+    declare_config(fixed, Example)
+    result = fixed.set_parameters([Parameter("enabled", value=False)])[0]
+    assert not result.successful and "start-up" in result.reason
+    fixed.destroy_node()

@@ -1,0 +1,141 @@
+"""Graph definitions: loading, argument resolution and user errors (no processes started)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from r2s2r.graph import (
+    GraphError,
+    GraphSpec,
+    available_graphs,
+    load_graph,
+    parse_launch_arguments,
+    resolve_graph,
+)
+
+CONFIG = Path(__file__).resolve().parent.parent / "config"
+
+
+def make_graph(tmp_path: Path) -> Path:
+    (tmp_path / "graphs").mkdir()
+    (tmp_path / "nodes").mkdir()
+    (tmp_path / "nodes" / "talker.yaml").write_text("talker:\n  ros__parameters: {rate_hz: 5.0}\n")
+    (tmp_path / "graphs" / "demo.yaml").write_text(
+        """
+name: demo
+description: test graph
+arguments:
+  - {name: rate, default: "7.5", description: publish rate}
+  - {name: with_listener, default: "true", description: start the listener, choices: ["true", "false"]}
+  - {name: params, default: "$(config)/nodes/talker.yaml", description: parameter file}
+nodes:
+  - name: talker
+    package: pkg_a
+    executable: talk
+    parameters: ["$(arg params)"]
+    parameter_overrides: {rate_hz: "$(arg rate)", enabled: true}
+    remappings: {chatter: /demo/chatter}
+  - name: listener
+    package: pkg_b
+    executable: listen
+    required: false
+    condition: "$(arg with_listener)"
+"""
+    )
+    return tmp_path
+
+
+def test_shipped_graphs_load_and_resolve_with_defaults() -> None:
+    names = available_graphs(CONFIG)
+    assert {"real_deploy", "sim_generate"} <= set(names)
+    for name in names:
+        spec = load_graph(name, CONFIG)
+        assert isinstance(spec, GraphSpec)
+        nodes = resolve_graph(spec, {}, CONFIG)
+        assert nodes, f"graph {name} starts no node with its defaults"
+        for node in nodes:
+            for path in node.parameter_files:
+                assert path.is_file()
+
+
+def test_resolution_substitutes_arguments_and_conditions(tmp_path: Path) -> None:
+    base = make_graph(tmp_path)
+    spec = load_graph("demo", base)
+    nodes = resolve_graph(spec, {"rate": "2.0"}, base)
+    assert [n.name for n in nodes] == ["talker", "listener"]
+    talker = nodes[0]
+    assert talker.parameter_files == (base / "nodes" / "talker.yaml",)
+    assert talker.parameter_overrides == {"rate_hz": "2.0", "enabled": True}
+    args = talker.ros_arguments()
+    assert args[:3] == ["--ros-args", "-r", "__node:=talker"]
+    assert "rate_hz:=2.0" in args and "enabled:=true" in args
+    assert "chatter:=/demo/chatter" in args
+    assert [n.name for n in resolve_graph(spec, {"with_listener": "false"}, base)] == ["talker"]
+
+
+def test_user_errors_name_the_thing_and_the_choices(tmp_path: Path) -> None:
+    base = make_graph(tmp_path)
+    with pytest.raises(GraphError, match=r"unknown graph 'nope' \(choices: demo\)"):
+        load_graph("nope", base)
+    spec = load_graph("demo", base)
+    with pytest.raises(GraphError, match=r"unknown launch argument 'speed'.*choices: params, rate"):
+        resolve_graph(spec, {"speed": "1"}, base)
+    with pytest.raises(GraphError, match=r"with_listener:=maybe is not allowed"):
+        resolve_graph(spec, {"with_listener": "maybe"}, base)
+    with pytest.raises(GraphError, match=r"parameter file not found: /no/such.yaml"):
+        resolve_graph(spec, {"params": "/no/such.yaml"}, base)
+    with pytest.raises(GraphError, match=r"bad launch argument 'rate=3'"):
+        parse_launch_arguments(["rate=3"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["launch", "nope"], "unknown graph 'nope' (choices:"),
+        (["launch", "sim_generate", "no_such_arg:=1"], "unknown launch argument 'no_such_arg'"),
+        (["launch", "sim_generate", "oops"], "bad launch argument 'oops'"),
+    ],
+)
+def test_cli_user_errors_are_one_line_exit_2(argv: list[str], expected: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "r2s2r.cli", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_missing_parameter_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "r2s2r.cli", "launch", "real_deploy", f"twin_config:={tmp_path}/x.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "x.yaml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_help_on_every_verb() -> None:
+    listing = subprocess.run(
+        [sys.executable, "-m", "r2s2r.cli", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert listing.returncode == 0
+    verbs = [
+        line.split()[0]
+        for line in listing.stdout.split("Commands:")[1].splitlines()
+        if line.startswith("  ") and line.split()
+    ]
+    assert {"launch", "graphs"} <= set(verbs)
+    for verb in verbs:
+        result = subprocess.run(
+            [sys.executable, "-m", "r2s2r.cli", verb, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, (verb, result.stderr)
+        assert "Usage:" in result.stdout
