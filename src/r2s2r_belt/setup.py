@@ -16,7 +16,9 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Belt-speed estimation (encoder + vision, filtered) and object tracking on the belt.",
+    description=(
+        "Belt-speed estimation (encoder + vision, filtered) and object tracking on the belt."
+    ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["belt_speed = r2s2r_belt.nodes.belt_speed:main"]},
 )

@@ -18,5 +18,5 @@ setup(
     maintainer_email="maintainers@r2s2r.dev",
     description="Hand/head camera drivers: OpenCV/V4L2 device, file replay, simulator.",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["camera_driver = r2s2r_cameras.nodes.camera_driver:main"]},
 )

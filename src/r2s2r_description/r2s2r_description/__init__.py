@@ -1,1 +1,4 @@
-"""Robot (arm + multi-finger hand) and cell description: one source of truth for simulator, planner and rviz."""
+"""Robot (arm + multi-finger hand) and cell description.
+
+One source of truth for the simulator, the planner and rviz.
+"""

@@ -1,1 +1,4 @@
-"""World parameters, MuJoCo simulator backend, task and success predicate, the real twin and the sim bridge."""
+"""World parameters, MuJoCo simulator backend, task and success predicate.
+
+Also home of the real twin and the sim bridge nodes (``r2s2r_sim.nodes``).
+"""

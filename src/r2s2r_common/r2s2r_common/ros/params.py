@@ -1,10 +1,10 @@
-"""Declare a node's ROS parameters from its typed config schema and build the config once.
+"""ROS parameters declared from a typed config schema, and the config built back from them.
 
-The schema (a :class:`r2s2r_common.config.ConfigModel`) is the single source of names, types,
-defaults, descriptions and ranges, as generate_parameter_library gives C++ nodes: nested
-models become dotted parameter names (``camera.width_px``), ``Field(ge=..., le=...)`` becomes a
-range in the descriptor, a bad value fails at start-up with a message naming the parameter, and
-a runtime ``ros2 param set`` with a bad value is refused with the reason.
+Each leaf field of a :class:`~r2s2r_common.config.ConfigModel` becomes one parameter (nested
+models give dotted names, ``device.width_px``) with its type, default, description and range
+(from ``ge``/``le``/``gt``/``lt``), as generate_parameter_library would give. Values that ROS
+rejects at declaration (wrong type, out of range) are recorded instead of crashing the
+constructor, so a lifecycle node can refuse ``configure`` with the reason.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable
-from enum import Enum
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from annotated_types import Ge, Gt, Le, Lt
+import annotated_types
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from r2s2r_common.config import ConfigError, parse_config, unflatten
 from rcl_interfaces.msg import (
     FloatingPointRange,
     IntegerRange,
@@ -24,174 +26,228 @@ from rcl_interfaces.msg import (
     ParameterType,
     SetParametersResult,
 )
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.exceptions import (
+    InvalidParameterTypeException,
+    InvalidParameterValueException,
+    ParameterUninitializedException,
+)
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from r2s2r_common.config import ConfigError, flatten, parse_config, unflatten
-
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_SCALAR_TYPES: dict[type, int] = {
-    bool: ParameterType.PARAMETER_BOOL,
-    int: ParameterType.PARAMETER_INTEGER,
-    float: ParameterType.PARAMETER_DOUBLE,
-    str: ParameterType.PARAMETER_STRING,
+_SCALAR_TYPES: dict[type, tuple[int, Parameter.Type]] = {
+    bool: (ParameterType.PARAMETER_BOOL, Parameter.Type.BOOL),
+    int: (ParameterType.PARAMETER_INTEGER, Parameter.Type.INTEGER),
+    float: (ParameterType.PARAMETER_DOUBLE, Parameter.Type.DOUBLE),
+    str: (ParameterType.PARAMETER_STRING, Parameter.Type.STRING),
 }
-_ARRAY_TYPES: dict[type, int] = {
-    bool: ParameterType.PARAMETER_BOOL_ARRAY,
-    int: ParameterType.PARAMETER_INTEGER_ARRAY,
-    float: ParameterType.PARAMETER_DOUBLE_ARRAY,
-    str: ParameterType.PARAMETER_STRING_ARRAY,
+_LIST_TYPES: dict[type, tuple[int, Parameter.Type]] = {
+    bool: (ParameterType.PARAMETER_BOOL_ARRAY, Parameter.Type.BOOL_ARRAY),
+    int: (ParameterType.PARAMETER_INTEGER_ARRAY, Parameter.Type.INTEGER_ARRAY),
+    float: (ParameterType.PARAMETER_DOUBLE_ARRAY, Parameter.Type.DOUBLE_ARRAY),
+    str: (ParameterType.PARAMETER_STRING_ARRAY, Parameter.Type.STRING_ARRAY),
 }
 
 
-def _strip_optional(annotation: Any) -> Any:
+@dataclass
+class SchemaParameters:
+    """The parameters declared for one schema.
+
+    Attributes:
+        model: The schema class.
+        names: Dotted parameter names, in declaration order.
+        declaration_errors: Problems found while declaring (bad overrides), one line each.
+
+    """
+
+    model: type[BaseModel]
+    names: list[str] = field(default_factory=list)
+    declaration_errors: list[str] = field(default_factory=list)
+
+
+def _ros_types(annotation: Any, name: str) -> tuple[int, Parameter.Type, str]:
+    """Map a field annotation to (descriptor type, rclpy type, extra description)."""
     origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        choices = typing.get_args(annotation)
+        if not all(isinstance(choice, str) for choice in choices):
+            raise TypeError(f"{name}: only string Literal fields can become parameters")
+        return (
+            ParameterType.PARAMETER_STRING,
+            Parameter.Type.STRING,
+            f" One of: {', '.join(choices)}.",
+        )
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        if item in _LIST_TYPES:
+            descriptor_type, rclpy_type = _LIST_TYPES[item]
+            return descriptor_type, rclpy_type, ""
+    if isinstance(annotation, type) and annotation in _SCALAR_TYPES:
+        descriptor_type, rclpy_type = _SCALAR_TYPES[annotation]
+        return descriptor_type, rclpy_type, ""
     if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(members) == 1:
-            return members[0]
-    return annotation
+        raise TypeError(f"{name}: optional/union fields cannot become ROS parameters")
+    raise TypeError(f"{name}: field type {annotation!r} has no ROS parameter type")
 
 
-def _parameter_type(annotation: Any, name: str) -> int:
-    annotation = _strip_optional(annotation)
-    if typing.get_origin(annotation) is typing.Literal:
-        annotation = type(typing.get_args(annotation)[0])
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        return ParameterType.PARAMETER_STRING
-    if annotation in _SCALAR_TYPES:
-        return _SCALAR_TYPES[annotation]
-    origin = typing.get_origin(annotation)
-    if origin in (list, tuple):
-        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        if args and all(a == args[0] for a in args) and args[0] in _ARRAY_TYPES:
-            return _ARRAY_TYPES[args[0]]
-    raise TypeError(f"parameter '{name}': type {annotation!r} cannot be a ROS parameter")
+def _range(info: FieldInfo, descriptor_type: int) -> dict[str, Any]:
+    """ROS range (inclusive) from pydantic bounds; strict bounds are enforced by the schema."""
+    low: float | None = None
+    high: float | None = None
+    for item in info.metadata:
+        if isinstance(item, annotated_types.Ge | annotated_types.Gt):
+            low = float(item.ge if isinstance(item, annotated_types.Ge) else item.gt)  # type: ignore[arg-type]
+        if isinstance(item, annotated_types.Le | annotated_types.Lt):
+            high = float(item.le if isinstance(item, annotated_types.Le) else item.lt)  # type: ignore[arg-type]
+    if low is None and high is None:
+        return {}
+    if descriptor_type == ParameterType.PARAMETER_DOUBLE:
+        return {
+            "floating_point_range": [
+                FloatingPointRange(
+                    from_value=low if low is not None else -1e300,
+                    to_value=high if high is not None else 1e300,
+                    step=0.0,
+                )
+            ]
+        }
+    if descriptor_type == ParameterType.PARAMETER_INTEGER:
+        return {
+            "integer_range": [
+                IntegerRange(
+                    from_value=int(low) if low is not None else -(2**63),
+                    to_value=int(high) if high is not None else 2**63 - 1,
+                    step=1,
+                )
+            ]
+        }
+    return {}
 
 
-def describe_parameters(model: type[BaseModel], prefix: str = "") -> dict[str, ParameterDescriptor]:
-    """Descriptors (type, description, range) for every leaf field of ``model``, dotted names."""
-    descriptors: dict[str, ParameterDescriptor] = {}
-    for field_name, info in model.model_fields.items():
-        name = f"{prefix}{field_name}"
-        annotation = _strip_optional(info.annotation)
+def _leaves(
+    model: type[BaseModel], defaults: BaseModel, prefix: str = ""
+) -> list[tuple[str, FieldInfo, Any]]:
+    """Every leaf field as (dotted name, field info, default value)."""
+    leaves: list[tuple[str, FieldInfo, Any]] = []
+    for name, info in model.model_fields.items():
+        value = getattr(defaults, name)
+        annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            descriptors.update(describe_parameters(annotation, name + "."))
-            continue
+            leaves.extend(_leaves(annotation, value, f"{prefix}{name}."))
+        else:
+            leaves.append((f"{prefix}{name}", info, value))
+    return leaves
+
+
+def declare_schema_parameters(
+    node: Node, model: type[BaseModel], defaults: BaseModel | None = None
+) -> SchemaParameters:
+    """Declare one ROS parameter per leaf field of ``model``.
+
+    Args:
+        node: The node (plain or lifecycle).
+        model: The schema.
+        defaults: Default values (``model()`` if None).
+
+    Returns:
+        The declared names and any override that ROS rejected (type or range); such a
+        parameter keeps its default and the node should refuse to configure.
+
+    """
+    declared = SchemaParameters(model=model)
+    for name, info, default in _leaves(model, defaults if defaults is not None else model()):
+        descriptor_type, rclpy_type, extra = _ros_types(info.annotation, name)
         descriptor = ParameterDescriptor(
             name=name,
-            type=_parameter_type(annotation, name),
-            description=info.description or "",
+            type=descriptor_type,
+            description=(info.description or "") + extra,
+            **_range(info, descriptor_type),
         )
-        low = high = None
-        for meta in info.metadata:
-            if isinstance(meta, (Ge, Gt)):
-                low = meta.ge if isinstance(meta, Ge) else meta.gt
-            if isinstance(meta, (Le, Lt)):
-                high = meta.le if isinstance(meta, Le) else meta.lt
-        if low is not None and high is not None:
-            if descriptor.type == ParameterType.PARAMETER_DOUBLE:
-                descriptor.floating_point_range = [
-                    FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
-                ]
-            elif descriptor.type == ParameterType.PARAMETER_INTEGER:
-                descriptor.integer_range = [
-                    IntegerRange(from_value=int(low), to_value=int(high), step=1)
-                ]
-        descriptors[name] = descriptor
-    return descriptors
+        value: Any = default
+        if isinstance(default, list) and not default:
+            value = rclpy_type  # an empty list has no type of its own: declare it typed
+        try:
+            node.declare_parameter(name, value, descriptor)
+        except (InvalidParameterTypeException, InvalidParameterValueException) as error:
+            declared.declaration_errors.append(f"parameter {name}: {error}")
+            node.declare_parameter(name, value, descriptor, ignore_override=True)
+        declared.names.append(name)
+    return declared
 
 
-def _ros_value(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, tuple):
-        return list(value)
-    return value
+def _parameter_values(node: Node, names: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in names:
+        try:
+            parameter = node.get_parameter(name)
+        except ParameterUninitializedException:
+            continue  # typed empty list left unset: the schema default (empty) applies
+        if parameter.type_ == Parameter.Type.NOT_SET:
+            continue
+        value = parameter.value
+        values[name] = (
+            list(value) if isinstance(value, list | tuple) or hasattr(value, "tolist") else value
+        )
+    return values
 
 
-def declare_config(
-    node: Node,
-    model: type[ModelT],
-    on_change: Callable[[ModelT], None] | None = None,
-) -> ModelT:
-    """Declare every field of ``model`` as a parameter of ``node`` and return the config.
-
-    Defaults come from the schema; values from parameter files and overrides apply. The result
-    is validated as a whole, and later ``set_parameters`` calls are validated the same way:
-    valid changes are passed to ``on_change``; invalid ones are refused with the reason.
-    (Without ``on_change`` every runtime change is refused: the node reads config only once.)
+def config_from_parameters(node: Node, declared: SchemaParameters, model: type[ModelT]) -> ModelT:
+    """Build the typed config from the node's current parameter values.
 
     Raises:
-        ConfigError: A parameter value is invalid at start-up (named in the message).
+        ConfigError: If a declaration failed or the values do not satisfy the schema.
+
     """
-    defaults = flatten(model().model_dump() if _all_defaulted(model) else {})
-    descriptors = describe_parameters(model)
-    for name, descriptor in descriptors.items():
-        descriptor.dynamic_typing = name not in defaults
-        default = defaults.get(name)
+    if declared.declaration_errors:
+        raise ConfigError("\n".join(declared.declaration_errors))
+    values = _parameter_values(node, declared.names)
+    return parse_config(model, unflatten(values), f"node {node.get_name()!r} parameters")
+
+
+def add_schema_validation(
+    node: Node,
+    declared: SchemaParameters,
+    on_change: Callable[[Any], None] | None = None,
+) -> None:
+    """Refuse runtime parameter changes that would make the config invalid, with the reason.
+
+    Args:
+        node: The node whose parameters were declared.
+        declared: What :func:`declare_schema_parameters` returned.
+        on_change: Called with the new, validated config before an accepted change applies.
+    """
+
+    def validate(parameters: list[Parameter]) -> SetParametersResult:
+        values = _parameter_values(node, declared.names)
+        for parameter in parameters:
+            if parameter.name in values or parameter.name in declared.names:
+                value = parameter.value
+                values[parameter.name] = list(value) if hasattr(value, "tolist") else value
         try:
-            node.declare_parameter(
-                name,
-                _ros_value(default) if default is not None else Parameter.Type.NOT_SET,
-                descriptor,
-            )
-        except (InvalidParameterValueException, InvalidParameterTypeException) as error:
-            given = _override_value(node, name)
-            raise ConfigError(
-                f"node '{node.get_name()}' parameters: {name} = {given!r}: "
-                f"{_expected(descriptor)} ({type(error).__name__})"
-            ) from None
-
-    def current_values(overrides: dict[str, Any]) -> dict[str, Any]:
-        values = {}
-        for name in descriptors:
-            value = overrides.get(name, node.get_parameter(name).value)
-            if value is not None:
-                values[name] = value
-        return unflatten(values)
-
-    config = parse_config(model, current_values({}), f"node '{node.get_name()}' parameters")
-
-    def validate(params: list[Parameter]) -> SetParametersResult:
-        changes = {p.name: p.value for p in params if p.name in descriptors}
-        if not changes:
-            return SetParametersResult(successful=True)
-        if on_change is None:
-            return SetParametersResult(
-                successful=False, reason="this node reads its parameters only at start-up"
-            )
-        try:
-            new_config = parse_config(model, current_values(changes), "parameter update")
+            new_config = parse_config(declared.model, unflatten(values), "parameter change")
         except ConfigError as error:
             return SetParametersResult(successful=False, reason=str(error))
-        on_change(new_config)
+        if on_change is not None:
+            on_change(new_config)
         return SetParametersResult(successful=True)
 
     node.add_on_set_parameters_callback(validate)
+
+
+def declare_config(
+    node: Node, model: type[ModelT], on_change: Callable[[ModelT], None] | None = None
+) -> ModelT:
+    """Declare ``model``'s parameters on a plain node, build the config and guard changes.
+
+    For nodes that must fail at start-up on bad parameters (lifecycle nodes instead call
+    :func:`declare_schema_parameters` in the constructor and :func:`config_from_parameters` in
+    ``on_configure``, so that a bad value makes configure fail with the reason).
+
+    Raises:
+        ConfigError: A parameter value is invalid (named, with the expectation).
+    """
+    declared = declare_schema_parameters(node, model)
+    config = config_from_parameters(node, declared, model)
+    add_schema_validation(node, declared, on_change)
     return config
-
-
-def _override_value(node: Node, name: str) -> Any:
-    override = node._parameter_overrides.get(name)  # noqa: SLF001 - only to name the bad value
-    return override.value if override is not None else None
-
-
-def _expected(descriptor: ParameterDescriptor) -> str:
-    if descriptor.floating_point_range:
-        bounds = descriptor.floating_point_range[0]
-        return f"expected a number in [{bounds.from_value}, {bounds.to_value}]"
-    if descriptor.integer_range:
-        bounds = descriptor.integer_range[0]
-        return f"expected an integer in [{bounds.from_value}, {bounds.to_value}]"
-    return f"expected type {Parameter.Type(descriptor.type).name}"
-
-
-def _all_defaulted(model: type[BaseModel]) -> bool:
-    try:
-        model()
-    except Exception:  # noqa: BLE001 - a schema with required fields has no full default
-        return False
-    return True

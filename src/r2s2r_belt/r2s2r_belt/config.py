@@ -1,0 +1,158 @@
+"""Typed configuration of belt-speed estimation (one schema for the core and the node)."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field, field_validator
+from r2s2r_common.config import ConfigModel
+
+
+class EncoderConfig(ConfigModel):
+    """Roller-angle encoder (sensor_msgs/JointState position, rad) to belt surface speed."""
+
+    joint_name: str = Field(
+        default="", description="JointState entry of the roller; empty uses the first entry."
+    )
+    roller_radius_m: float = Field(
+        default=0.025, gt=0.0, le=1.0, description="Calibrated effective roller radius, m."
+    )
+    invert: bool = Field(
+        default=False, description="True if a positive roller angle moves the belt along -x."
+    )
+    window_s: float = Field(
+        default=0.1, gt=0.0, le=5.0, description="Regression window over roller angles, s."
+    )
+    angle_noise_rad: float = Field(
+        default=0.002, gt=0.0, le=1.0, description="Standard deviation of one angle reading, rad."
+    )
+    max_speed_mps: float = Field(
+        default=2.0, gt=0.0, le=20.0, description="Speeds beyond this are rejected, m/s."
+    )
+    timeout_s: float = Field(
+        default=0.5, gt=0.0, le=10.0, description="No reading for this long: source failed, s."
+    )
+
+
+class VisionConfig(ConfigModel):
+    """Belt speed from optical flow on the belt region of the head camera image."""
+
+    image_to_belt_homography: list[float] = Field(
+        default_factory=list,
+        description="Row-major 3x3 homography image px -> belt plane (x along belt, m), from "
+        "calibration; empty disables vision.",
+    )
+    image_width_px: int = Field(
+        default=0, ge=0, le=8192, description="Image width the homography is for; 0 = any."
+    )
+    image_height_px: int = Field(
+        default=0, ge=0, le=8192, description="Image height the homography is for; 0 = any."
+    )
+    roi_px: list[int] = Field(
+        default_factory=list,
+        description="Belt region [x_min, y_min, x_max, y_max] in px; empty = whole image.",
+    )
+    max_features: int = Field(default=150, ge=4, le=5000, description="Features tracked per frame.")
+    min_features: int = Field(
+        default=15, ge=3, le=5000, description="Fewer agreeing tracks: no estimate (quality flag)."
+    )
+    feature_quality: float = Field(
+        default=0.01, gt=0.0, le=1.0, description="Shi-Tomasi quality level (relative)."
+    )
+    min_feature_distance_px: float = Field(
+        default=8.0, gt=0.0, le=200.0, description="Minimum spacing between features, px."
+    )
+    flow_window_px: int = Field(
+        default=21, ge=5, le=101, description="Lucas-Kanade window size, px."
+    )
+    pyramid_levels: int = Field(default=3, ge=0, le=8, description="Lucas-Kanade pyramid levels.")
+    max_forward_backward_error_px: float = Field(
+        default=0.3, gt=0.0, le=10.0, description="Tracks failing the round trip are dropped, px."
+    )
+    max_cross_track_m: float = Field(
+        default=0.002,
+        gt=0.0,
+        le=1.0,
+        description="Tracks moving across the belt (y) more than this per frame are dropped, m.",
+    )
+    max_speed_mps: float = Field(
+        default=2.0, gt=0.0, le=20.0, description="Estimates beyond this are rejected, m/s."
+    )
+    max_frame_gap_s: float = Field(
+        default=0.5, gt=0.0, le=10.0, description="Frames further apart restart tracking, s."
+    )
+    min_variance_mps2: float = Field(
+        default=1e-6, gt=0.0, le=1.0, description="Variance floor of a vision estimate, (m/s)^2."
+    )
+    timeout_s: float = Field(
+        default=0.5, gt=0.0, le=10.0, description="No valid estimate for this long: failed, s."
+    )
+
+    @field_validator("image_to_belt_homography")
+    @classmethod
+    def _check_homography(cls, value: list[float]) -> list[float]:
+        if value and len(value) != 9:
+            raise ValueError(f"needs 9 values (row-major 3x3) or none, got {len(value)}")
+        if value and abs(float(np.linalg.det(np.reshape(value, (3, 3))))) < 1e-15:
+            raise ValueError("homography is singular")
+        return value
+
+    @field_validator("roi_px")
+    @classmethod
+    def _check_roi(cls, value: list[int]) -> list[int]:
+        if value and (len(value) != 4 or value[0] >= value[2] or value[1] >= value[3]):
+            raise ValueError(f"needs [x_min, y_min, x_max, y_max] with min < max, got {value}")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """True when a homography is configured."""
+        return bool(self.image_to_belt_homography)
+
+    def homography(self) -> np.ndarray:
+        """Return the 3x3 image -> belt homography.
+
+        Raises:
+            ValueError: If none is configured.
+
+        """
+        if not self.image_to_belt_homography:
+            raise ValueError("vision.image_to_belt_homography: not set (vision disabled)")
+        return np.asarray(self.image_to_belt_homography, dtype=float).reshape(3, 3)
+
+
+class FilterConfig(ConfigModel):
+    """Kalman filter over belt speed with a random-walk speed-change model."""
+
+    speed_random_walk_mps_per_sqrt_s: float = Field(
+        default=0.02,
+        gt=0.0,
+        le=10.0,
+        description="Process noise: expected speed change grows with sqrt(time), m/s/sqrt(s).",
+    )
+    initial_variance_mps2: float = Field(
+        default=1.0, gt=0.0, le=100.0, description="Variance before the first reading, (m/s)^2."
+    )
+    source_timeout_s: float = Field(
+        default=0.5, gt=0.0, le=10.0, description="A source counts as used this long, s."
+    )
+    max_valid_variance_mps2: float = Field(
+        default=0.01,
+        gt=0.0,
+        le=100.0,
+        description="Above this variance the estimate is flagged as not valid, (m/s)^2.",
+    )
+
+
+class BeltSpeedConfig(ConfigModel):
+    """Parameters of the ``belt_speed`` node."""
+
+    publish_rate_hz: float = Field(
+        default=50.0, ge=20.0, le=1000.0, description="Rate of /belt/speed, Hz."
+    )
+    frame_id: str = Field(default="belt_link", description="Frame of the published twist.")
+    diagnostics_period_s: float = Field(
+        default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics messages, s."
+    )
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    vision: VisionConfig = Field(default_factory=VisionConfig)
+    filter: FilterConfig = Field(default_factory=FilterConfig)

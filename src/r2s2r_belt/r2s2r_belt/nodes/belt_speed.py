@@ -1,0 +1,228 @@
+"""``belt_speed``: fused conveyor speed on ``/belt/speed`` (TwistStamped, m/s along belt x).
+
+Inputs: ``/belt/encoder`` (sensor_msgs/JointState, roller angle), and when a belt homography is
+configured ``/head_camera/image_raw`` + ``/head_camera/camera_info``. Encoder and vision run in
+separate callback groups on a multi-threaded executor, so optical flow never delays encoder
+readings; a timer publishes the filtered speed at ``publish_rate_hz`` and ``/diagnostics`` report
+variance, sources in use and per-source health.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TwistStamped
+from r2s2r_common.ros.params import (
+    config_from_parameters,
+    declare_schema_parameters,
+)
+from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from r2s2r_belt.config import BeltSpeedConfig
+from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
+from r2s2r_belt.estimates import FusedSpeed, SpeedMeasurement
+from r2s2r_belt.speed_filter import BeltSpeedFilter
+from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray
+
+
+def stamp_to_s(stamp: Any) -> float:
+    """``builtin_interfaces/Time`` to seconds."""
+    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+class BeltSpeedNode(Node):
+    """Belt-speed estimation node; see the module docstring.
+
+    Args:
+        node_name: ROS node name.
+        **kwargs: Passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``...).
+
+    Raises:
+        ConfigError: If the parameters do not satisfy :class:`BeltSpeedConfig` (startup fails).
+
+    """
+
+    def __init__(self, node_name: str = "belt_speed", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        declared = declare_schema_parameters(self, BeltSpeedConfig)
+        self.config = config_from_parameters(self, declared, BeltSpeedConfig)
+        config = self.config
+        self._lock = threading.Lock()
+        self._encoder = EncoderSpeedEstimator(config.encoder)
+        self._vision = VisionSpeedEstimator(config.vision) if config.vision.enabled else None
+        self._filter = BeltSpeedFilter(config.filter)
+        self._last: dict[str, SpeedMeasurement] = {}
+        self._dropped: dict[str, int] = {"encoder": 0, "vision": 0}
+        self._last_error = ""
+        self._camera_size_px: tuple[int, int] | None = None
+        self._latest: FusedSpeed | None = None
+
+        encoder_group = MutuallyExclusiveCallbackGroup()
+        vision_group = MutuallyExclusiveCallbackGroup()
+        output_group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(
+            JointState,
+            "/belt/encoder",
+            self._on_encoder,
+            qos_profile_sensor_data,
+            callback_group=encoder_group,
+        )
+        if self._vision is not None:
+            self.create_subscription(
+                Image,
+                "/head_camera/image_raw",
+                self._on_image,
+                qos_profile_sensor_data,
+                callback_group=vision_group,
+            )
+            self.create_subscription(
+                CameraInfo,
+                "/head_camera/camera_info",
+                self._on_camera_info,
+                qos_profile_sensor_data,
+                callback_group=vision_group,
+            )
+        self._speed_pub = self.create_publisher(TwistStamped, "/belt/speed", 10)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(
+            1.0 / config.publish_rate_hz, self._publish_speed, callback_group=output_group
+        )
+        self.create_timer(
+            config.diagnostics_period_s, self._publish_diagnostics, callback_group=output_group
+        )
+        self.get_logger().info(
+            f"belt speed from encoder{' and vision' if self._vision else ''} at "
+            f"{config.publish_rate_hz:g} Hz"
+        )
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _message_time_s(self, stamp: Any) -> float:
+        seconds = stamp_to_s(stamp)
+        return seconds if seconds > 0.0 else self._now_s()
+
+    def _drop(self, source: str, reason: str) -> None:
+        with self._lock:
+            self._dropped[source] += 1
+            self._last_error = f"{source}: {reason}"
+        self.get_logger().warning(f"dropped {source} message: {reason}", throttle_duration_sec=5.0)
+
+    def _on_encoder(self, msg: JointState) -> None:
+        joint_name = self.config.encoder.joint_name
+        if joint_name:
+            if joint_name not in msg.name:
+                self._drop("encoder", f"no joint {joint_name!r} in {list(msg.name)}")
+                return
+            index = list(msg.name).index(joint_name)
+        else:
+            index = 0
+        if index >= len(msg.position):
+            self._drop("encoder", "JointState without a position")
+            return
+        stamp_s = self._message_time_s(msg.header.stamp)
+        with self._lock:
+            self._encoder.add_sample(stamp_s, float(msg.position[index]))
+            measurement = self._encoder.estimate(stamp_s)
+            self._last["encoder"] = measurement
+            self._filter.update(measurement)
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        self._camera_size_px = (int(msg.width), int(msg.height))
+
+    def _on_image(self, msg: Image) -> None:
+        assert self._vision is not None
+        try:
+            gray = to_gray(from_image_msg(msg), msg.encoding)
+            measurement = self._vision.update(gray, self._message_time_s(msg.header.stamp))
+        except (ImageConversionError, ValueError) as error:
+            self._drop("vision", str(error))
+            return
+        if measurement is None:
+            return
+        with self._lock:
+            self._last["vision"] = measurement
+            self._filter.update(measurement)
+
+    def _publish_speed(self) -> None:
+        now = self.get_clock().now()
+        with self._lock:
+            if not self._filter.updates:
+                return  # nothing measured yet: publishing a zero would be a made-up value
+            fused = self._filter.estimate(now.nanoseconds * 1e-9)
+            self._latest = fused
+        msg = TwistStamped()
+        msg.header.stamp = now.to_msg()
+        msg.header.frame_id = self.config.frame_id
+        msg.twist.linear.x = fused.speed_mps
+        self._speed_pub.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        with self._lock:
+            fused = self._latest
+            last = dict(self._last)
+            dropped = dict(self._dropped)
+            last_error = self._last_error
+            updates = dict(self._filter.updates)
+        values = {
+            "speed_mps": f"{fused.speed_mps:.5f}" if fused else "",
+            "variance_mps2": f"{fused.variance_mps2:.3e}" if fused else "",
+            "sources": ",".join(fused.sources) if fused else "",
+            "valid": str(fused.valid) if fused else "False",
+            "last_error": last_error,
+        }
+        for source in ("encoder", "vision"):
+            reading = last.get(source)
+            values[f"{source}_updates"] = str(updates.get(source, 0))
+            values[f"{source}_dropped_messages"] = str(dropped[source])
+            values[f"{source}_state"] = (
+                "disabled"
+                if source == "vision" and self._vision is None
+                else "no data"
+                if reading is None
+                else "ok"
+                if reading.valid
+                else reading.reason
+            )
+            if source == "vision" and reading is not None:
+                values["vision_features"] = str(reading.feature_count)
+        if fused is None or not fused.sources:
+            level, message = DiagnosticStatus.ERROR, "no belt speed source"
+        elif not fused.valid or (self._vision is not None and len(fused.sources) < 2):
+            level, message = DiagnosticStatus.WARN, f"running on {','.join(fused.sources)} only"
+        else:
+            level, message = DiagnosticStatus.OK, f"fused {','.join(fused.sources)}"
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: belt speed",
+            message=message,
+            hardware_id="belt",
+            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_pub.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the belt_speed node on a multi-threaded executor."""
+    rclpy.init(args=args)
+    node = BeltSpeedNode()
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()

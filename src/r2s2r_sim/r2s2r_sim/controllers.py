@@ -1,0 +1,230 @@
+"""A NumPy emulation of ros2_control's ``joint_trajectory_controller`` with command latency.
+
+What it reproduces: a trajectory is a list of points with ``time_from_start``; it starts when it
+is *executed* (``latency_s`` after it was received, like a real robot's command path); before
+the first point the controller interpolates from the current desired state; between points it
+interpolates linearly (positions only) or with cubic Hermite splines (positions + velocities);
+after the last point it holds. A new trajectory replaces the old one when it is executed.
+The PD servo itself (per-joint ``kp``/``kd``) is the simulator's position actuator.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+class TrajectoryError(ValueError):
+    """A trajectory command is malformed (joint names, lengths, times, limits)."""
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A validated trajectory in the controller's joint order.
+
+    Attributes:
+        times_s: (M,) strictly increasing ``time_from_start`` values, ``>= 0``.
+        positions: (M, N) joint positions (rad).
+        velocities: (M, N) joint velocities (rad/s), or None for linear interpolation.
+
+    """
+
+    times_s: FloatArray
+    positions: FloatArray
+    velocities: FloatArray | None = None
+
+
+def make_trajectory(
+    controller_joints: Sequence[str],
+    joint_names: Sequence[str],
+    times_s: Sequence[float],
+    positions: Sequence[Sequence[float]] | FloatArray,
+    velocities: Sequence[Sequence[float]] | FloatArray | None = None,
+) -> Trajectory:
+    """Validate a command and reorder it into the controller's joint order.
+
+    Args:
+        controller_joints: The joints this controller owns, in its order.
+        joint_names: The command's joint names (any order, each exactly once, all required).
+        times_s: ``time_from_start`` per point.
+        positions: (M, len(joint_names)) positions.
+        velocities: Optional (M, len(joint_names)) velocities.
+
+    Raises:
+        TrajectoryError: Unknown, missing or repeated joint names, wrong lengths, non-finite
+            values, or times that are negative or not strictly increasing.
+
+    """
+    names = list(joint_names)
+    if len(set(names)) != len(names):
+        raise TrajectoryError(f"joint_names {names}: each joint must appear once")
+    if set(names) != set(controller_joints):
+        unknown = sorted(set(names) - set(controller_joints))
+        missing = sorted(set(controller_joints) - set(names))
+        raise TrajectoryError(
+            f"joint_names: unknown {unknown}, missing {missing}; expected {list(controller_joints)}"
+        )
+    times = np.asarray(times_s, dtype=float).reshape(-1)
+    pos = np.asarray(positions, dtype=float)
+    if pos.ndim != 2 or pos.shape != (times.size, len(names)) or times.size == 0:
+        raise TrajectoryError(
+            f"positions shape {pos.shape}: expected ({times.size}, {len(names)}) with ≥ 1 point"
+        )
+    if not (np.all(np.isfinite(times)) and np.all(np.isfinite(pos))):
+        raise TrajectoryError("times_s and positions must be finite")
+    if times[0] < 0.0 or np.any(np.diff(times) <= 0.0):
+        raise TrajectoryError(f"times_s {times.tolist()}: expected ≥ 0 and strictly increasing")
+    order = [names.index(j) for j in controller_joints]
+    vel = None
+    if velocities is not None:
+        vel = np.asarray(velocities, dtype=float)
+        if vel.shape != pos.shape or not np.all(np.isfinite(vel)):
+            raise TrajectoryError(f"velocities shape {vel.shape}: expected {pos.shape}, finite")
+        vel = vel[:, order]
+    return Trajectory(times, pos[:, order], vel)
+
+
+def sample_trajectory(
+    trajectory: Trajectory, start_positions: FloatArray, t_s: float
+) -> FloatArray:
+    """Desired positions ``t_s`` seconds after the trajectory started executing.
+
+    The segment before the first point starts from ``start_positions`` at ``t = 0`` (with zero
+    velocity when the trajectory carries velocities).
+    """
+    times, positions, velocities = trajectory.times_s, trajectory.positions, trajectory.velocities
+    if t_s >= times[-1]:
+        return positions[-1].copy()
+    index = int(np.searchsorted(times, t_s, side="right"))
+    if index == 0:
+        t0, t1 = 0.0, float(times[0])
+        p0, p1 = start_positions, positions[0]
+        v0 = None if velocities is None else np.zeros_like(p0)
+        v1 = None if velocities is None else velocities[0]
+    else:
+        t0, t1 = float(times[index - 1]), float(times[index])
+        p0, p1 = positions[index - 1], positions[index]
+        v0 = None if velocities is None else velocities[index - 1]
+        v1 = None if velocities is None else velocities[index]
+    duration = t1 - t0
+    if duration <= 0.0:
+        return p1.copy()
+    s = (t_s - t0) / duration
+    if v0 is None or v1 is None:
+        return p0 + s * (p1 - p0)  # type: ignore[no-any-return]
+    s2, s3 = s * s, s * s * s
+    h00, h10 = 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s
+    h01, h11 = -2 * s3 + 3 * s2, s3 - s2
+    return h00 * p0 + h10 * duration * v0 + h01 * p1 + h11 * duration * v1  # type: ignore[no-any-return]
+
+
+@dataclass
+class _Pending:
+    execute_at_s: float
+    trajectory: Trajectory
+
+
+class JointTrajectoryController:
+    """Trajectory following for one joint group, with a latency queue.
+
+    Args:
+        joint_names: The joints it owns, in order.
+        lower_rad: Lower position limits (targets are clipped, as the drive would).
+        upper_rad: Upper position limits.
+        latency_s: Delay between receiving and executing a command.
+
+    """
+
+    def __init__(
+        self,
+        joint_names: Sequence[str],
+        lower_rad: Sequence[float],
+        upper_rad: Sequence[float],
+        latency_s: float = 0.0,
+    ):
+        if latency_s < 0.0:
+            raise TrajectoryError(f"latency_s = {latency_s}: expected ≥ 0")
+        self.joint_names = tuple(joint_names)
+        self.lower = np.asarray(lower_rad, dtype=float)
+        self.upper = np.asarray(upper_rad, dtype=float)
+        self.latency_s = float(latency_s)
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._active: Trajectory | None = None
+        self._active_start_s = 0.0
+        self._start_positions = np.zeros(len(self.joint_names))
+        self.desired = np.zeros(len(self.joint_names))
+        self.commands_received = 0
+
+    def reset(self, positions: Sequence[float] | FloatArray) -> None:
+        """Drop all commands and hold ``positions``."""
+        self._queue.clear()
+        self._active = None
+        self.desired = np.clip(np.asarray(positions, dtype=float), self.lower, self.upper)
+
+    def command(
+        self,
+        now_s: float,
+        joint_names: Sequence[str],
+        times_s: Sequence[float],
+        positions: Sequence[Sequence[float]] | FloatArray,
+        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
+    ) -> None:
+        """Receive a trajectory at ``now_s``; it executes at ``now_s + latency_s``.
+
+        Raises:
+            TrajectoryError: If the command is malformed (nothing is queued then).
+
+        """
+        trajectory = make_trajectory(self.joint_names, joint_names, times_s, positions, velocities)
+        self._queue.append(_Pending(now_s + self.latency_s, trajectory))
+        self.commands_received += 1
+
+    @property
+    def busy(self) -> bool:
+        """Whether a command is pending or a trajectory is still being executed."""
+        return bool(self._queue) or self._active is not None
+
+    def update(self, now_s: float) -> FloatArray:
+        """Advance to ``now_s`` and return the desired positions (the servo targets)."""
+        while self._queue and self._queue[0].execute_at_s <= now_s + 1e-9:
+            pending = self._queue.popleft()
+            self._active = pending.trajectory
+            self._active_start_s = pending.execute_at_s
+            self._start_positions = self.desired.copy()
+        if self._active is not None:
+            elapsed = now_s - self._active_start_s
+            self.desired = np.clip(
+                sample_trajectory(self._active, self._start_positions, elapsed),
+                self.lower,
+                self.upper,
+            )
+            if elapsed >= self._active.times_s[-1]:
+                self._active = None
+        return self.desired
+
+    def snapshot(self) -> dict[str, object]:
+        """Return a copy of the internal state (for simulator get_state/set_state)."""
+        return {
+            "queue": [(p.execute_at_s, p.trajectory) for p in self._queue],
+            "active": self._active,
+            "active_start_s": self._active_start_s,
+            "start_positions": self._start_positions.copy(),
+            "desired": self.desired.copy(),
+        }
+
+    def restore(self, snapshot: dict[str, object]) -> None:
+        """Restore a state from :meth:`snapshot`."""
+        queue = snapshot["queue"]
+        assert isinstance(queue, list)
+        self._queue = collections.deque(_Pending(t, traj) for t, traj in queue)
+        active = snapshot["active"]
+        self._active = active if isinstance(active, Trajectory) else None
+        self._active_start_s = float(snapshot["active_start_s"])  # type: ignore[arg-type]
+        self._start_positions = np.array(snapshot["start_positions"], dtype=float)
+        self.desired = np.array(snapshot["desired"], dtype=float)

@@ -1,0 +1,448 @@
+"""MuJoCo implementation of :class:`r2s2r_sim.backend.SimBackend`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from numpy.typing import NDArray
+from r2s2r_description.robot import (
+    ALL_JOINT_NAMES,
+    ARM_JOINT_NAMES,
+    HAND_JOINT_NAMES,
+    HOME_POSITIONS,
+    JOINT_LIMITS,
+)
+from r2s2r_description.transforms import Vector
+
+from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
+from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
+from r2s2r_sim.controllers import JointTrajectoryController, TrajectoryError
+from r2s2r_sim.scene import BELT_GEOM, build_model, park_position
+from r2s2r_sim.world import CameraParams, WorldParams
+
+CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
+"""Cameras of the cell (MuJoCo camera names; ROS frames ``<name>_optical_frame``)."""
+
+
+def camera_params(world: WorldParams, camera_name: str) -> CameraParams:
+    """Return the world's parameters of ``head_camera`` or ``hand_camera``.
+
+    Raises:
+        BackendError: For another name.
+
+    """
+    if camera_name == "head_camera":
+        return world.cameras.head
+    if camera_name == "hand_camera":
+        return world.cameras.hand
+    raise BackendError(f"unknown camera {camera_name!r}; expected one of {CAMERA_NAMES}")
+
+
+def camera_intrinsics(params: CameraParams) -> Intrinsics:
+    """Return the :class:`Intrinsics` of a camera's parameters."""
+    return Intrinsics(
+        params.width_px, params.height_px, params.fx_px, params.fy_px, params.cx_px, params.cy_px
+    )
+
+
+@dataclass
+class _State:
+    physics: NDArray[np.float64]
+    controllers: list[dict[str, object]]
+    gravcomp: NDArray[np.float64]
+    belt_travel_m: float
+    belt_speed_mps: float
+    steps_since_control: int
+
+
+class _CameraRig:
+    """Renderers and the image warp of one camera."""
+
+    def __init__(self, model: mujoco.MjModel, params: CameraParams, name: str):
+        self.params = params
+        self.name = name
+        self.warp = ImageWarp(camera_intrinsics(params), params.distortion.as_array())
+        model.cam_fovy[model.camera(name).id] = self.warp.render_fovy_deg
+        self.rgb = self._renderer(model)
+        self.depth: mujoco.Renderer | None = None
+
+    def _renderer(self, model: mujoco.MjModel) -> mujoco.Renderer:
+        renderer = mujoco.Renderer(model, self.params.height_px, self.params.width_px)
+        for flag in (
+            mujoco.mjtRndFlag.mjRND_SHADOW,
+            mujoco.mjtRndFlag.mjRND_REFLECTION,
+            mujoco.mjtRndFlag.mjRND_SKYBOX,
+            mujoco.mjtRndFlag.mjRND_FOG,
+            mujoco.mjtRndFlag.mjRND_HAZE,
+        ):
+            renderer.scene.flags[flag] = 0
+        return renderer
+
+    def depth_renderer(self, model: mujoco.MjModel) -> mujoco.Renderer:
+        if self.depth is None:
+            self.depth = self._renderer(model)
+            self.depth.enable_depth_rendering()
+        return self.depth
+
+    def close(self) -> None:
+        self.rgb.close()
+        if self.depth is not None:
+            self.depth.close()
+
+
+class MujocoBackend:
+    """The cell in MuJoCo with joint trajectory controllers and calibrated cameras.
+
+    Args:
+        enable_rendering: Create renderers (needs an OpenGL backend: ``MUJOCO_GL=egl``).
+
+    """
+
+    def __init__(self, enable_rendering: bool = True):
+        self.enable_rendering = enable_rendering
+        self._model: mujoco.MjModel | None = None
+        self._data: mujoco.MjData | None = None
+        self._world: WorldParams | None = None
+        self._model_key: tuple[str, tuple[ObjectInstance, ...]] | None = None
+        self._objects: tuple[ObjectInstance, ...] = ()
+        self._cameras: dict[str, _CameraRig] = {}
+        self._belt_travel_m = 0.0
+        self._belt_speed_mps = 0.0
+        self._steps_since_control = 0
+        self.seed = 0
+        lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
+        upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
+        n_arm = len(ARM_JOINT_NAMES)
+        self.arm_controller = JointTrajectoryController(
+            ARM_JOINT_NAMES, lower[:n_arm], upper[:n_arm]
+        )
+        self.hand_controller = JointTrajectoryController(
+            HAND_JOINT_NAMES, lower[n_arm:], upper[n_arm:]
+        )
+
+    # -- episode ---------------------------------------------------------------------------
+    def reset(self, world: WorldParams, seed: int, objects: Sequence[ObjectInstance] = ()) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.reset`."""
+        objects = tuple(objects)
+        key = (world.model_dump_json(exclude={"shifts", "randomization", "task"}), objects)
+        if key != self._model_key:
+            self.close()
+            self._model = build_model(world, objects)
+            self._data = mujoco.MjData(self._model)
+            self._model_key = key
+            self._objects = objects
+            self._object_adr = {
+                o.name: (
+                    int(self._model.jnt_qposadr[self._model.joint(f"{o.name}_joint").id]),
+                    int(self._model.jnt_dofadr[self._model.joint(f"{o.name}_joint").id]),
+                    int(self._model.body(o.name).id),
+                )
+                for o in objects
+            }
+            model = self._model
+            self._qadr = np.array(
+                [model.jnt_qposadr[model.joint(n).id] for n in ALL_JOINT_NAMES], dtype=int
+            )
+            self._dadr = np.array(
+                [model.jnt_dofadr[model.joint(n).id] for n in ALL_JOINT_NAMES], dtype=int
+            )
+            self._arm_act = np.array([model.actuator(n).id for n in ARM_JOINT_NAMES], dtype=int)
+            self._hand_act = np.array([model.actuator(n).id for n in HAND_JOINT_NAMES], dtype=int)
+            self._belt_geom = model.geom(BELT_GEOM).id
+            if self.enable_rendering:
+                self._cameras = {
+                    name: _CameraRig(model, camera_params(world, name), name)
+                    for name in CAMERA_NAMES
+                }
+        model, data = self._require()
+        mujoco.mj_resetData(model, data)
+        self._world = world
+        self.seed = seed
+        home = np.array([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES])
+        data.qpos[self._qadr] = home
+        n_arm = len(ARM_JOINT_NAMES)
+        self.arm_controller.latency_s = world.controller.latency_s
+        self.hand_controller.latency_s = world.controller.latency_s
+        self.arm_controller.reset(home[:n_arm])
+        self.hand_controller.reset(home[n_arm:])
+        data.ctrl[self._arm_act] = self.arm_controller.desired
+        data.ctrl[self._hand_act] = self.hand_controller.desired
+        for index, instance in enumerate(self._objects):
+            qadr, _, body = self._object_adr[instance.name]
+            data.qpos[qadr : qadr + 3] = park_position(index)
+            data.qpos[qadr + 3 : qadr + 7] = (1.0, 0.0, 0.0, 0.0)
+            model.body_gravcomp[body] = 1.0
+        self._belt_travel_m = 0.0
+        self._steps_since_control = 0
+        self.set_belt_speed(world.belt.speed_mps)
+        mujoco.mj_forward(model, data)
+
+    def close(self) -> None:
+        """Free the renderers (the model is rebuilt on the next reset)."""
+        for rig in self._cameras.values():
+            rig.close()
+        self._cameras = {}
+        self._model_key = None
+
+    def _require(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        if self._model is None or self._data is None:
+            raise BackendError("call reset(world, seed) first")
+        return self._model, self._data
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """The compiled MuJoCo model (for tools and benchmarks)."""
+        return self._require()[0]
+
+    @property
+    def data(self) -> mujoco.MjData:
+        """The MuJoCo data (for tools and benchmarks)."""
+        return self._require()[1]
+
+    @property
+    def world(self) -> WorldParams:
+        """See :attr:`r2s2r_sim.backend.SimBackend.world`."""
+        if self._world is None:
+            raise BackendError("call reset(world, seed) first")
+        return self._world
+
+    @property
+    def time_s(self) -> float:
+        """See :attr:`r2s2r_sim.backend.SimBackend.time_s`."""
+        return float(self._require()[1].time)
+
+    @property
+    def objects(self) -> tuple[ObjectInstance, ...]:
+        """The episode's objects."""
+        return self._objects
+
+    # -- stepping and control ---------------------------------------------------------------
+    def step(self, n_steps: int = 1) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.step`."""
+        model, data = self._require()
+        period = self.world.physics.steps_per_control
+        remaining = int(n_steps)
+        while remaining > 0:
+            phase = self._steps_since_control % period
+            if phase == 0:
+                self._control_tick(data)
+            if not (self.arm_controller.busy or self.hand_controller.busy):
+                # Idle controllers hold their targets and commands only arrive between calls,
+                # so the rest of this call needs no controller updates.
+                chunk = remaining
+            else:
+                chunk = min(period - phase, remaining)
+            mujoco.mj_step(model, data, nstep=chunk)
+            self._steps_since_control += chunk
+            remaining -= chunk
+            self._belt_travel_m += self._belt_speed_mps * chunk * model.opt.timestep
+
+    def _control_tick(self, data: mujoco.MjData) -> None:
+        now = float(data.time)
+        if self.arm_controller.busy:
+            data.ctrl[self._arm_act] = self.arm_controller.update(now)
+        if self.hand_controller.busy:
+            data.ctrl[self._hand_act] = self.hand_controller.update(now)
+
+    def _controller_for(self, joint_names: Sequence[str]) -> JointTrajectoryController:
+        names = set(joint_names)
+        if names and names <= set(ARM_JOINT_NAMES):
+            return self.arm_controller
+        if names and names <= set(HAND_JOINT_NAMES):
+            return self.hand_controller
+        raise TrajectoryError(
+            f"joint_names {list(joint_names)}: expected the arm joints {list(ARM_JOINT_NAMES)} "
+            f"or the hand joints {list(HAND_JOINT_NAMES)}"
+        )
+
+    def command_trajectory(
+        self,
+        joint_names: Sequence[str],
+        times_s: Sequence[float],
+        positions: Sequence[Sequence[float]] | FloatArray,
+        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
+    ) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.command_trajectory`."""
+        self._require()
+        controller = self._controller_for(joint_names)
+        controller.command(self.time_s, joint_names, times_s, positions, velocities)
+
+    def set_joint_targets(self, joint_names: Sequence[str], positions: Sequence[float]) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.set_joint_targets`."""
+        self.command_trajectory(joint_names, [0.0], [list(positions)])
+
+    def joint_positions(self) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.joint_positions`."""
+        return self._require()[1].qpos[self._qadr].copy()  # type: ignore[no-any-return]
+
+    def joint_velocities(self) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.joint_velocities`."""
+        return self._require()[1].qvel[self._dadr].copy()  # type: ignore[no-any-return]
+
+    def joint_targets(self) -> FloatArray:
+        """Return the servo targets (controller desired positions), ALL_JOINT_NAMES order."""
+        return np.concatenate([self.arm_controller.desired, self.hand_controller.desired])
+
+    # -- belt ---------------------------------------------------------------------------------
+    def set_belt_speed(self, speed_mps: float) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.set_belt_speed`."""
+        model, _ = self._require()
+        model.geom_surfacevel[self._belt_geom, 0] = speed_mps
+        self._belt_speed_mps = float(speed_mps)
+
+    @property
+    def belt_speed_mps(self) -> float:
+        """Current belt speed."""
+        return self._belt_speed_mps
+
+    @property
+    def belt_travel_m(self) -> float:
+        """See :attr:`r2s2r_sim.backend.SimBackend.belt_travel_m`."""
+        return self._belt_travel_m
+
+    # -- objects and contacts -----------------------------------------------------------------
+    def _object(self, name: str) -> tuple[int, int, int]:
+        if name not in self._object_adr:
+            raise BackendError(
+                f"unknown object {name!r}; episode objects: {sorted(self._object_adr)}"
+            )
+        return self._object_adr[name]
+
+    def spawn_object(
+        self,
+        name: str,
+        position_m: Vector,
+        quat_wxyz: Vector = (1.0, 0.0, 0.0, 0.0),
+        linear_velocity_mps: Vector = (0.0, 0.0, 0.0),
+    ) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.spawn_object`."""
+        model, data = self._require()
+        qadr, dadr, body = self._object(name)
+        data.qpos[qadr : qadr + 3] = position_m
+        data.qpos[qadr + 3 : qadr + 7] = np.asarray(quat_wxyz) / np.linalg.norm(quat_wxyz)
+        data.qvel[dadr : dadr + 6] = 0.0
+        data.qvel[dadr : dadr + 3] = linear_velocity_mps
+        model.body_gravcomp[body] = 0.0
+        mujoco.mj_forward(model, data)
+
+    def park_object(self, name: str) -> None:
+        """Take an object out of the scene again."""
+        model, data = self._require()
+        qadr, dadr, body = self._object(name)
+        index = [o.name for o in self._objects].index(name)
+        data.qpos[qadr : qadr + 3] = park_position(index)
+        data.qpos[qadr + 3 : qadr + 7] = (1.0, 0.0, 0.0, 0.0)
+        data.qvel[dadr : dadr + 6] = 0.0
+        model.body_gravcomp[body] = 1.0
+
+    def object_poses(self) -> dict[str, ObjectPose]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.object_poses`."""
+        model, data = self._require()
+        poses = {}
+        for instance in self._objects:
+            qadr, dadr, body = self._object_adr[instance.name]
+            poses[instance.name] = ObjectPose(
+                name=instance.name,
+                type_name=instance.type_name,
+                position_m=data.qpos[qadr : qadr + 3].copy(),
+                quat_wxyz=data.qpos[qadr + 3 : qadr + 7].copy(),
+                linear_velocity_mps=data.qvel[dadr : dadr + 3].copy(),
+                active=bool(model.body_gravcomp[body] == 0.0),
+            )
+        return poses
+
+    def contacts(self) -> list[Contact]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.contacts`."""
+        model, data = self._require()
+        result = []
+        wrench = np.zeros(6)
+        for index in range(data.ncon):
+            contact = data.contact[index]
+            mujoco.mj_contactForce(model, data, index, wrench)
+            g1, g2 = int(contact.geom1), int(contact.geom2)
+            result.append(
+                Contact(
+                    body1=model.body(model.geom_bodyid[g1]).name,
+                    body2=model.body(model.geom_bodyid[g2]).name,
+                    geom1=model.geom(g1).name,
+                    geom2=model.geom(g2).name,
+                    position_m=contact.pos.copy(),
+                    normal_force_n=float(abs(wrench[0])),
+                )
+            )
+        return result
+
+    def body_pose(self, name: str) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.body_pose`."""
+        model, data = self._require()
+        body_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if body_id < 0:
+            raise BackendError(f"unknown body {name!r}")
+        pose = np.eye(4)
+        pose[:3, :3] = data.xmat[body_id].reshape(3, 3)
+        pose[:3, 3] = data.xpos[body_id]
+        return pose
+
+    # -- cameras ------------------------------------------------------------------------------
+    def _rig(self, camera_name: str) -> _CameraRig:
+        self._require()
+        if not self.enable_rendering:
+            raise BackendError("rendering is disabled (MujocoBackend(enable_rendering=False))")
+        if camera_name not in self._cameras:
+            raise BackendError(f"unknown camera {camera_name!r}; expected one of {CAMERA_NAMES}")
+        return self._cameras[camera_name]
+
+    def render(self, camera_name: str) -> NDArray[np.uint8]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
+        rig = self._rig(camera_name)
+        rig.rgb.update_scene(self.data, camera=camera_name)
+        image = rig.warp.apply(rig.rgb.render())
+        return blur(np.ascontiguousarray(image, dtype=np.uint8), rig.params.blur_sigma_px)
+
+    def render_depth(self, camera_name: str) -> NDArray[np.float32]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
+        rig = self._rig(camera_name)
+        renderer = rig.depth_renderer(self.model)
+        renderer.update_scene(self.data, camera=camera_name)
+        depth = renderer.render().astype(np.float32)
+        depth = np.asarray(rig.warp.apply(depth, nearest=True), dtype=np.float32)
+        depth[depth > rig.params.depth_far_m] = 0.0  # out of range reads as 0, like a sensor
+        return np.ascontiguousarray(depth, dtype=np.float32)
+
+    def camera_warp(self, camera_name: str) -> ImageWarp:
+        """Return the image warp (intrinsics + distortion) of a camera."""
+        return self._rig(camera_name).warp
+
+    # -- state --------------------------------------------------------------------------------
+    def get_state(self) -> object:
+        """See :meth:`r2s2r_sim.backend.SimBackend.get_state`."""
+        model, data = self._require()
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        physics = np.empty(mujoco.mj_stateSize(model, spec))
+        mujoco.mj_getState(model, data, physics, spec)
+        return _State(
+            physics=physics,
+            controllers=[self.arm_controller.snapshot(), self.hand_controller.snapshot()],
+            gravcomp=model.body_gravcomp.copy(),
+            belt_travel_m=self._belt_travel_m,
+            belt_speed_mps=self._belt_speed_mps,
+            steps_since_control=self._steps_since_control,
+        )
+
+    def set_state(self, state: object) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.set_state`."""
+        model, data = self._require()
+        if not isinstance(state, _State):
+            raise BackendError(f"set_state: expected a state from get_state, got {type(state)}")
+        mujoco.mj_setState(model, data, state.physics, mujoco.mjtState.mjSTATE_INTEGRATION)
+        self.arm_controller.restore(copy.deepcopy(state.controllers[0]))
+        self.hand_controller.restore(copy.deepcopy(state.controllers[1]))
+        model.body_gravcomp[:] = state.gravcomp
+        self._belt_travel_m = state.belt_travel_m
+        self.set_belt_speed(state.belt_speed_mps)
+        self._steps_since_control = state.steps_since_control
+        mujoco.mj_forward(model, data)

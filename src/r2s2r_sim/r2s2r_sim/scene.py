@@ -1,0 +1,94 @@
+"""Build the MuJoCo model of a world: the description, lights, belt motion and the objects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+from r2s2r_description.cell import build_description
+from r2s2r_description.mjcf import OBJECT_COLLISION_BITS, to_mjspec
+
+from r2s2r_sim.backend import BackendError, ObjectInstance
+from r2s2r_sim.world import ObjectType, WorldParams
+
+BELT_GEOM = "belt_surface"
+"""Name of the belt's top-surface geom (carries ``surfacevel``)."""
+
+
+def park_position(index: int) -> tuple[float, float, float]:
+    """Where parked object ``index`` waits: under the floor, out of every camera's view."""
+    return (0.0, 0.5 * index, -1.0)
+
+
+def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, index: int) -> None:
+    """Add a free object body (parked) of type ``obj`` to ``spec``."""
+    body = spec.worldbody.add_body()
+    body.name = instance.name
+    body.pos = list(park_position(index))
+    body.gravcomp = 1.0  # parked objects float still; spawning sets gravcomp to 0
+    joint = body.add_freejoint()
+    joint.name = f"{instance.name}_joint"
+    geom = body.add_geom()
+    geom.name = f"{instance.name}_geom"
+    x, y, z = obj.size_m
+    if obj.shape == "box":
+        geom.type = mujoco.mjtGeom.mjGEOM_BOX
+        geom.size = [x / 2.0, y / 2.0, z / 2.0]
+    elif obj.shape == "cylinder":
+        geom.type = mujoco.mjtGeom.mjGEOM_CYLINDER
+        geom.size = [x / 2.0, z / 2.0, 0.0]
+    else:
+        geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
+        geom.size = [x / 2.0, 0.0, 0.0]
+    geom.mass = obj.mass_kg
+    geom.friction = [obj.friction, 0.005, 0.002]
+    # Torsional friction helps grasps; spheres also get rolling friction so the belt carries
+    # them at belt speed instead of rolling them along at a fraction of it.
+    geom.condim = 6 if obj.shape == "sphere" else 4
+    geom.rgba = list(obj.rgba)
+    geom.contype, geom.conaffinity = OBJECT_COLLISION_BITS
+
+
+def build_model(world: WorldParams, objects: Sequence[ObjectInstance] = ()) -> mujoco.MjModel:
+    """Compile the MuJoCo model of ``world`` with ``objects`` parked.
+
+    Raises:
+        BackendError: If an object names an unknown type or names repeat.
+
+    """
+    spec = to_mjspec(
+        build_description(world.layout()),
+        joint_gains=world.joint_gains(),
+        timestep_s=world.physics.timestep_s,
+    )
+    spec.visual.map.znear = 0.005  # fraction of the model extent (a few mm): close hand views
+    spec.visual.map.zfar = 5.0
+    light = spec.worldbody.add_light()
+    light.name = "sun"
+    light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+    direction = np.asarray(world.lighting.direction, dtype=float)
+    light.dir = list(direction / np.linalg.norm(direction))
+    light.pos = [0.0, 0.0, 3.0]
+    light.diffuse = [world.lighting.diffuse] * 3
+    light.ambient = [world.lighting.ambient] * 3
+    light.specular = [world.lighting.specular] * 3
+    light.castshadow = False
+    names: set[str] = set()
+    for index, instance in enumerate(objects):
+        if instance.type_name not in world.objects:
+            raise BackendError(
+                f"object {instance.name!r}: type {instance.type_name!r} not in world objects "
+                f"{sorted(world.objects)}"
+            )
+        if instance.name in names:
+            raise BackendError(f"object name {instance.name!r} repeats")
+        names.add(instance.name)
+        add_object(spec, instance, world.objects[instance.type_name], index)
+    # MuJoCo only moves the surface of geoms whose surfacevel is non-zero at compile time, so
+    # compile with a unit speed and set the actual (possibly zero) speed on the model below.
+    spec.geom(BELT_GEOM).surfacevel = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    model = spec.compile()
+    belt_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, BELT_GEOM)
+    model.geom_surfacevel[belt_id, :] = [world.belt.speed_mps, 0.0, 0.0, 0.0, 0.0, 0.0]
+    return model

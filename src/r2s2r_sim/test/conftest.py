@@ -1,0 +1,16 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from r2s2r_sim.world import WorldParams, load_world
+
+REPO = Path(__file__).resolve().parents[3]
+NOMINAL = REPO / "config" / "world" / "nominal.yaml"
+
+
+@pytest.fixture
+def nominal_world() -> WorldParams:
+    return load_world(NOMINAL)

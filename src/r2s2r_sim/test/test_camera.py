@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+from r2s2r_sim.backend import ObjectInstance
+from r2s2r_sim.camera_model import (
+    ImageWarp,
+    Intrinsics,
+    blur,
+    distort_normalized,
+    project_points,
+    undistort_normalized,
+)
+from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
+from r2s2r_sim.world import ObjectType, WorldParams
+
+MARKER_DIAMETER_M = 0.04
+
+
+def marker_world(nominal: WorldParams) -> WorldParams:
+    world = nominal.model_copy(deep=True)
+    world.objects["marker"] = ObjectType(
+        shape="sphere",
+        size_m=(MARKER_DIAMETER_M,) * 3,
+        mass_kg=0.05,
+        friction=0.8,
+        rgba=(1.0, 0.0, 1.0, 1.0),
+        target_bin="bin_0",
+    )
+    world.lighting.ambient = 0.6
+    head = world.cameras.head
+    head.fx_px, head.fy_px, head.cx_px, head.cy_px = 125.0, 118.0, 66.3, 61.2
+    head.distortion.k1, head.distortion.k2 = -0.08, 0.02
+    head.distortion.p1, head.distortion.p2 = 0.001, -0.0008
+    head.blur_sigma_px = 0.8
+    hand = world.cameras.hand
+    hand.fx_px, hand.fy_px, hand.cx_px, hand.cy_px = 88.0, 92.0, 61.0, 65.5
+    hand.distortion.k1, hand.distortion.p2 = -0.1, 0.001
+    return world
+
+
+def marker_centroid(image: np.ndarray) -> np.ndarray:
+    rgb = image.astype(float)
+    weight = np.clip(np.minimum(rgb[..., 0], rgb[..., 2]) - rgb[..., 1], 0, None)
+    weight[weight < 40] = 0.0
+    assert weight.sum() > 0, "marker not visible"
+    v, u = np.mgrid[0 : image.shape[0], 0 : image.shape[1]]
+    return np.array([(u * weight).sum(), (v * weight).sum()]) / weight.sum()
+
+
+@pytest.mark.parametrize(
+    ("camera", "points_cam"),
+    [
+        ("head_camera", [(0.0, 0.0, 1.2), (0.38, -0.3, 1.3), (-0.4, -0.25, 1.2), (0.2, 0.1, 0.9)]),
+        ("hand_camera", [(0.0, 0.0, 0.3), (0.09, 0.06, 0.25), (-0.1, 0.08, 0.3)]),
+    ],
+)
+def test_rendered_point_lands_where_project_points_says(nominal_world, camera, points_cam) -> None:
+    world = marker_world(nominal_world)
+    params = world.cameras.head if camera == "head_camera" else world.cameras.hand
+    backend = MujocoBackend()
+    backend.reset(world, seed=0, objects=[ObjectInstance("marker_0", "marker")])
+    optical = backend.body_pose(f"{camera}_optical_frame")
+    for point in points_cam:
+        world_point = optical[:3, :3] @ np.array(point) + optical[:3, 3]
+        backend.spawn_object("marker_0", world_point)
+        image = backend.render(camera)
+        assert image.shape == (params.height_px, params.width_px, 3) and image.dtype == np.uint8
+        expected = project_points(
+            np.array([point]), camera_intrinsics(params), params.distortion.as_array()
+        )[0]
+        found = marker_centroid(image)
+        assert np.linalg.norm(found - expected) < 1.0, (point, found, expected)
+        depth = backend.render_depth(camera)
+        u, v = np.round(expected).astype(int)
+        assert depth.dtype == np.float32
+        assert depth[v, u] == pytest.approx(point[2] - MARKER_DIAMETER_M / 2, abs=0.01)
+
+
+def test_distortion_round_trip_and_projection() -> None:
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-0.5, 0.5, size=(200, 2))
+    coefficients = (-0.1, 0.03, 0.001, -0.002, 0.0)
+    np.testing.assert_allclose(
+        undistort_normalized(distort_normalized(points, coefficients), coefficients),
+        points,
+        atol=1e-9,
+    )
+    intrinsics = Intrinsics(128, 96, 100.0, 110.0, 60.0, 50.0)
+    uv = project_points(np.array([[0.1, -0.2, 2.0]]), intrinsics)
+    np.testing.assert_allclose(uv, [[65.0, 39.0]])
+    with pytest.raises(ValueError, match="z > 0"):
+        project_points(np.array([[0.0, 0.0, -1.0]]), intrinsics)
+
+
+def test_warp_identity_for_nominal_camera_and_blur_spreads_energy() -> None:
+    warp = ImageWarp(Intrinsics(64, 64, 50.0, 50.0, 31.5, 31.5))
+    assert warp.identity and warp.render_focal_px == 50.0
+    image = np.zeros((64, 64, 3), np.uint8)
+    image[32, 32] = 255
+    assert warp.apply(image) is image
+    blurred = blur(image, 1.0)
+    assert blurred[32, 32, 0] < 255 and blurred[32, 33, 0] > 0
+    assert blur(image, 0.0) is image
