@@ -19,6 +19,9 @@ from r2s2r_common.config import ConfigError
 LAZY_COMMANDS: dict[str, str] = {
     "launch": "r2s2r.cli.launch:launch_command",
     "graphs": "r2s2r.cli.launch:graphs_command",
+    "bag2dataset": "r2s2r_recorder.cli:bag2dataset",
+    "dataset": "r2s2r_recorder.cli:dataset_group",
+    "bag": "r2s2r_recorder.cli:bag_group",
 }
 
 

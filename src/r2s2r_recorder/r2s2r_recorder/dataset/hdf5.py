@@ -1,0 +1,498 @@
+"""Robomimic-style HDF5 episode storage: shard writer, lazy reader, shard merge, info.
+
+Why HDF5 and not LeRobot v3: the maintained LeRobot v3 writer on PyPI (``lerobot-dataset``
+0.4.4) does not pull torch, but ``pip install --dry-run`` shows it would downgrade numpy
+(2.4 → 2.2), PyAV (18 → 15), setuptools and packaging, and install ``opencv-python-headless``
+4.12 over our ``opencv-contrib-python-headless`` 5 (both own the ``cv2`` package directory,
+so the second install silently breaks the first). It also brings pandas, pyarrow, ``datasets``
+and the HF hub client. That does not install *cleanly* beside the workspace environment, so
+we write robomimic-style HDF5 through h5py, which every robot-learning toolkit that reads
+robomimic data can open.
+
+Layout of one file (a *shard*)::
+
+    /data                        attrs: r2s2r_schema_version, total (frames), env_args (JSON)
+    /data/demo_<k>               attrs: num_samples, metadata (JSON of EpisodeMetadata),
+                                        source, behavior_source, outcome, task, object_type
+    /data/demo_<k>/obs/<key>     per-frame observations (see :mod:`.schema`)
+    /data/demo_<k>/actions       float32 (T, J)
+    /data/demo_<k>/timestamps_s  float64 (T,)
+
+Images are stored chunked one frame per chunk and gzip-compressed, so random access to one
+(episode, frame) reads one small chunk. Episodes are appended one at a time under a temporary
+name and renamed to ``demo_<k>`` when complete, so a reader never sees half an episode. A
+dataset is either one ``.hdf5`` file or a directory of shard files (``*.hdf5``), read in sorted
+order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .schema import (
+    BELT_SPEED_KEY,
+    CAMERA_KEYS,
+    JOINT_POS_KEY,
+    OBJECT_POSE_KEY,
+    OBJECT_POSE_VALID_KEY,
+    SCHEMA_VERSION,
+    Episode,
+    EpisodeMetadata,
+)
+
+_PARTIAL_PREFIX = "_partial_"
+
+
+class DatasetError(ValueError):
+    """A dataset file or directory is missing, unreadable, or does not follow the schema."""
+
+
+def _dataset_files(path: str | Path) -> list[Path]:
+    """Return the shard files of a dataset path (a file or a directory of ``*.hdf5``)."""
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if root.is_dir():
+        files = sorted(p for p in root.iterdir() if p.suffix in (".hdf5", ".h5") and p.is_file())
+        if not files:
+            raise DatasetError(f"{root}: directory holds no .hdf5 shard files")
+        return files
+    raise DatasetError(f"{root}: dataset path not found (expected a .hdf5 file or a directory)")
+
+
+def _demo_keys(data: h5py.Group) -> list[str]:
+    """Return the complete episode group names in index order (``demo_0``, ``demo_1``...)."""
+    keys = [k for k in data if k.startswith("demo_")]
+    return sorted(keys, key=lambda k: int(k.split("_", 1)[1]))
+
+
+class EpisodeWriter:
+    """Appends episodes one at a time to one HDF5 shard file.
+
+    Use as a context manager. Each :meth:`append` writes one episode and flushes the file, so
+    memory use is one episode, whatever the dataset size.
+
+    Args:
+        path: Shard file to create (or extend when ``append_existing``).
+        compression_level: gzip level 0-9 for image datasets (0 disables compression).
+        append_existing: Continue an existing shard, numbering after its last episode.
+
+    Raises:
+        DatasetError: If the file exists and ``append_existing`` is False.
+
+    """
+
+    def __init__(
+        self, path: str | Path, compression_level: int = 1, append_existing: bool = False
+    ) -> None:
+        self.path = Path(path)
+        if not 0 <= compression_level <= 9:
+            raise DatasetError(f"compression_level = {compression_level}: expected 0..9")
+        if self.path.exists() and not append_existing:
+            raise DatasetError(f"{self.path}: exists already; pass append_existing=True to extend")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._compression_level = compression_level
+        self._file = h5py.File(self.path, "a" if append_existing else "w-")
+        data = self._file.require_group("data")
+        for key in list(data):
+            if key.startswith(_PARTIAL_PREFIX):
+                del data[key]
+        data.attrs["r2s2r_schema_version"] = SCHEMA_VERSION
+        data.attrs.setdefault("env_args", json.dumps({"env_name": "r2s2r", "type": 0}))
+        keys = _demo_keys(data)
+        self._next_index = int(keys[-1].split("_", 1)[1]) + 1 if keys else 0
+        self._total = int(sum(int(data[k].attrs["num_samples"]) for k in keys))
+        data.attrs["total"] = self._total
+
+    @property
+    def num_episodes(self) -> int:
+        """Episodes in the shard so far."""
+        return len(_demo_keys(self._file["data"]))
+
+    def append(self, episode: Episode) -> int:
+        """Validate and write one episode; returns its index in this shard.
+
+        Raises:
+            ValueError: If the episode does not follow the schema.
+
+        """
+        episode.validate()
+        data = self._file["data"]
+        index = self._next_index
+        partial = f"{_PARTIAL_PREFIX}demo_{index}"
+        group = data.create_group(partial)
+        obs = group.create_group("obs")
+        image_opts: dict[str, Any] = {}
+        if self._compression_level > 0:
+            image_opts = {"compression": "gzip", "compression_opts": self._compression_level}
+        for key, images in episode.images.items():
+            obs.create_dataset(key, data=images, chunks=(1, *images.shape[1:]), **image_opts)
+        obs.create_dataset(JOINT_POS_KEY, data=episode.joint_pos_rad.astype(np.float32))
+        obs.create_dataset(
+            BELT_SPEED_KEY, data=episode.belt_speed_mps.reshape(-1, 1).astype(np.float32)
+        )
+        if episode.object_pose is not None and episode.object_pose_valid is not None:
+            obs.create_dataset(OBJECT_POSE_KEY, data=episode.object_pose.astype(np.float32))
+            obs.create_dataset(
+                OBJECT_POSE_VALID_KEY, data=episode.object_pose_valid.astype(np.bool_)
+            )
+        for key, values in episode.extra_obs.items():
+            obs.create_dataset(key, data=values)
+        group.create_dataset("actions", data=episode.actions.astype(np.float32))
+        group.create_dataset("timestamps_s", data=episode.timestamps_s.astype(np.float64))
+        meta = episode.metadata
+        group.attrs["num_samples"] = episode.num_frames
+        group.attrs["metadata"] = meta.model_dump_json()
+        for name in ("source", "behavior_source", "outcome", "task", "object_type"):
+            group.attrs[name] = str(getattr(meta, name))
+        data.move(partial, f"demo_{index}")
+        self._total += episode.num_frames
+        data.attrs["total"] = self._total
+        self._file.flush()
+        self._next_index += 1
+        return index
+
+    def close(self) -> None:
+        """Flush and close the shard file."""
+        if self._file.id.valid:
+            self._file.close()
+
+    def __enter__(self) -> EpisodeWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class _EpisodeRef:
+    file_index: int
+    key: str
+    num_frames: int
+
+
+class EpisodeDataset:
+    """Lazy reader: iterate episodes, or index (episode, frame) for training.
+
+    Files are opened on first use and reopened after a ``fork`` (e.g. in DataLoader workers),
+    so the object can be handed to worker processes. Only the index (episode → file, frame
+    count) is held in memory.
+
+    Args:
+        path: A ``.hdf5`` file or a directory of shard files.
+
+    Raises:
+        DatasetError: If the path holds no readable dataset.
+
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._files = _dataset_files(path)
+        self._handles: dict[int, h5py.File] = {}
+        self._pid = os.getpid()
+        refs: list[_EpisodeRef] = []
+        for file_index, file_path in enumerate(self._files):
+            try:
+                with h5py.File(file_path, "r") as handle:
+                    if "data" not in handle:
+                        raise DatasetError(f"{file_path}: no /data group (not an r2s2r dataset)")
+                    data = handle["data"]
+                    for key in _demo_keys(data):
+                        refs.append(
+                            _EpisodeRef(file_index, key, int(data[key].attrs["num_samples"]))
+                        )
+            except OSError as error:
+                raise DatasetError(f"{file_path}: cannot read HDF5 file: {error}") from None
+        self._refs = refs
+        counts = np.array([r.num_frames for r in refs], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    @property
+    def num_frames(self) -> int:
+        """Total frames over all episodes."""
+        return int(self._starts[-1])
+
+    def episode_length(self, episode_index: int) -> int:
+        """Frames in one episode."""
+        return self._ref(episode_index).num_frames
+
+    def _ref(self, episode_index: int) -> _EpisodeRef:
+        if not 0 <= episode_index < len(self._refs):
+            raise IndexError(f"episode_index = {episode_index}: expected 0..{len(self._refs) - 1}")
+        return self._refs[episode_index]
+
+    def _group(self, episode_index: int) -> h5py.Group:
+        ref = self._ref(episode_index)
+        if os.getpid() != self._pid:
+            # h5py handles must not cross a fork; drop the parent's and reopen.
+            self._handles = {}
+            self._pid = os.getpid()
+        handle = self._handles.get(ref.file_index)
+        if handle is None:
+            handle = h5py.File(self._files[ref.file_index], "r")
+            self._handles[ref.file_index] = handle
+        return handle["data"][ref.key]
+
+    def metadata(self, episode_index: int) -> EpisodeMetadata:
+        """Metadata of one episode."""
+        return EpisodeMetadata.model_validate_json(self._group(episode_index).attrs["metadata"])
+
+    def locate(self, global_frame: int) -> tuple[int, int]:
+        """Map a frame index over the whole dataset to ``(episode_index, frame_index)``."""
+        if not 0 <= global_frame < self.num_frames:
+            raise IndexError(f"global_frame = {global_frame}: expected 0..{self.num_frames - 1}")
+        episode = int(np.searchsorted(self._starts, global_frame, side="right") - 1)
+        return episode, int(global_frame - self._starts[episode])
+
+    def frame(self, episode_index: int, frame_index: int) -> dict[str, np.ndarray]:
+        """Read one frame: ``obs/<key>`` arrays, ``actions`` and ``timestamp_s``.
+
+        Raises:
+            IndexError: If either index is out of range.
+
+        """
+        group = self._group(episode_index)
+        length = self._ref(episode_index).num_frames
+        if not 0 <= frame_index < length:
+            raise IndexError(f"frame_index = {frame_index}: expected 0..{length - 1}")
+        out: dict[str, np.ndarray] = {
+            f"obs/{key}": np.asarray(group["obs"][key][frame_index]) for key in group["obs"]
+        }
+        out["actions"] = np.asarray(group["actions"][frame_index])
+        out["timestamp_s"] = np.asarray(group["timestamps_s"][frame_index])
+        return out
+
+    def episode(self, episode_index: int) -> Episode:
+        """Load one whole episode into memory."""
+        group = self._group(episode_index)
+        obs = group["obs"]
+        images = {k: np.asarray(obs[k]) for k in CAMERA_KEYS if k in obs}
+        known = {*CAMERA_KEYS, JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_POSE_KEY}
+        known.add(OBJECT_POSE_VALID_KEY)
+        return Episode(
+            metadata=self.metadata(episode_index),
+            timestamps_s=np.asarray(group["timestamps_s"]),
+            images=images,
+            joint_pos_rad=np.asarray(obs[JOINT_POS_KEY]),
+            belt_speed_mps=np.asarray(obs[BELT_SPEED_KEY]).reshape(-1),
+            actions=np.asarray(group["actions"]),
+            object_pose=np.asarray(obs[OBJECT_POSE_KEY]) if OBJECT_POSE_KEY in obs else None,
+            object_pose_valid=(
+                np.asarray(obs[OBJECT_POSE_VALID_KEY]) if OBJECT_POSE_VALID_KEY in obs else None
+            ),
+            extra_obs={k: np.asarray(obs[k]) for k in obs if k not in known},
+        )
+
+    def __iter__(self) -> Iterator[Episode]:
+        for index in range(len(self)):
+            yield self.episode(index)
+
+    def close(self) -> None:
+        """Close every open file handle."""
+        for handle in self._handles.values():
+            if handle.id.valid:
+                handle.close()
+        self._handles = {}
+
+    def __enter__(self) -> EpisodeDataset:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _features_of(group: h5py.Group) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Per-frame shape and dtype of every array of one episode group."""
+    features: dict[str, tuple[tuple[int, ...], str]] = {}
+    for key in group["obs"]:
+        dset = group["obs"][key]
+        features[f"obs/{key}"] = (tuple(int(d) for d in dset.shape[1:]), str(dset.dtype))
+    for key in ("actions", "timestamps_s"):
+        dset = group[key]
+        features[key] = (tuple(int(d) for d in dset.shape[1:]), str(dset.dtype))
+    return features
+
+
+def _check_episode(group: h5py.Group) -> None:
+    """Read the last frame of every array, which fails on a truncated or corrupt file."""
+    length = int(group.attrs["num_samples"])
+    EpisodeMetadata.model_validate_json(group.attrs["metadata"])
+    arrays = [group["obs"][k] for k in group["obs"]] + [group["actions"], group["timestamps_s"]]
+    for dset in arrays:
+        if dset.shape[0] != length:
+            raise DatasetError(f"{dset.name}: {dset.shape[0]} frames, num_samples says {length}")
+        _ = dset[length - 1]
+        _ = dset[0]
+
+
+@dataclass
+class MergeReport:
+    """Outcome of :func:`merge_shards`.
+
+    Attributes:
+        output: The merged file.
+        episodes: Episodes written.
+        frames: Frames written.
+        merged_shards: Shards whose episodes were copied.
+        excluded: ``(shard path, reason)`` for each shard left out.
+
+    """
+
+    output: Path
+    episodes: int = 0
+    frames: int = 0
+    merged_shards: list[Path] = field(default_factory=list)
+    excluded: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def merge_shards(shards: Sequence[str | Path], output: str | Path) -> MergeReport:
+    """Merge shard files into one dataset file, excluding corrupt or inconsistent shards.
+
+    A shard is excluded whole (and reported with the reason) when it cannot be opened, an
+    episode in it fails to read, or its features (keys, per-frame shapes, dtypes) differ from
+    the first good shard's. Copying is done by HDF5 group copy, chunk by chunk, never
+    holding an episode in Python memory.
+
+    Args:
+        shards: Shard files, merged in the order given.
+        output: File to create.
+
+    Returns:
+        A :class:`MergeReport`.
+
+    Raises:
+        DatasetError: If ``output`` exists already.
+
+    """
+    out_path = Path(output)
+    if out_path.exists():
+        raise DatasetError(f"{out_path}: exists already, not overwriting")
+    report = MergeReport(output=out_path)
+    reference: dict[str, tuple[tuple[int, ...], str]] | None = None
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with h5py.File(out_path, "w-") as out:
+        out_data = out.create_group("data")
+        out_data.attrs["r2s2r_schema_version"] = SCHEMA_VERSION
+        out_data.attrs["env_args"] = json.dumps({"env_name": "r2s2r", "type": 0})
+        for shard in shards:
+            shard_path = Path(shard)
+            try:
+                with h5py.File(shard_path, "r") as src:
+                    data = src["data"]
+                    keys = _demo_keys(data)
+                    for key in keys:
+                        _check_episode(data[key])
+                        features = _features_of(data[key])
+                        if reference is None:
+                            reference = features
+                        elif features != reference:
+                            diff = sorted(set(features.items()) ^ set(reference.items()))
+                            raise DatasetError(f"{key}: features differ from first shard: {diff}")
+                    for key in keys:
+                        name = f"demo_{report.episodes}"
+                        src.copy(data[key], out_data, name=name)
+                        report.episodes += 1
+                        report.frames += int(data[key].attrs["num_samples"])
+                report.merged_shards.append(shard_path)
+            except (OSError, KeyError, ValueError, RuntimeError) as error:
+                report.excluded.append((shard_path, f"{type(error).__name__}: {error}"))
+        out_data.attrs["total"] = report.frames
+    return report
+
+
+@dataclass
+class DatasetInfo:
+    """Summary of a dataset.
+
+    Attributes:
+        path: Dataset path.
+        episodes: Number of episodes.
+        frames: Number of frames.
+        features: ``key → (per-frame shape, dtype)``.
+        per_source: Episode counts keyed ``"<source>/<behavior_source>"``.
+        per_outcome: Episode counts keyed by outcome.
+        files: Shard files read.
+
+    """
+
+    path: Path
+    episodes: int
+    frames: int
+    features: dict[str, tuple[tuple[int, ...], str]]
+    per_source: dict[str, int]
+    per_outcome: dict[str, int]
+    files: list[Path]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "path": str(self.path),
+            "episodes": self.episodes,
+            "frames": self.frames,
+            "features": {k: {"shape": list(s), "dtype": d} for k, (s, d) in self.features.items()},
+            "per_source": self.per_source,
+            "per_outcome": self.per_outcome,
+            "files": [str(f) for f in self.files],
+        }
+
+
+def dataset_info(path: str | Path) -> DatasetInfo:
+    """Summarise a dataset from attributes only (no image data is read).
+
+    Raises:
+        DatasetError: If the path holds no readable dataset.
+
+    """
+    files = _dataset_files(path)
+    episodes = 0
+    frames = 0
+    features: dict[str, tuple[tuple[int, ...], str]] = {}
+    per_source: Counter[str] = Counter()
+    per_outcome: Counter[str] = Counter()
+    for file_path in files:
+        try:
+            with h5py.File(file_path, "r") as handle:
+                data = handle["data"]
+                for key in _demo_keys(data):
+                    group = data[key]
+                    episodes += 1
+                    frames += int(group.attrs["num_samples"])
+                    per_source[f"{group.attrs['source']}/{group.attrs['behavior_source']}"] += 1
+                    per_outcome[str(group.attrs["outcome"])] += 1
+                    if not features:
+                        features = _features_of(group)
+        except (OSError, KeyError) as error:
+            raise DatasetError(f"{file_path}: cannot read dataset: {error}") from None
+    return DatasetInfo(
+        path=Path(path),
+        episodes=episodes,
+        frames=frames,
+        features=features,
+        per_source=dict(sorted(per_source.items())),
+        per_outcome=dict(sorted(per_outcome.items())),
+        files=files,
+    )
