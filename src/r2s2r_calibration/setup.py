@@ -16,7 +16,10 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="World grounding: intrinsics + blur, hand-eye, scene registration, system identification, belt calibration.",
+    description=(
+        "World grounding: intrinsics + blur, hand-eye, scene registration, "
+        "system identification, belt calibration."
+    ),
     license="Apache-2.0",
     entry_points={"console_scripts": []},
 )

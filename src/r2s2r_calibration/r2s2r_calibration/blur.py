@@ -1,0 +1,306 @@
+"""Gaussian blur sigma of a camera from the edges of a ChArUco board (edge-spread fitting).
+
+Model: the sensor image is the scene convolved with an isotropic Gaussian of ``sigma_px``
+(optics, defocus) and then integrated over the square pixel. Across a straight edge this gives
+an edge-spread function whose variance is ``sigma_px**2 + 1/12`` (the pixel box contributes
+1/12 px^2 along any direction), which is what :func:`estimate_blur` inverts.
+
+Edges are the interior chessboard edges. Each separates a black square from a white square
+that holds a marker; perpendicular to the middle part of the edge the printed profile is
+black | white margin | black marker border, so each edge is fitted with a two-step model
+``a + b * (Phi((d - d0) / s) - Phi((d - d0 - m) / s))`` which stays valid for blur larger than
+the white margin. Pixels are located on the board exactly through the calibrated camera model
+(undistortion of pixel *coordinates*, never a resampling of the image, which would add blur),
+and board distances are converted to sensor pixels by the local projection scale of each edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+from scipy.optimize import least_squares
+from scipy.special import ndtr
+
+from r2s2r_calibration.errors import BlurEstimationError
+from r2s2r_calibration.geometry import FloatArray, rvec_tvec_from_pose
+
+PIXEL_BOX_VARIANCE_PX2 = 1.0 / 12.0
+
+
+class BlurConfig(ConfigModel):
+    """Acceptance thresholds of the blur estimate."""
+
+    min_edges: int = Field(12, ge=1, le=100000, description="Usable board edges required.")
+    min_pixels_per_edge: int = Field(
+        40, ge=10, le=100000, description="Pixels an edge profile must have to be fitted."
+    )
+    min_margin_px: float = Field(
+        2.0, gt=0.0, le=100.0, description="Skip edges whose white margin images smaller (px)."
+    )
+    max_relative_spread: float = Field(
+        0.25,
+        gt=0.0,
+        le=10.0,
+        description="Refuse when the robust spread of per-edge sigmas / median exceeds this.",
+    )
+    max_edges_per_view: int = Field(
+        24, ge=1, le=10000, description="Edges fitted per view (spread over the board)."
+    )
+    max_sigma_px: float = Field(8.0, gt=0.0, le=50.0, description="Largest sigma fitted (px).")
+    pixel_integration: bool = Field(
+        True, description="Remove the pixel-box variance (1/12 px^2) from the fitted spread."
+    )
+
+
+@dataclass
+class BlurResult:
+    """Estimated Gaussian blur.
+
+    Attributes:
+        sigma_px: Blur sigma (sensor px), median over edges.
+        sigma_std_px: Standard error of the median (robust).
+        relative_spread: Robust std of the per-edge sigmas divided by the median.
+        per_edge_sigma_px: Blur sigma of each fitted edge.
+        n_edges: Number of fitted edges.
+        n_views: Number of views that contributed edges.
+
+    """
+
+    sigma_px: float
+    sigma_std_px: float
+    relative_spread: float
+    per_edge_sigma_px: FloatArray
+    n_edges: int
+    n_views: int
+
+
+def _black_squares(board: cv2.aruco.CharucoBoard) -> npt.NDArray[np.bool_]:
+    """Which chessboard squares are printed black, (rows, cols), read from the board image."""
+    squares_x, squares_y = board.getChessboardSize()
+    texels = 20
+    image = board.generateImage((squares_x * texels, squares_y * texels), marginSize=0)
+    # Sample next to a square's corner: inside the white margin of marker squares.
+    samples = image[1::texels, 1::texels][:squares_y, :squares_x]
+    return np.asarray(samples < 128)
+
+
+def _edge_model(params: FloatArray, distance_px: FloatArray) -> FloatArray:
+    level, contrast, offset, margin, sigma = params
+    rising = ndtr((distance_px - offset) / sigma)
+    falling = ndtr((distance_px - offset - margin) / sigma)
+    return np.asarray(level + contrast * (rising - falling))
+
+
+def _edge_jacobian(params: FloatArray, distance_px: FloatArray) -> FloatArray:
+    _, contrast, offset, margin, sigma = params
+    z_rise = (distance_px - offset) / sigma
+    z_fall = (distance_px - offset - margin) / sigma
+    pdf_rise = np.exp(-0.5 * z_rise**2) / np.sqrt(2.0 * np.pi)
+    pdf_fall = np.exp(-0.5 * z_fall**2) / np.sqrt(2.0 * np.pi)
+    jacobian = np.empty((distance_px.size, 5))
+    jacobian[:, 0] = 1.0
+    jacobian[:, 1] = ndtr(z_rise) - ndtr(z_fall)
+    jacobian[:, 2] = contrast * (pdf_fall - pdf_rise) / sigma
+    jacobian[:, 3] = contrast * pdf_fall / sigma
+    jacobian[:, 4] = contrast * (pdf_fall * z_fall - pdf_rise * z_rise) / sigma
+    return jacobian
+
+
+def _fit_edge(
+    distance_px: FloatArray, intensity: FloatArray, margin_px: float, max_sigma_px: float
+) -> tuple[float, float] | None:
+    """Fit the two-step profile; returns (spread sigma px, fitted margin px) or None."""
+    low, high = np.percentile(intensity, [5, 95])
+    if high - low < 10.0:
+        return None
+    start = np.array([low, high - low, 0.0, margin_px, 1.0])
+    lower = np.array([-np.inf, 0.0, -3.0, 0.5 * margin_px, 0.05])
+    upper = np.array([np.inf, np.inf, 3.0, 1.5 * margin_px, max_sigma_px])
+    try:
+        solution = least_squares(
+            lambda p: _edge_model(p, distance_px) - intensity,
+            start,
+            jac=lambda p: _edge_jacobian(p, distance_px),
+            bounds=(lower, upper),
+            loss="soft_l1",
+            f_scale=5.0,
+        )
+    except ValueError:
+        return None
+    if not solution.success:
+        return None
+    return float(solution.x[4]), float(solution.x[3])
+
+
+def _board_coordinates(
+    pixels: FloatArray, camera_matrix: FloatArray, distortion: FloatArray, pose: FloatArray
+) -> FloatArray:
+    """Board-plane coordinates (m) of pixel centres, through the distortion model."""
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 1e-9)
+    normalized = cv2.undistortPoints(
+        pixels.reshape(-1, 1, 2), camera_matrix, distortion, None, None, None, criteria
+    ).reshape(-1, 2)
+    inverse = np.linalg.inv(np.column_stack([pose[:3, 0], pose[:3, 1], pose[:3, 3]]))
+    homogeneous = normalized @ inverse[:, :2].T + inverse[:, 2]
+    return np.asarray(homogeneous[:, :2] / homogeneous[:, 2:3])
+
+
+def estimate_blur(
+    board: cv2.aruco.CharucoBoard,
+    images: list[npt.NDArray[np.uint8]],
+    board_poses: list[FloatArray],
+    camera_matrix: FloatArray,
+    distortion: FloatArray,
+    config: BlurConfig | None = None,
+) -> BlurResult:
+    """Estimate the Gaussian blur sigma from board edges in calibrated views.
+
+    Args:
+        board: The board shown in the views.
+        images: 8-bit grey (or BGR) views of the board.
+        board_poses: ``T_camera_board`` of each view (e.g. from the intrinsics calibration).
+        camera_matrix: 3x3 K (px).
+        distortion: (k1, k2, p1, p2, k3).
+        config: Thresholds; defaults to :class:`BlurConfig`.
+
+    Returns:
+        The blur estimate.
+
+    Raises:
+        ValueError: If images and poses differ in number.
+        BlurEstimationError: If too few edges are usable or per-edge estimates disagree.
+
+    """
+    cfg = config or BlurConfig()
+    if len(images) != len(board_poses):
+        raise ValueError(
+            f"{len(images)} images but {len(board_poses)} board poses; expected one pose a view"
+        )
+    K = np.asarray(camera_matrix, dtype=float)
+    dist = np.asarray(distortion, dtype=float).reshape(-1)
+    squares_x, squares_y = board.getChessboardSize()
+    square_m = float(board.getSquareLength())
+    marker_m = float(board.getMarkerLength())
+    margin_m = 0.5 * (square_m - marker_m)
+    bit_m = marker_m / (board.getDictionary().markerSize + 2)
+    black = _black_squares(board)
+    sigmas: list[float] = []
+    views_used = 0
+    for image, pose in zip(images, board_poses, strict=True):
+        grey = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+        edge_sigmas = _view_edge_sigmas(
+            grey.astype(np.float64),
+            np.asarray(pose, dtype=float),
+            K,
+            dist,
+            (squares_x, squares_y, square_m, margin_m, bit_m),
+            black,
+            cfg,
+        )
+        if edge_sigmas:
+            views_used += 1
+            sigmas.extend(edge_sigmas)
+    if len(sigmas) < cfg.min_edges:
+        raise BlurEstimationError(
+            f"{len(sigmas)} board edges could be fitted (need {cfg.min_edges}); show the board "
+            "larger in the image (closer), so its white square margins span "
+            f">= {cfg.min_margin_px} px"
+        )
+    spread = np.asarray(sigmas)
+    if cfg.pixel_integration:
+        spread = np.sqrt(np.maximum(spread**2 - PIXEL_BOX_VARIANCE_PX2, 0.0))
+    median = float(np.median(spread))
+    robust_std = float(1.4826 * np.median(np.abs(spread - median)))
+    relative = robust_std / max(median, 1e-9)
+    if relative > cfg.max_relative_spread:
+        raise BlurEstimationError(
+            f"per-edge blur disagrees: robust spread {relative:.2f} of the median "
+            f"{median:.2f} px exceeds max_relative_spread = {cfg.max_relative_spread}; "
+            "check for motion blur (hold the board still) or uneven focus"
+        )
+    return BlurResult(
+        sigma_px=median,
+        sigma_std_px=1.2533 * robust_std / np.sqrt(len(spread)),
+        relative_spread=relative,
+        per_edge_sigma_px=spread,
+        n_edges=len(spread),
+        n_views=views_used,
+    )
+
+
+def _is_black_white(edge: tuple[int, int, int], black: npt.NDArray[np.bool_]) -> bool:
+    axis, line_index, cell = edge
+    if axis == 0:
+        return bool(black[cell, line_index - 1] != black[cell, line_index])
+    return bool(black[line_index - 1, cell] != black[line_index, cell])
+
+
+def _view_edge_sigmas(
+    grey: FloatArray,
+    pose: FloatArray,
+    camera_matrix: FloatArray,
+    distortion: FloatArray,
+    geometry: tuple[int, int, float, float, float],
+    black: npt.NDArray[np.bool_],
+    cfg: BlurConfig,
+) -> list[float]:
+    squares_x, squares_y, square_m, margin_m, bit_m = geometry
+    height, width = grey.shape
+    outline = np.array(
+        [[0, 0, 0], [squares_x, 0, 0], [0, squares_y, 0], [squares_x, squares_y, 0]], float
+    )
+    rvec, tvec = rvec_tvec_from_pose(pose)
+    projected, _ = cv2.projectPoints(outline * square_m, rvec, tvec, camera_matrix, distortion)
+    corners_px = projected.reshape(-1, 2)
+    u0, v0 = np.clip(np.floor(corners_px.min(axis=0)).astype(int) - 2, 0, [width, height])
+    u1, v1 = np.clip(np.ceil(corners_px.max(axis=0)).astype(int) + 2, 0, [width, height])
+    if u1 - u0 < 4 or v1 - v0 < 4:
+        return []
+    grid_u, grid_v = np.meshgrid(np.arange(u0, u1, dtype=float), np.arange(v0, v1, dtype=float))
+    pixels = np.column_stack([grid_u.ravel(), grid_v.ravel()])
+    board_xy = _board_coordinates(pixels, camera_matrix, distortion, pose)
+    values = grey[v0:v1, u0:u1].ravel()
+    along_lo = margin_m + 0.2 * (square_m - 2 * margin_m)
+    along_hi = square_m - along_lo
+    sigmas: list[float] = []
+    # Vertical edges x = j*sq between columns j-1 and j; horizontal edges y = i*sq.
+    edges = [(0, j, i) for j in range(1, squares_x) for i in range(squares_y)]
+    edges += [(1, i, j) for i in range(1, squares_y) for j in range(squares_x)]
+    edges = [edge for edge in edges if _is_black_white(edge, black)]
+    if len(edges) > cfg.max_edges_per_view:
+        chosen = np.linspace(0, len(edges) - 1, cfg.max_edges_per_view).round().astype(int)
+        edges = [edges[index] for index in chosen]
+    for axis, line_index, cell in edges:
+        before_black = black[cell, line_index - 1] if axis == 0 else black[line_index - 1, cell]
+        normal_sign = 1.0 if before_black else -1.0  # d > 0 inside the white square
+        across = (board_xy[:, axis] - line_index * square_m) * normal_sign
+        along = board_xy[:, 1 - axis] - cell * square_m
+        mask = (
+            (along > along_lo)
+            & (along < along_hi)
+            & (across > -0.45 * square_m)
+            & (across < margin_m + 0.5 * bit_m)
+        )
+        if np.count_nonzero(mask) < cfg.min_pixels_per_edge:
+            continue
+        middle = np.zeros((2, 3))
+        middle[:, axis] = line_index * square_m
+        middle[:, 1 - axis] = (cell + 0.5) * square_m
+        middle[1, axis] += normal_sign * 1e-3
+        ends, _ = cv2.projectPoints(middle, rvec, tvec, camera_matrix, distortion)
+        ends = ends.reshape(2, 2)
+        if np.any(ends < 0) or np.any(ends[:, 0] >= width) or np.any(ends[:, 1] >= height):
+            continue
+        px_per_m = float(np.linalg.norm(ends[1] - ends[0])) / 1e-3
+        margin_px = margin_m * px_per_m
+        if margin_px < cfg.min_margin_px:
+            continue
+        fit = _fit_edge(across[mask] * px_per_m, values[mask], margin_px, cfg.max_sigma_px)
+        if fit is not None and fit[0] < cfg.max_sigma_px * 0.99:
+            sigmas.append(fit[0])
+    return sigmas

@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+from r2s2r_calibration.blur import estimate_blur
+from r2s2r_calibration.errors import BlurEstimationError
+from r2s2r_calibration.geometry import invert_pose, look_at_pose
+from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board, render_board_view
+from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K_TRUE
+from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST_TRUE
+from r2s2r_calibration.synthetic import TEST_IMAGE_SIZE as IMAGE_SIZE
+
+# Larger squares so that markers stay detectable and margins wide at strong blur.
+BLUR_BOARD = make_board(
+    CharucoBoardConfig(squares_x=7, squares_y=5, square_length_m=0.04, marker_length_m=0.03)
+)
+CENTRE = np.array([0.14, 0.10, 0.0])
+POSES = [
+    invert_pose(look_at_pose(CENTRE + offset, CENTRE, [0, -1, 0]))
+    for offset in ([0.1, 0.05, -0.35], [-0.08, -0.04, -0.4])
+]
+
+
+@pytest.mark.parametrize("sigma_px", [0.8, 1.5, 2.5])
+def test_blur_recovered_within_15_percent(sigma_px):
+    images = [
+        render_board_view(BLUR_BOARD, K_TRUE, DIST_TRUE, pose, IMAGE_SIZE, sigma_px, noise_std=2)
+        for pose in POSES
+    ]
+    result = estimate_blur(BLUR_BOARD, images, POSES, K_TRUE, DIST_TRUE)
+    assert abs(result.sigma_px / sigma_px - 1) < 0.15
+    assert result.n_edges >= 24
+    assert result.sigma_std_px < 0.1 * sigma_px
+
+
+def test_board_too_small_for_blur_is_refused():
+    far = [invert_pose(look_at_pose(CENTRE + np.array([0.0, 0.0, -3.0]), CENTRE, [0, -1, 0]))]
+    image = render_board_view(BLUR_BOARD, K_TRUE, DIST_TRUE, far[0], IMAGE_SIZE, 1.0)
+    with pytest.raises(BlurEstimationError, match="closer"):
+        estimate_blur(BLUR_BOARD, [image], far, K_TRUE, DIST_TRUE)
+
+
+def test_image_and_pose_counts_must_match():
+    with pytest.raises(ValueError, match="one pose a view"):
+        estimate_blur(BLUR_BOARD, [np.zeros((480, 640), np.uint8)], [], K_TRUE, DIST_TRUE)
