@@ -21,5 +21,9 @@ setup(
         "one source of truth for simulator, planner and rviz."
     ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "cell_state_publisher = r2s2r_description.nodes.cell_state_publisher:main",
+        ]
+    },
 )

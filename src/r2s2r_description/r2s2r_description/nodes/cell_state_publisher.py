@@ -1,0 +1,218 @@
+"""``cell_state_publisher``: the workspace's robot_state_publisher for the whole cell.
+
+robot_state_publisher is not installable from PyPI, and the description is one source of truth
+here anyway, so this node publishes, from :func:`r2s2r_description.cell.build_description`:
+
+- ``/robot_description`` (std_msgs/String, URDF; reliable, transient local, depth 1), so a
+  subscriber that starts later (rviz) still gets it;
+- ``/tf_static`` (tf2_msgs/TFMessage; reliable, transient local, depth 1): every fixed joint
+  (cell mounts, cameras, flange, palm) when ``publish_fixed`` is set;
+- ``/tf`` (tf2_msgs/TFMessage): for each ``/joint_states`` message, one transform per named
+  revolute joint, parent link -> child link, stamped with the joint state's stamp;
+- ``/diagnostics``: messages received, rejected (malformed) and unknown joint names.
+
+Parameters (schema :class:`CellStatePublisherConfig`): ``world_path`` (cell layout from a
+world YAML; empty = CAD layout), ``publish_fixed``, ``diagnostics_period_s``. A bad value fails
+start-up; a runtime change is validated and applied (description and /tf_static republished).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TransformStamped
+from pydantic import Field, field_validator
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.ros.params import declare_config
+from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
+from r2s2r_description.model import Description
+from r2s2r_description.nodes.tf_tree import (
+    FrameTransform,
+    JointStateError,
+    check_joint_state,
+    fixed_transforms,
+    layout_from_world_file,
+    moving_transforms,
+)
+from r2s2r_description.urdf import to_urdf
+from tf2_msgs.msg import TFMessage
+
+TF_QOS = QoSProfile(depth=100)
+"""``/tf``: reliable, volatile, deep enough for bursts of joint states (as tf2_ros uses)."""
+
+
+class CellStatePublisherConfig(ConfigModel):
+    """Parameters of ``cell_state_publisher``."""
+
+    world_path: str = Field(
+        default="",
+        description="World YAML (nominal or grounded) whose cell layout to publish: robot "
+        "base, belt, bins and camera mounts. Empty: the CAD layout of r2s2r_description "
+        "(the values of config/world/nominal.yaml).",
+    )
+    publish_fixed: bool = Field(
+        default=True,
+        description="Publish the fixed joints on /tf_static. Turn off where another node "
+        "(the real twin, a hardware driver) already publishes the fixed mounts.",
+    )
+    diagnostics_period_s: float = Field(
+        default=1.0, ge=0.05, le=60.0, description="Period of /diagnostics messages."
+    )
+
+    @field_validator("world_path")
+    @classmethod
+    def _readable_layout(cls, value: str) -> str:
+        if value:
+            try:
+                layout_from_world_file(value)
+            except ConfigError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    def layout(self) -> CellLayout:
+        """Return the cell layout these parameters select."""
+        return layout_from_world_file(self.world_path) if self.world_path else NOMINAL_LAYOUT
+
+
+def to_transform_msg(transform: FrameTransform, stamp: Time) -> TransformStamped:
+    """Convert a :class:`FrameTransform` into ``geometry_msgs/TransformStamped``."""
+    msg = TransformStamped()
+    msg.header.stamp = stamp
+    msg.header.frame_id = transform.parent
+    msg.child_frame_id = transform.child
+    x, y, z = transform.translation_m
+    msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = x, y, z
+    w, qx, qy, qz = transform.quat_wxyz
+    rotation = msg.transform.rotation
+    rotation.w, rotation.x, rotation.y, rotation.z = w, qx, qy, qz
+    return msg
+
+
+class CellStatePublisher(Node):
+    """Publishes ``/robot_description``, ``/tf_static`` and ``/tf``; see the module docstring.
+
+    Args:
+        node_name: ROS node name.
+        **kwargs: Passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``...).
+
+    Raises:
+        ConfigError: A parameter value is invalid (named, with the expectation).
+
+    """
+
+    def __init__(self, node_name: str = "cell_state_publisher", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._lock = threading.Lock()
+        self.received = 0
+        self.rejected = 0
+        self.unknown_joints: set[str] = set()
+        self.last_error = ""
+        self._description_pub = self.create_publisher(String, "/robot_description", LATCHED_QOS)
+        self._static_pub = self.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
+        self._tf_pub = self.create_publisher(TFMessage, "/tf", TF_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self.config = declare_config(self, CellStatePublisherConfig, on_change=self._apply)
+        self.description: Description = build_description(self.config.layout())
+        self._publish_description()
+        self.create_subscription(JointState, "/joint_states", self._on_joint_state, DEFAULT_QOS)
+        self._diagnostics_timer = self.create_timer(
+            self.config.diagnostics_period_s, self._publish_diagnostics
+        )
+
+    def _apply(self, config: CellStatePublisherConfig) -> None:
+        """Rebuild the description after an accepted parameter change and republish it."""
+        with self._lock:
+            self.config = config
+            self.description = build_description(config.layout())
+        self._publish_description()
+        self._diagnostics_timer.timer_period_ns = int(config.diagnostics_period_s * 1e9)
+
+    def _publish_description(self) -> None:
+        self._description_pub.publish(String(data=to_urdf(self.description)))
+        if self.config.publish_fixed:
+            stamp = self.get_clock().now().to_msg()
+            self._static_pub.publish(
+                TFMessage(
+                    transforms=[
+                        to_transform_msg(t, stamp) for t in fixed_transforms(self.description)
+                    ]
+                )
+            )
+        self.get_logger().info(
+            f"published /robot_description ({len(self.description.links)} links) for "
+            f"{self.config.world_path or 'the CAD layout'}"
+        )
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        self.received += 1
+        try:
+            positions = check_joint_state(list(msg.name), list(msg.position))
+        except JointStateError as error:
+            self.rejected += 1
+            self.last_error = str(error)
+            self.get_logger().warning(str(error), throttle_duration_sec=5.0)
+            return
+        with self._lock:
+            result = moving_transforms(self.description, positions)
+        self.unknown_joints.update(result.unknown_joints)
+        stamp = msg.header.stamp
+        if stamp.sec == 0 and stamp.nanosec == 0:
+            stamp = self.get_clock().now().to_msg()
+        if result.transforms:
+            self._tf_pub.publish(
+                TFMessage(transforms=[to_transform_msg(t, stamp) for t in result.transforms])
+            )
+
+    def _publish_diagnostics(self) -> None:
+        level = DiagnosticStatus.OK
+        message = "publishing"
+        if self.received == 0:
+            level, message = DiagnosticStatus.WARN, "no /joint_states received yet"
+        elif self.rejected or self.unknown_joints:
+            level, message = DiagnosticStatus.WARN, "malformed joint states or unknown joints"
+        values = {
+            "world_path": self.config.world_path or "(CAD layout)",
+            "joint_states_received": str(self.received),
+            "joint_states_rejected": str(self.rejected),
+            "unknown_joints": ",".join(sorted(self.unknown_joints)),
+            "last_error": self.last_error,
+        }
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: tf",
+            message=message,
+            hardware_id="cell",
+            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_pub.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the node until Ctrl-C; bad parameters end it with the reason."""
+    rclpy.init(args=args)
+    node: CellStatePublisher | None = None
+    try:
+        node = CellStatePublisher()
+        rclpy.spin(node)
+    except ConfigError as error:
+        raise SystemExit(f"cell_state_publisher: bad parameters:\n{error}") from None
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()

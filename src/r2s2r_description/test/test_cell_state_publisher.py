@@ -1,0 +1,209 @@
+"""cell_state_publisher: /robot_description latched, /tf_static + /tf give the description's FK."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+import rclpy
+from r2s2r_common.config import ConfigError, load_config
+from r2s2r_common.ros.qos import LATCHED_QOS
+from r2s2r_description.cell import build_description
+from r2s2r_description.model import forward_kinematics
+from r2s2r_description.nodes.cell_state_publisher import (
+    CellStatePublisher,
+    CellStatePublisherConfig,
+)
+from r2s2r_description.nodes.tf_tree import (
+    FrameTransform,
+    compose,
+    layout_from_world_file,
+)
+from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_description.urdf import to_urdf, urdf_forward_kinematics
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from tf2_msgs.msg import TFMessage
+
+REPO = Path(__file__).resolve().parents[3]
+NOMINAL = REPO / "config" / "world" / "nominal.yaml"
+
+
+@pytest.fixture
+def context() -> Iterator[Context]:
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.shutdown(context=ctx)
+
+
+def spin_until(
+    executor: SingleThreadedExecutor, done: Callable[[], bool], timeout_s: float = 5.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+    assert done(), "timed out waiting for messages"
+
+
+def from_msgs(messages: list[TFMessage]) -> list[FrameTransform]:
+    result = []
+    for message in messages:
+        for t in message.transforms:
+            tr, q = t.transform.translation, t.transform.rotation
+            result.append(
+                FrameTransform(
+                    t.header.frame_id, t.child_frame_id, (tr.x, tr.y, tr.z), (q.w, q.x, q.y, q.z)
+                )
+            )
+    return result
+
+
+def random_positions(seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    return {
+        name: float(
+            rng.uniform(
+                max(JOINT_LIMITS[name].lower_rad, -2.5), min(JOINT_LIMITS[name].upper_rad, 2.5)
+            )
+        )
+        for name in ALL_JOINT_NAMES
+    }
+
+
+def make(context: Context, **params: Any) -> CellStatePublisher:
+    overrides = [Parameter(name, value=value) for name, value in params.items()]
+    return CellStatePublisher(context=context, parameter_overrides=overrides)
+
+
+def test_late_subscriber_gets_description_and_tf_matches_forward_kinematics(
+    context: Context,
+) -> None:
+    node = make(context)
+    listener = Node("listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(listener)
+    try:
+        executor.spin_once(timeout_sec=0.1)  # the node published before anyone listened
+        descriptions: list[String] = []
+        statics: list[TFMessage] = []
+        dynamic: list[TFMessage] = []
+        listener.create_subscription(String, "/robot_description", descriptions.append, LATCHED_QOS)
+        listener.create_subscription(TFMessage, "/tf_static", statics.append, LATCHED_QOS)
+        listener.create_subscription(TFMessage, "/tf", dynamic.append, 100)
+        spin_until(executor, lambda: bool(descriptions) and bool(statics))
+        urdf_text = descriptions[0].data
+        description = build_description()
+        assert urdf_text == to_urdf(description)
+
+        positions = random_positions(seed=3)
+        publisher = listener.create_publisher(JointState, "/joint_states", 10)
+        state = JointState(name=list(ALL_JOINT_NAMES), position=list(positions.values()))
+        state.header.stamp.sec = 42
+        deadline = time.monotonic() + 5.0
+        while not dynamic and time.monotonic() < deadline:
+            publisher.publish(state)
+            executor.spin_once(timeout_sec=0.05)
+        assert dynamic
+        moving = from_msgs(dynamic[:1])
+        assert {t.child for t in moving} == {
+            j.child for j in description.movable_joints
+        }  # one transform per revolute joint, nothing else
+        assert all(t.header.stamp.sec == 42 for t in dynamic[0].transforms)
+        poses = compose(from_msgs(statics) + moving, "world")
+        expected = forward_kinematics(description, positions)
+        rviz = urdf_forward_kinematics(urdf_text, positions)  # what rviz computes from the URDF
+        assert set(poses) == set(expected)
+        for link, pose in expected.items():
+            np.testing.assert_allclose(poses[link], pose, atol=1e-9, err_msg=link)
+            # URDF text carries 9 significant digits: agreement to 1e-7 (sub-micrometre).
+            np.testing.assert_allclose(rviz[link], pose, atol=1e-7, err_msg=link)
+        assert np.linalg.norm(expected["palm_link"][:3, 3] - expected["base_link"][:3, 3]) > 0.1
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        node.destroy_node()
+
+
+def test_malformed_and_unknown_joint_states_are_counted(context: Context) -> None:
+    node = make(context, publish_fixed=False)
+    listener = Node("listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(listener)
+    dynamic: list[TFMessage] = []
+    listener.create_subscription(TFMessage, "/tf", dynamic.append, 100)
+    publisher = listener.create_publisher(JointState, "/joint_states", 10)
+    try:
+        bad = JointState(name=["elbow_joint", "wrist_1_joint"], position=[0.1])
+        partial = JointState(name=["elbow_joint", "belt_roller_joint"], position=[0.5, 3.0])
+        deadline = time.monotonic() + 5.0
+        while not dynamic and time.monotonic() < deadline:
+            publisher.publish(bad)
+            publisher.publish(partial)
+            executor.spin_once(timeout_sec=0.05)
+        spin_until(executor, lambda: node.rejected >= 1)
+        assert "1 positions" in node.last_error
+        assert node.unknown_joints == {"belt_roller_joint"}
+        (transform,) = dynamic[0].transforms
+        assert transform.child_frame_id == "forearm_link"
+        assert transform.header.stamp.sec > 0  # zero stamp replaced by the node's clock
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        node.destroy_node()
+
+
+def test_world_path_layout_and_bad_values(context: Context, tmp_path: Path) -> None:
+    world = yaml.safe_load(NOMINAL.read_text())
+    world["robot"]["base_pose"]["xyz_m"] = [0.02, -0.03, 0.76]
+    moved = tmp_path / "grounded.yaml"
+    moved.write_text(yaml.safe_dump(world))
+    node = make(context, world_path=str(moved))
+    try:
+        np.testing.assert_allclose(
+            forward_kinematics(node.description)["base_link"][:3, 3], [0.02, -0.03, 0.76]
+        )
+        cad = forward_kinematics(build_description())
+        from_file = forward_kinematics(build_description(layout_from_world_file(NOMINAL)))
+        for link, pose in cad.items():  # nominal.yaml repeats the CAD layout (to 1e-9 rad)
+            np.testing.assert_allclose(from_file[link], pose, atol=1e-8, err_msg=link)
+        # Runtime: a missing file is refused with the reason; a good one applies.
+        result = node.set_parameters([Parameter("world_path", value="/no/such/world.yaml")])[0]
+        assert not result.successful and "file not found" in result.reason
+        assert node.set_parameters([Parameter("world_path", value=str(NOMINAL))])[0].successful
+        np.testing.assert_allclose(
+            forward_kinematics(node.description)["base_link"][:3, 3], [0.0, 0.0, 0.75]
+        )
+    finally:
+        node.destroy_node()
+    del world["belt"]["pose"]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(world))
+    with pytest.raises(ConfigError, match=r"belt\.pose"):
+        make(context, world_path=str(broken))
+
+
+def test_shipped_parameter_file_matches_the_schema() -> None:
+    path = REPO / "config" / "nodes" / "cell_state_publisher.yaml"
+    config = load_config(CellStatePublisherConfig, path, "cell_state_publisher")
+    assert config.model_dump() == CellStatePublisherConfig().model_dump()

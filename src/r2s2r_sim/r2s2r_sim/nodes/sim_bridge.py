@@ -1,0 +1,772 @@
+"""``sim_bridge``: the simulator next to a real cell (mirror) or in place of one (generation).
+
+A lifecycle node with two modes (parameter ``mode``, read at configure):
+
+``mirror`` (default)
+    A kinematic MuJoCo copy of the cell (:class:`~r2s2r_sim.mirror.CellMirror`, world from
+    ``world_path``: the nominal or a grounded world) follows the real cell: ``/joint_states``
+    set the joints, fixed transforms on ``/tf_static`` and ``/tf`` move the mounts (base, belt,
+    bins, cameras), ``/objects/tracks`` place the objects. Publishes ``/cell/markers`` (table,
+    belt, bins, camera housing in their link frames; mirrored objects in ``world`` with their
+    type's shape and colour), ``/diagnostics`` with the mirror error (palm distance between the
+    copy and the forward kinematics of the received joint state) and the age of the last joint
+    state, and optionally ``/sim/<camera>/image_raw`` renders of the copy for side-by-side views.
+
+``generation``
+    Serves a :class:`~r2s2r_sim.cell_runtime.SimCell` of the nominal or grounded world through
+    the same interface as the real twin (cameras with the world's own camera_info, head depth,
+    ``/joint_states``, controller topics, belt encoder, ``/tf_static``, ``/clock``,
+    ``/trial/outcome``, ``/trial/start``, ``/trial/reset``, ``/diagnostics``), paced to the wall
+    clock at ``real_time_factor``, plus ``/cell/markers`` with the simulated objects. The twin's
+    hidden world files (a ``twin/`` folder) are refused.
+
+configure: parameters -> :class:`SimBridgeConfig`, load the world, build the simulator and
+publishers (FAILURE with a logged reason on bad input). activate: subscriptions, services and
+timers. deactivate: stop them. cleanup: free the simulator. ``autostart`` configures and
+activates at start-up (there is no lifecycle manager here).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TransformStamped
+from pydantic import Field, field_validator
+from r2s2r_common.camera_info import to_camera_info_msg
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.ros.params import (
+    add_schema_validation,
+    config_from_parameters,
+    declare_schema_parameters,
+)
+from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_description.cell import build_description
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_description.transforms import make_transform, quat_to_matrix
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import Marker, MarkerArray
+
+from r2s2r_interfaces.msg import ObjectTrackArray, TrialOutcome
+from r2s2r_interfaces.srv import StartTrial
+from r2s2r_sim.cell_runtime import (
+    CAMERA_NAMES,
+    CellConfig,
+    CommandRejected,
+    ControlStep,
+    RealTimePacer,
+    SimCell,
+    TrialRequestError,
+    TrialResult,
+    resolve_config_path,
+)
+from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
+from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
+from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.world import WorldParams, load_world
+from tf2_msgs.msg import TFMessage
+
+TF_QOS = QoSProfile(depth=100)
+"""``/tf``: reliable, volatile, deep enough for bursts."""
+
+OUTCOME_QOS = QoSProfile(
+    depth=10,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    history=HistoryPolicy.KEEP_LAST,
+)
+"""``/trial/outcome``: reliable and latched for the last 10 trials (as the twin)."""
+
+ENCODER_JOINT = "belt_roller_joint"
+"""Joint name of the belt encoder's roller on ``/belt/encoder``."""
+
+_MARKER_TYPES = {
+    MarkerShape.CUBE: Marker.CUBE,
+    MarkerShape.CYLINDER: Marker.CYLINDER,
+    MarkerShape.SPHERE: Marker.SPHERE,
+}
+
+
+class SimBridgeConfig(ConfigModel):
+    """Parameters of the ``sim_bridge`` node (each one a declared ROS parameter)."""
+
+    mode: Literal["mirror", "generation"] = Field(
+        default="mirror",
+        description="mirror: follow the real cell; generation: serve the simulator's own "
+        "topics with the twin's interface.",
+    )
+    autostart: bool = Field(
+        default=True, description="Configure and activate at start-up (no lifecycle manager)."
+    )
+    world_path: str = Field(
+        default="world/nominal.yaml",
+        description="World YAML of the simulator: the nominal or a grounded world (never the "
+        "twin's). Relative paths resolve against the r2s2r share config/, then the source "
+        "tree's config/.",
+    )
+    markers_rate_hz: float = Field(
+        default=5.0, gt=0.0, le=60.0, description="Rate of /cell/markers (wall clock)."
+    )
+    diagnostics_rate_hz: float = Field(
+        default=1.0, gt=0.0, le=50.0, description="Rate of /diagnostics (wall clock)."
+    )
+    object_slots_per_type: int = Field(
+        default=3, ge=1, le=20, description="Mirror: objects of one type shown at once."
+    )
+    joint_state_timeout_s: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=60.0,
+        description="Mirror: older joint states make the mirror stale (diagnostics WARN).",
+    )
+    palm_error_warn_m: float = Field(
+        default=0.001,
+        gt=0.0,
+        le=1.0,
+        description="Mirror: palm distance between copy and FK above which diagnostics WARN.",
+    )
+    publish_sim_images: bool = Field(
+        default=False, description="Mirror: publish renders of the copy on /sim/<camera>/image_raw."
+    )
+    sim_image_rate_hz: float = Field(
+        default=5.0, gt=0.0, le=60.0, description="Mirror: rate of the /sim camera renders."
+    )
+    sim_image_cameras: list[str] = Field(
+        default_factory=lambda: ["head_camera"],
+        description="Mirror: cameras rendered on /sim/<camera>/image_raw.",
+    )
+    real_time_factor: float = Field(
+        default=1.0, gt=0.0, le=1000.0, description="Generation: simulated s per wall s."
+    )
+    tick_rate_hz: float = Field(
+        default=100.0, ge=1.0, le=1000.0, description="Generation: stepping timer rate."
+    )
+    encoder_rate_hz: float = Field(
+        default=100.0, gt=0.0, le=1000.0, description="Generation: belt encoder rate (sim time)."
+    )
+    publish_depth: bool = Field(
+        default=True, description="Generation: publish registered head depth."
+    )
+    seed: int = Field(default=0, ge=0, description="Generation: seed of the idle cell.")
+
+    @field_validator("sim_image_cameras")
+    @classmethod
+    def _known_cameras(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in CAMERA_NAMES]
+        if unknown:
+            raise ValueError(f"unknown cameras {unknown}; expected names from {CAMERA_NAMES}")
+        return value
+
+
+def time_msg(seconds: float) -> Time:
+    """``builtin_interfaces/Time`` of a time in seconds."""
+    nanoseconds = round(seconds * 1e9)
+    return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
+def time_s(stamp: Any) -> float:
+    """Seconds of a ``builtin_interfaces/Time`` or ``Duration``."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def load_bridge_world(world_path: str) -> tuple[Path, WorldParams]:
+    """Resolve and load the bridge's world, refusing the twin's hidden files.
+
+    Raises:
+        ConfigError: Missing or invalid file, or a file in a ``twin`` folder.
+
+    """
+    path = resolve_config_path(world_path)
+    if path.resolve().parent.name == "twin":
+        raise ConfigError(
+            f"world_path = {world_path!r} ({path}): a twin world; only the real twin may read "
+            "it. Expected the nominal world or a grounded world"
+        )
+    return path, load_world(path)
+
+
+def to_marker_msg(spec: MarkerSpec, stamp: Time) -> Marker:
+    """Convert a :class:`MarkerSpec` into ``visualization_msgs/Marker`` (action ADD)."""
+    marker = Marker(ns=spec.namespace, id=spec.marker_id, type=_MARKER_TYPES[spec.shape])
+    marker.action = Marker.ADD
+    marker.header.stamp = stamp
+    marker.header.frame_id = spec.frame_id
+    p, q = marker.pose.position, marker.pose.orientation
+    p.x, p.y, p.z = spec.position_m
+    q.w, q.x, q.y, q.z = spec.quat_wxyz
+    marker.scale.x, marker.scale.y, marker.scale.z = spec.scale_m
+    marker.color.r, marker.color.g, marker.color.b, marker.color.a = spec.rgba
+    marker.frame_locked = True  # cell parts follow their link frame as /tf changes
+    return marker
+
+
+def marker_array(specs: list[MarkerSpec], stamp: Time) -> MarkerArray:
+    """Build a full snapshot: DELETEALL first (vanished objects disappear), then every marker."""
+    clear = Marker(action=Marker.DELETEALL)
+    clear.header.stamp = stamp
+    return MarkerArray(markers=[clear, *(to_marker_msg(spec, stamp) for spec in specs)])
+
+
+def transform_matrix(msg: TransformStamped) -> np.ndarray:
+    """4x4 ``parent <- child`` of a ``geometry_msgs/TransformStamped``."""
+    t, q = msg.transform.translation, msg.transform.rotation
+    return make_transform((t.x, t.y, t.z), quat_to_matrix((q.w, q.x, q.y, q.z)))
+
+
+class _MirrorMode:
+    """ROS wiring of mirror mode (the node owns it between configure and cleanup)."""
+
+    def __init__(self, node: SimBridgeNode, config: SimBridgeConfig, world: WorldParams):
+        self.node = node
+        self.config = config
+        self.mirror = CellMirror(
+            world, config.object_slots_per_type, enable_rendering=config.publish_sim_images
+        )
+        self.cell_marker_specs = cell_markers(self.mirror.description)
+        self.lock = threading.Lock()
+        self.rejected_joint_states = 0
+        self.rejected_tracks = 0
+        self.last_error = ""
+        self.ignored_joints: set[str] = set()
+        self.missing_joints: tuple[str, ...] = ()
+        self.frames_applied: set[str] = set()
+        self.frames_not_mirrored: dict[str, str] = {}
+        self.track_messages = 0
+        self.unknown_types: set[str] = set()
+        self.overflow = 0
+        self.markers_pub = node.create_lifecycle_publisher(
+            MarkerArray, "/cell/markers", DEFAULT_QOS
+        )
+        self.image_pubs = {
+            name: node.create_lifecycle_publisher(Image, f"/sim/{name}/image_raw", SENSOR_DATA_QOS)
+            for name in config.sim_image_cameras
+        }
+        self.entities: list[Any] = []
+
+    def activate(self) -> None:
+        node, config = self.node, self.config
+        self.entities = [
+            node.create_subscription(JointState, "/joint_states", self.on_joint_state, DEFAULT_QOS),
+            node.create_subscription(TFMessage, "/tf", self.on_tf, TF_QOS),
+            node.create_subscription(TFMessage, "/tf_static", self.on_tf, LATCHED_QOS),
+            node.create_subscription(
+                ObjectTrackArray, "/objects/tracks", self.on_tracks, DEFAULT_QOS
+            ),
+            node.create_timer(1.0 / config.markers_rate_hz, self.publish_markers),
+        ]
+        if config.publish_sim_images:
+            self.entities.append(
+                node.create_timer(1.0 / config.sim_image_rate_hz, self.publish_images)
+            )
+
+    def deactivate(self) -> None:
+        for entity in self.entities:
+            if hasattr(entity, "timer_period_ns"):
+                self.node.destroy_timer(entity)
+            else:
+                self.node.destroy_subscription(entity)
+        self.entities = []
+
+    def close(self) -> None:
+        self.deactivate()
+        self.node.destroy_lifecycle_publisher(self.markers_pub)
+        for publisher in self.image_pubs.values():
+            self.node.destroy_lifecycle_publisher(publisher)
+        self.mirror.close()
+
+    # -- inputs -------------------------------------------------------------------------------
+    def on_joint_state(self, msg: JointState) -> None:
+        with self.lock:
+            try:
+                update = self.mirror.apply_joint_state(
+                    list(msg.name), list(msg.position), time.monotonic()
+                )
+            except MirrorError as error:
+                self.rejected_joint_states += 1
+                self.last_error = str(error)
+                self.node.get_logger().warning(str(error), throttle_duration_sec=5.0)
+                return
+            self.ignored_joints.update(update.ignored)
+            self.missing_joints = update.missing
+
+    def on_tf(self, msg: TFMessage) -> None:
+        with self.lock:
+            for transform in msg.transforms:
+                parent, child = transform.header.frame_id.lstrip("/"), transform.child_frame_id
+                try:
+                    result = self.mirror.apply_fixed_transform(
+                        parent, child.lstrip("/"), transform_matrix(transform)
+                    )
+                except MirrorError as error:
+                    self.last_error = str(error)
+                    continue
+                if result == TransformResult.APPLIED:
+                    self.frames_applied.add(child)
+                    self.frames_not_mirrored.pop(child, None)
+                elif result != TransformResult.JOINT_DRIVEN:
+                    self.frames_not_mirrored[child] = f"{parent}: {result.value}"
+
+    def on_tracks(self, msg: ObjectTrackArray) -> None:
+        tracks = [
+            TrackInput(
+                int(track.id),
+                str(track.object_type),
+                (track.pose.position.x, track.pose.position.y, track.pose.position.z),
+                (
+                    track.pose.orientation.w,
+                    track.pose.orientation.x,
+                    track.pose.orientation.y,
+                    track.pose.orientation.z,
+                ),
+            )
+            for track in msg.tracks
+        ]
+        with self.lock:
+            self.track_messages += 1
+            try:
+                update = self.mirror.apply_tracks(msg.header.frame_id or "base_link", tracks)
+            except MirrorError as error:
+                self.rejected_tracks += 1
+                self.last_error = str(error)
+                self.node.get_logger().warning(str(error), throttle_duration_sec=5.0)
+                return
+            self.unknown_types.update(update.unknown_types)
+            self.overflow = update.overflow
+
+    # -- outputs ------------------------------------------------------------------------------
+    def marker_specs(self) -> list[MarkerSpec]:
+        with self.lock:
+            objects = self.mirror.objects()
+        specs = list(self.cell_marker_specs)
+        for item in objects:
+            specs.append(
+                object_marker(
+                    item.track_id,
+                    item.object_type,
+                    self.mirror.world.objects,
+                    "world",
+                    item.position_m,
+                    item.quat_wxyz,
+                )
+            )
+        return specs
+
+    def publish_markers(self) -> None:
+        stamp = self.node.get_clock().now().to_msg()
+        self.markers_pub.publish(marker_array(self.marker_specs(), stamp))
+
+    def publish_images(self) -> None:
+        stamp = self.node.get_clock().now().to_msg()
+        for name, publisher in self.image_pubs.items():
+            with self.lock:
+                rgb = self.mirror.render(name)
+            publisher.publish(to_image_msg(rgb, "rgb8", stamp, f"{name}_optical_frame"))
+
+    def diagnostics(self) -> DiagnosticStatus:
+        with self.lock:
+            age_s = self.mirror.joint_state_age_s(time.monotonic())
+            palm_error_m = self.mirror.palm_error_m()
+            values = {
+                "mode": "mirror",
+                "joint_states_applied": str(self.mirror.joint_states_applied),
+                "joint_states_rejected": str(self.rejected_joint_states),
+                "joint_state_age_s": "none" if age_s is None else f"{age_s:.3f}",
+                "palm_error_m": f"{palm_error_m:.3e}",
+                "ignored_joints": ",".join(sorted(self.ignored_joints)),
+                "missing_joints": ",".join(self.missing_joints),
+                "frames_mirrored": ",".join(sorted(self.frames_applied)),
+                "frames_not_mirrored": ",".join(
+                    f"{k} ({v})" for k, v in sorted(self.frames_not_mirrored.items())
+                ),
+                "track_messages": str(self.track_messages),
+                "objects_shown": str(len(self.mirror.objects())),
+                "track_messages_rejected": str(self.rejected_tracks),
+                "unknown_object_types": ",".join(sorted(self.unknown_types)),
+                "tracks_over_slots": str(self.overflow),
+                "last_error": self.last_error,
+            }
+        level, message = DiagnosticStatus.OK, "following the real cell"
+        if age_s is None or age_s > self.config.joint_state_timeout_s:
+            level, message = DiagnosticStatus.WARN, "stale: no recent /joint_states"
+        elif palm_error_m > self.config.palm_error_warn_m:
+            level = DiagnosticStatus.WARN
+            message = f"mirror error: palm {palm_error_m * 1000:.2f} mm off the joint-state FK"
+        return DiagnosticStatus(
+            level=level,
+            name=f"{self.node.get_name()}: mirror",
+            message=message,
+            hardware_id="sim",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+
+
+class _GenerationMode:
+    """ROS wiring of generation mode: a :class:`SimCell` served like the real twin."""
+
+    def __init__(self, node: SimBridgeNode, config: SimBridgeConfig, world: WorldParams):
+        self.node = node
+        self.config = config
+        # The bridge's world is what it simulates *and* what it publishes (no hidden truth).
+        self.cell = SimCell(
+            MujocoBackend(),
+            world,
+            world,
+            CellConfig(encoder_rate_hz=config.encoder_rate_hz, render_depth=config.publish_depth),
+            seed=config.seed,
+        )
+        self.cell_marker_specs = cell_markers(build_description(world.layout()))
+        self.lock = threading.Lock()
+        self.pacer: RealTimePacer | None = None
+        self.step_timer: Any = None
+        self.camera_info = {
+            name: to_camera_info_msg(
+                self.cell.camera_calibration(name), frame_id=f"{name}_optical_frame"
+            )
+            for name in CAMERA_NAMES
+        }
+        topics: list[tuple[str, Any, str, QoSProfile]] = [
+            ("joint_states", JointState, "/joint_states", DEFAULT_QOS),
+            ("encoder", JointState, "/belt/encoder", SENSOR_DATA_QOS),
+            ("clock", Clock, "/clock", DEFAULT_QOS),
+            ("tf_static", TFMessage, "/tf_static", LATCHED_QOS),
+            ("outcome", TrialOutcome, "/trial/outcome", OUTCOME_QOS),
+            ("markers", MarkerArray, "/cell/markers", DEFAULT_QOS),
+            ("head_camera/image", Image, "/head_camera/image_raw", SENSOR_DATA_QOS),
+            ("head_camera/info", CameraInfo, "/head_camera/camera_info", SENSOR_DATA_QOS),
+            ("head_camera/depth", Image, "/head_camera/depth/image_raw", SENSOR_DATA_QOS),
+            ("hand_camera/image", Image, "/hand_camera/image_raw", SENSOR_DATA_QOS),
+            ("hand_camera/info", CameraInfo, "/hand_camera/camera_info", SENSOR_DATA_QOS),
+        ]
+        self.pubs = {
+            key: node.create_lifecycle_publisher(msg_type, topic, qos)
+            for key, msg_type, topic, qos in topics
+        }
+        self.entities: list[Any] = []
+
+    def activate(self) -> None:
+        node, config, cell = self.node, self.config, self.cell
+        self.publish_tf_static()
+        periods = max(
+            1, round(2.0 * config.real_time_factor / (config.tick_rate_hz * cell.control_period_s))
+        )
+        self.pacer = RealTimePacer(cell.control_period_s, config.real_time_factor, 0.25, periods)
+        self.pacer.start(time.monotonic())
+        self.step_timer = node.create_timer(1.0 / config.tick_rate_hz, self.on_tick)
+        self.entities = [
+            self.step_timer,
+            node.create_timer(1.0 / config.markers_rate_hz, self.publish_markers),
+            node.create_subscription(
+                JointTrajectory,
+                "/arm_controller/joint_trajectory",
+                lambda msg: self.on_trajectory("arm", msg),
+                RELIABLE_QOS,
+            ),
+            node.create_subscription(
+                JointTrajectory,
+                "/hand_controller/joint_trajectory",
+                lambda msg: self.on_trajectory("hand", msg),
+                RELIABLE_QOS,
+            ),
+            node.create_service(StartTrial, "/trial/start", self.on_start_trial),
+            node.create_service(Trigger, "/trial/reset", self.on_reset),
+        ]
+
+    def deactivate(self) -> None:
+        for entity in self.entities:
+            if hasattr(entity, "timer_period_ns"):
+                self.node.destroy_timer(entity)
+            elif hasattr(entity, "srv_type"):
+                self.node.destroy_service(entity)
+            else:
+                self.node.destroy_subscription(entity)
+        self.entities = []
+        self.step_timer = None
+
+    def close(self) -> None:
+        self.deactivate()
+        for publisher in self.pubs.values():
+            self.node.destroy_lifecycle_publisher(publisher)
+        with self.lock:
+            self.cell.close()
+
+    # -- stepping -----------------------------------------------------------------------------
+    def on_tick(self) -> None:
+        with self.lock:
+            pacer = self.pacer
+            if pacer is None:
+                return
+            periods = pacer.due(time.monotonic())
+            for _ in range(periods):
+                step = self.cell.step_control()
+                started = time.perf_counter()
+                self.publish_step(step)
+                self.cell.costs.publish_s += time.perf_counter() - started
+            pacer.done(periods)
+
+    def publish_step(self, step: ControlStep) -> None:
+        stamp = time_msg(step.time_s)
+        self.pubs["clock"].publish(Clock(clock=stamp))
+        joints = JointState(
+            name=list(ALL_JOINT_NAMES),
+            position=step.joint_positions.tolist(),
+            velocity=step.joint_velocities.tolist(),
+        )
+        joints.header.stamp = stamp
+        self.pubs["joint_states"].publish(joints)
+        if step.encoder_angle_rad is not None:
+            encoder = JointState(name=[ENCODER_JOINT], position=[step.encoder_angle_rad])
+            encoder.header.stamp = stamp
+            self.pubs["encoder"].publish(encoder)
+        for frame in step.frames:
+            frame_id = f"{frame.camera_name}_optical_frame"
+            self.pubs[f"{frame.camera_name}/image"].publish(
+                to_image_msg(frame.rgb, "rgb8", stamp, frame_id)
+            )
+            info = self.camera_info[frame.camera_name]
+            info.header.stamp = stamp
+            self.pubs[f"{frame.camera_name}/info"].publish(info)
+            if frame.depth_m is not None:
+                self.pubs[f"{frame.camera_name}/depth"].publish(
+                    to_image_msg(frame.depth_m, "32FC1", stamp, frame_id)
+                )
+        if step.outcome is not None:
+            self.publish_outcome(step.outcome)
+
+    def publish_outcome(self, result: TrialResult) -> None:
+        msg = TrialOutcome(
+            trial_id=result.trial_id,
+            seed=result.seed,
+            condition=result.condition,
+            object_type=result.object_type,
+            success=result.success,
+            reason=result.reason,
+            duration_s=result.duration_s,
+        )
+        msg.header.stamp = time_msg(result.time_s)
+        self.pubs["outcome"].publish(msg)
+
+    def publish_tf_static(self) -> None:
+        stamp = time_msg(self.cell.time_s)
+        transforms = []
+        for mount in self.cell.static_transforms():
+            msg = TransformStamped(child_frame_id=mount.child)
+            msg.header.stamp = stamp
+            msg.header.frame_id = mount.parent
+            t, q = msg.transform.translation, msg.transform.rotation
+            t.x, t.y, t.z = mount.translation_m
+            q.w, q.x, q.y, q.z = mount.quat_wxyz
+            transforms.append(msg)
+        self.pubs["tf_static"].publish(TFMessage(transforms=transforms))
+
+    def marker_specs(self) -> list[MarkerSpec]:
+        with self.lock:
+            poses = list(self.cell.backend.object_poses().values())
+            object_types = self.cell.world.objects
+        specs = list(self.cell_marker_specs)
+        active = [pose for pose in poses if pose.active]
+        for index, pose in enumerate(active):
+            specs.append(
+                object_marker(
+                    index,
+                    pose.type_name,
+                    object_types,
+                    "world",
+                    pose.position_m,
+                    pose.quat_wxyz,
+                )
+            )
+        return specs
+
+    def publish_markers(self) -> None:
+        stamp = time_msg(self.cell.time_s)
+        self.pubs["markers"].publish(marker_array(self.marker_specs(), stamp))
+
+    # -- commands and services ------------------------------------------------------------------
+    def on_trajectory(self, controller: str, msg: JointTrajectory) -> None:
+        points = msg.points
+        times = [time_s(point.time_from_start) for point in points]
+        positions = [list(point.positions) for point in points]
+        any_velocities = any(len(point.velocities) > 0 for point in points)
+        velocities = [list(point.velocities) for point in points] if any_velocities else None
+        start = time_s(msg.header.stamp)
+        with self.lock:
+            try:
+                self.cell.command(
+                    controller,
+                    list(msg.joint_names),
+                    times,
+                    positions,
+                    velocities,
+                    start_time_s=start if start > 0.0 else None,
+                )
+            except CommandRejected as error:
+                self.node.get_logger().warning(
+                    f"trajectory rejected: {error}", throttle_duration_sec=2.0
+                )
+
+    def on_start_trial(
+        self, request: StartTrial.Request, response: StartTrial.Response
+    ) -> StartTrial.Response:
+        with self.lock:
+            try:
+                response.trial_id = self.cell.start_trial(int(request.seed), str(request.condition))
+            except TrialRequestError as error:
+                response.success, response.message = False, str(error)
+                return response
+        response.success = True
+        response.message = f"trial {response.trial_id} started (seed {request.seed})"
+        return response
+
+    def on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            self.cell.reset(self.config.seed)
+        response.success, response.message = True, "cell reset: robot home, belt clear, idle"
+        return response
+
+    def diagnostics(self) -> DiagnosticStatus:
+        with self.lock:
+            cell, pacer = self.cell, self.pacer
+            achieved = pacer.achieved_rtf(time.monotonic()) if pacer is not None else 0.0
+            counters = cell.counters
+            values = {
+                "mode": "generation",
+                "real_time_factor_target": f"{self.config.real_time_factor:.3f}",
+                "real_time_factor": f"{achieved:.3f}",
+                "real_time_factor_capacity": f"{cell.costs.rtf_capacity:.3f}",
+                "sim_time_s": f"{cell.time_s:.3f}",
+                "commands_accepted": str(counters.accepted),
+                "commands_rejected": str(counters.rejected),
+                "last_rejection": counters.last_rejection,
+                "trial_state": cell.trial_state.value,
+                "trial_id": str(cell.trial_id),
+            }
+        level, message = DiagnosticStatus.OK, f"trial {values['trial_state']}"
+        if counters.rejected:
+            level = DiagnosticStatus.WARN
+            message = f"{counters.rejected} trajectory command(s) rejected"
+        return DiagnosticStatus(
+            level=level,
+            name=f"{self.node.get_name()}: generation",
+            message=message,
+            hardware_id="sim",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+
+
+class SimBridgeNode(LifecycleNode):
+    """The sim bridge; see the module docstring.
+
+    Args:
+        node_name: ROS node name.
+        **kwargs: Passed to ``rclpy.lifecycle.Node`` (``context``, ``parameter_overrides``...).
+
+    """
+
+    def __init__(self, node_name: str = "sim_bridge", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._schema = declare_schema_parameters(self, SimBridgeConfig)
+        add_schema_validation(self, self._schema)  # values take effect at the next configure
+        self.config: SimBridgeConfig | None = None
+        self.mode: _MirrorMode | _GenerationMode | None = None
+        self._diagnostics_pub: Any = None
+        self._diagnostics_timer: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        """Build the config, load the world, build the simulator; FAILURE on bad input."""
+        try:
+            config = config_from_parameters(self, self._schema, SimBridgeConfig)
+            path, world = load_bridge_world(config.world_path)
+            mode_type = _MirrorMode if config.mode == "mirror" else _GenerationMode
+            self.mode = mode_type(self, config, world)
+        except (ConfigError, ValueError) as error:
+            self.get_logger().error(f"configure failed: {error}")
+            return TransitionCallbackReturn.FAILURE
+        self.config = config
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self._diagnostics_timer = self.create_timer(
+            1.0 / config.diagnostics_rate_hz, self._publish_diagnostics
+        )
+        self.get_logger().info(f"configured: {config.mode} mode, world {path}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        """Start following the real cell (mirror) or serving the simulated one (generation)."""
+        result = super().on_activate(state)
+        assert self.mode is not None
+        self.mode.activate()
+        return result
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        """Stop subscriptions, services and timers; the simulator keeps its state."""
+        if self.mode is not None:
+            self.mode.deactivate()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        """Free the simulator and every publisher."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        """Release everything."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _release(self) -> None:
+        if self.mode is not None:
+            self.mode.close()
+            self.mode = None
+        if self._diagnostics_timer is not None:
+            self.destroy_timer(self._diagnostics_timer)
+            self._diagnostics_timer = None
+        if self._diagnostics_pub is not None:
+            self.destroy_publisher(self._diagnostics_pub)
+            self._diagnostics_pub = None
+        self.config = None
+
+    def autostart(self) -> bool:
+        """Configure and activate (no lifecycle manager needed); False if configure failed."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            return False
+        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+    def _publish_diagnostics(self) -> None:
+        mode, publisher = self.mode, self._diagnostics_pub
+        if mode is None or publisher is None:
+            return
+        array = DiagnosticArray(status=[mode.diagnostics()])
+        array.header.stamp = self.get_clock().now().to_msg()
+        publisher.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the sim bridge; with ``autostart`` it configures and activates itself."""
+    rclpy.init(args=args)
+    node = SimBridgeNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        if node.get_parameter("autostart").value and not node.autostart():
+            raise SystemExit("sim_bridge: configure failed (see the log for the reason)")
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
