@@ -16,7 +16,10 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Policy models, co-training, evaluation, latent analysis, sim-to-real translation, policy inference node.",
+    description=(
+        "Policy models, co-training, evaluation, latent analysis, sim-to-real translation, "
+        "policy inference node."
+    ),
     license="Apache-2.0",
     entry_points={"console_scripts": []},
 )

@@ -1,0 +1,481 @@
+"""Episode sources and the torch dataset of (observation, action chunk) samples.
+
+An :class:`EpisodeSource` gives random access to ``(episode, frame)`` observations and the
+whole low-dimensional arrays of an episode (joint positions, belt speed, actions: small, so
+they are cached in memory for chunking and statistics). Two implementations:
+
+- :class:`InMemoryEpisodeSource`: episodes as dicts of arrays (tests, small experiments);
+- :class:`HDF5EpisodeSource`: a thin adapter over :class:`r2s2r_recorder.dataset.EpisodeDataset`
+  (the project's robomimic-style HDF5 datasets); images are read lazily per frame.
+
+:class:`ChunkDataset` turns one source into training samples: the observation at frame ``t``
+and the action chunk ``actions[t : t + H]``, padded past the episode end by repeating the last
+action, with a mask that is False on padded steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import cv2
+import numpy as np
+from torch.utils.data import Dataset
+
+from .normalization import NormalizationStats, RunningStats
+from .spec import (
+    ACTION_MASK_KEY,
+    ACTIONS_KEY,
+    BELT_SPEED_KEY,
+    JOINT_POS_KEY,
+    PolicySpec,
+)
+
+Sample = dict[str, np.ndarray]
+
+
+class MissingFeatureError(ValueError):
+    """A dataset source lacks a feature the policy needs (or has it with the wrong shape).
+
+    Attributes:
+        problems: One line per problem, each naming the source and the feature.
+
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n  - ".join(self.problems)
+        super().__init__(f"dataset sources do not provide what the policy needs:\n  - {lines}")
+
+
+@runtime_checkable
+class EpisodeSource(Protocol):
+    """Random access to the episodes of one dataset (real or one simulated configuration)."""
+
+    @property
+    def name(self) -> str:
+        """Source name, e.g. 'real' or 'sim'."""
+        ...
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Columns of ``joint_pos_rad``."""
+        ...
+
+    @property
+    def action_names(self) -> list[str]:
+        """Columns of ``actions``."""
+        ...
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Frame rate of the episodes (Hz)."""
+        ...
+
+    def num_episodes(self) -> int:
+        """Return the number of episodes."""
+        ...
+
+    def episode_length(self, episode_index: int) -> int:
+        """Frames in one episode."""
+        ...
+
+    def frame_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Per-frame ``key → (shape, dtype)`` of every observation key and ``actions``."""
+        ...
+
+    def image(self, episode_index: int, frame_index: int, key: str) -> np.ndarray:
+        """One uint8 ``(H, W, 3)`` RGB image."""
+        ...
+
+    def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
+        """Whole-episode ``joint_pos_rad (T, J)``, ``belt_speed_mps (T, 1)``, ``actions (T, A)``."""
+        ...
+
+
+class InMemoryEpisodeSource:
+    """Episodes held in memory as dicts of arrays.
+
+    Each episode dict holds ``(T, ...)`` arrays: camera keys (uint8 ``(T, H, W, 3)``),
+    ``joint_pos_rad`` ``(T, J)``, ``belt_speed_mps`` ``(T,)`` or ``(T, 1)``, ``actions``
+    ``(T, A)``. A missing key is allowed here and reported by :func:`check_source_features`.
+
+    Args:
+        name: Source name.
+        episodes: The episodes.
+        joint_names: Names of the joint position columns.
+        action_names: Names of the action columns.
+        control_rate_hz: Frame rate of the episodes.
+
+    Raises:
+        ValueError: If there are no episodes or arrays of one episode differ in length.
+
+    """
+
+    def __init__(
+        self,
+        name: str,
+        episodes: Sequence[Mapping[str, np.ndarray]],
+        joint_names: Sequence[str],
+        action_names: Sequence[str],
+        control_rate_hz: float = 10.0,
+    ) -> None:
+        if not episodes:
+            raise ValueError(f"source {name!r}: expected at least one episode, got 0")
+        if control_rate_hz <= 0:
+            raise ValueError(f"control_rate_hz = {control_rate_hz}: expected > 0")
+        self._name = name
+        self._control_rate_hz = float(control_rate_hz)
+        self._joint_names = list(joint_names)
+        self._action_names = list(action_names)
+        self._episodes: list[dict[str, np.ndarray]] = []
+        for index, episode in enumerate(episodes):
+            lengths = {key: int(np.shape(value)[0]) for key, value in episode.items()}
+            if len(set(lengths.values())) != 1:
+                raise ValueError(
+                    f"source {name!r} episode {index}: arrays differ in length: {lengths}"
+                )
+            arrays = {key: np.asarray(value) for key, value in episode.items()}
+            if BELT_SPEED_KEY in arrays:
+                arrays[BELT_SPEED_KEY] = arrays[BELT_SPEED_KEY].reshape(-1, 1).astype(np.float32)
+            self._episodes.append(arrays)
+
+    @property
+    def name(self) -> str:
+        """Source name."""
+        return self._name
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Columns of ``joint_pos_rad``."""
+        return list(self._joint_names)
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Frame rate of the episodes (Hz)."""
+        return self._control_rate_hz
+
+    @property
+    def action_names(self) -> list[str]:
+        """Columns of ``actions``."""
+        return list(self._action_names)
+
+    def num_episodes(self) -> int:
+        """Return the number of episodes."""
+        return len(self._episodes)
+
+    def episode_length(self, episode_index: int) -> int:
+        """Frames in one episode."""
+        return int(next(iter(self._episodes[episode_index].values())).shape[0])
+
+    def frame_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Per-frame shape and dtype of every key (from the first episode)."""
+        return {
+            key: (tuple(int(d) for d in value.shape[1:]), str(value.dtype))
+            for key, value in self._episodes[0].items()
+        }
+
+    def image(self, episode_index: int, frame_index: int, key: str) -> np.ndarray:
+        """One uint8 ``(H, W, 3)`` image."""
+        return self._episodes[episode_index][key][frame_index]
+
+    def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
+        """Whole-episode low-dimensional arrays (those present)."""
+        episode = self._episodes[episode_index]
+        return {
+            key: episode[key].astype(np.float32)
+            for key in (JOINT_POS_KEY, BELT_SPEED_KEY, ACTIONS_KEY)
+            if key in episode
+        }
+
+
+class HDF5EpisodeSource:
+    """Adapter from an r2s2r HDF5 dataset (file or shard directory) to :class:`EpisodeSource`.
+
+    Joint and action names come from the first episode's metadata; every episode must agree.
+
+    Args:
+        path: Dataset file or directory.
+        name: Source name (defaults to the first episode's ``metadata.source``).
+
+    Raises:
+        r2s2r_recorder.dataset.DatasetError: If the dataset cannot be read.
+        ValueError: If it holds no episodes or episodes disagree on joint/action names.
+
+    """
+
+    def __init__(self, path: str | Path, name: str | None = None) -> None:
+        from r2s2r_recorder.dataset import EpisodeDataset, dataset_info
+
+        self.path = Path(path)
+        self._reader = EpisodeDataset(self.path)
+        if len(self._reader) == 0:
+            raise ValueError(f"{self.path}: dataset holds no episodes")
+        first = self._reader.metadata(0)
+        for index in range(1, len(self._reader)):
+            meta = self._reader.metadata(index)
+            if meta.joint_names != first.joint_names or meta.action_names != first.action_names:
+                raise ValueError(
+                    f"{self.path}: episode {index} joint/action names differ from episode 0 "
+                    f"({meta.joint_names}/{meta.action_names} vs "
+                    f"{first.joint_names}/{first.action_names})"
+                )
+        self._name = name if name is not None else str(first.source)
+        self._control_rate_hz = float(first.control_rate_hz)
+        self._joint_names = list(first.joint_names)
+        self._action_names = list(first.action_names)
+        info = dataset_info(self.path)
+        self._features = {
+            (key[len("obs/") :] if key.startswith("obs/") else key): value
+            for key, value in info.features.items()
+        }
+
+    @property
+    def name(self) -> str:
+        """Source name."""
+        return self._name
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Columns of ``joint_pos_rad``."""
+        return list(self._joint_names)
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Frame rate of the episodes (Hz)."""
+        return self._control_rate_hz
+
+    @property
+    def action_names(self) -> list[str]:
+        """Columns of ``actions``."""
+        return list(self._action_names)
+
+    def num_episodes(self) -> int:
+        """Return the number of episodes."""
+        return len(self._reader)
+
+    def episode_length(self, episode_index: int) -> int:
+        """Frames in one episode."""
+        return self._reader.episode_length(episode_index)
+
+    def frame_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Per-frame shape and dtype of every key (``obs/`` prefix dropped)."""
+        return dict(self._features)
+
+    def _group(self, episode_index: int) -> Any:
+        # The reader exposes whole episodes or whole frames (all keys); one array of one
+        # episode is read through its HDF5 group so chunking does not decode images.
+        return self._reader._group(episode_index)
+
+    def image(self, episode_index: int, frame_index: int, key: str) -> np.ndarray:
+        """One uint8 ``(H, W, 3)`` image (reads one compressed chunk)."""
+        return np.asarray(self._group(episode_index)["obs"][key][frame_index])
+
+    def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
+        """Whole-episode low-dimensional arrays (those present)."""
+        group = self._group(episode_index)
+        out: dict[str, np.ndarray] = {}
+        for key in (JOINT_POS_KEY, BELT_SPEED_KEY):
+            if key in group["obs"]:
+                out[key] = np.asarray(group["obs"][key], dtype=np.float32)
+        if ACTIONS_KEY in group:
+            out[ACTIONS_KEY] = np.asarray(group[ACTIONS_KEY], dtype=np.float32)
+        if BELT_SPEED_KEY in out:
+            out[BELT_SPEED_KEY] = out[BELT_SPEED_KEY].reshape(-1, 1)
+        return out
+
+    def close(self) -> None:
+        """Close the dataset files."""
+        self._reader.close()
+
+
+def check_source_features(sources: Sequence[EpisodeSource], spec: PolicySpec) -> None:
+    """Check that every source provides every feature ``spec`` needs, before training.
+
+    Checks camera keys (uint8 ``(H, W, 3)``; any size, resized to the spec), joint positions and
+    actions (names and widths equal to the spec's), belt speed when used, non-empty episodes,
+    and one control rate across sources (a chunk step must mean the same time everywhere).
+
+    Raises:
+        MissingFeatureError: Listing every problem of every source.
+
+    """
+    problems: list[str] = []
+    rates = {source.name: source.control_rate_hz for source in sources}
+    if len(set(rates.values())) > 1:
+        problems.append(f"sources differ in control_rate_hz {rates}: chunks would mix time steps")
+    for source in sources:
+        features = source.frame_features()
+        prefix = f"source {source.name!r}"
+        if source.num_episodes() == 0:
+            problems.append(f"{prefix}: no episodes")
+        for key in spec.image_keys:
+            if key not in features:
+                problems.append(f"{prefix}: missing camera {key!r} (has {sorted(features)})")
+                continue
+            shape, dtype = features[key]
+            if len(shape) != 3 or shape[2] != 3 or dtype != "uint8":
+                problems.append(
+                    f"{prefix}: {key!r} is {dtype} {shape}, expected uint8 (H, W, 3) RGB"
+                )
+        required = [(JOINT_POS_KEY, len(spec.joint_names)), (ACTIONS_KEY, spec.action_dim)]
+        if spec.use_belt_speed:
+            required.append((BELT_SPEED_KEY, 1))
+        for key, width in required:
+            if key not in features:
+                problems.append(f"{prefix}: missing {key!r} (has {sorted(features)})")
+                continue
+            shape, _ = features[key]
+            if int(np.prod(shape)) != width:
+                problems.append(f"{prefix}: {key!r} has per-frame shape {shape}, expected {width}")
+        if source.joint_names != spec.joint_names:
+            problems.append(
+                f"{prefix}: joint_names {source.joint_names} != policy {spec.joint_names}"
+            )
+        if source.action_names != spec.action_names:
+            problems.append(
+                f"{prefix}: action_names {source.action_names} != policy {spec.action_names}"
+            )
+    if problems:
+        raise MissingFeatureError(problems)
+
+
+def resize_image(image: np.ndarray, height_px: int, width_px: int) -> np.ndarray:
+    """Resize a uint8 ``(H, W, 3)`` image with area interpolation (no-op when already sized)."""
+    if image.shape[0] == height_px and image.shape[1] == width_px:
+        return image
+    return cv2.resize(image, (width_px, height_px), interpolation=cv2.INTER_AREA)
+
+
+def action_chunk(actions: np.ndarray, start: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``actions[start : start + length]`` padded with the last action, and its mask.
+
+    Args:
+        actions: ``(T, A)`` actions of one episode.
+        start: First frame of the chunk, ``0 <= start < T``.
+        length: Chunk length ``H``.
+
+    Returns:
+        ``(chunk (H, A), mask (H,))``; mask is False where the step was padded.
+
+    """
+    total = actions.shape[0]
+    stop = min(start + length, total)
+    valid = stop - start
+    chunk = np.empty((length, actions.shape[1]), dtype=np.float32)
+    chunk[:valid] = actions[start:stop]
+    chunk[valid:] = actions[total - 1]
+    mask = np.zeros(length, dtype=bool)
+    mask[:valid] = True
+    return chunk, mask
+
+
+class ChunkDataset(Dataset[Sample]):
+    """Training samples of one source: observation at ``t`` and the action chunk from ``t``.
+
+    Low-dimensional arrays of all episodes are cached at construction (a few MB for thousands
+    of episodes); images are read per sample and resized to the spec's size.
+
+    Args:
+        source: The episode source (checked with :func:`check_source_features` first).
+        spec: Policy spec (image keys and sizes, chunk length).
+
+    Raises:
+        MissingFeatureError: If the source lacks a feature.
+
+    """
+
+    def __init__(self, source: EpisodeSource, spec: PolicySpec) -> None:
+        check_source_features([source], spec)
+        self.source = source
+        self.spec = spec
+        self._low_dim = [source.low_dim(e) for e in range(source.num_episodes())]
+        lengths = np.array([len(d[ACTIONS_KEY]) for d in self._low_dim], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """Map a sample index to ``(episode_index, frame_index)``."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"sample index {index}: expected 0..{len(self) - 1}")
+        episode = int(np.searchsorted(self._starts, index, side="right") - 1)
+        return episode, int(index - self._starts[episode])
+
+    def __getitem__(self, index: int) -> Sample:
+        episode, frame = self.locate(int(index))
+        low = self._low_dim[episode]
+        sample: Sample = {}
+        for image_spec in self.spec.images:
+            image = self.source.image(episode, frame, image_spec.key)
+            sample[image_spec.key] = np.ascontiguousarray(
+                resize_image(image, image_spec.height_px, image_spec.width_px)
+            )
+        sample[JOINT_POS_KEY] = low[JOINT_POS_KEY][frame]
+        if self.spec.use_belt_speed:
+            sample[BELT_SPEED_KEY] = low[BELT_SPEED_KEY][frame]
+        chunk, mask = action_chunk(low[ACTIONS_KEY], frame, self.spec.chunk_length)
+        sample[ACTIONS_KEY] = chunk
+        sample[ACTION_MASK_KEY] = mask
+        return sample
+
+    def update_stats(self, stats: dict[str, RunningStats]) -> None:
+        """Add this source's joint positions, belt speed and actions to running statistics."""
+        for low in self._low_dim:
+            for key, running in stats.items():
+                running.update(low[key].reshape(len(low[key]), -1))
+
+
+def compute_normalization(datasets: Sequence[ChunkDataset], spec: PolicySpec) -> NormalizationStats:
+    """Streaming statistics of state and actions over every dataset (all frames, unweighted).
+
+    Raises:
+        ValueError: If ``datasets`` is empty.
+
+    """
+    if not datasets:
+        raise ValueError("compute_normalization: expected at least one dataset")
+    stats = {
+        JOINT_POS_KEY: RunningStats(len(spec.joint_names)),
+        ACTIONS_KEY: RunningStats(spec.action_dim),
+    }
+    if spec.use_belt_speed:
+        stats[BELT_SPEED_KEY] = RunningStats(1)
+    for dataset in datasets:
+        dataset.update_stats(stats)
+    return NormalizationStats(features={key: value.finish() for key, value in stats.items()})
+
+
+class MixtureDataset(Dataset[Sample]):
+    """Concatenation of per-source datasets; global index = source offset + local index.
+
+    Args:
+        datasets: Source name → dataset, in a fixed order (the sampler uses the same order).
+
+    """
+
+    def __init__(self, datasets: Mapping[str, ChunkDataset]) -> None:
+        if not datasets:
+            raise ValueError("MixtureDataset: expected at least one dataset")
+        self.names = list(datasets)
+        self.datasets = [datasets[name] for name in self.names]
+        sizes = np.array([len(d) for d in self.datasets], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    @property
+    def sizes(self) -> list[int]:
+        """Samples per source, in ``names`` order."""
+        return [len(d) for d in self.datasets]
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def source_of(self, index: int) -> int:
+        """Index (in ``names``) of the source that holds global sample ``index``."""
+        return int(np.searchsorted(self.offsets, index, side="right") - 1)
+
+    def __getitem__(self, index: int) -> Sample:
+        source = self.source_of(int(index))
+        return self.datasets[source][int(index - self.offsets[source])]

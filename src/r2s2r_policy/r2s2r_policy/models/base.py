@@ -1,0 +1,222 @@
+"""The policy interface every model type implements.
+
+A :class:`Policy` is a ``torch.nn.Module`` built from a :class:`~r2s2r_policy.spec.PolicySpec`
+and :class:`~r2s2r_policy.normalization.NormalizationStats`. Training calls
+:meth:`Policy.forward` on a collated batch and gets a loss dict; deployment calls
+:meth:`Policy.predict_chunk` on one observation of NumPy arrays and gets ``[H, action_dim]``
+joint targets in radians. Normalisation lives inside the policy (buffers filled from the
+statistics), so a checkpoint is self-contained and the two paths cannot drift apart.
+
+Batch keys (tensors, leading batch dimension ``B``):
+
+- camera keys (``head_camera_rgb`` ...): uint8 ``(B, H, W, 3)`` at the spec's size;
+- ``joint_pos_rad``: float ``(B, J)``; ``belt_speed_mps``: float ``(B, 1)`` when used;
+- training only: ``actions``: float ``(B, H, A)`` in radians; ``action_mask``: bool ``(B, H)``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+import torch
+from r2s2r_common.config import ConfigModel
+from torch import nn
+
+from ..normalization import NormalizationStats
+from ..spec import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, PolicySpec
+
+Batch = Mapping[str, torch.Tensor]
+
+
+class Policy(nn.Module, abc.ABC):
+    """Base class of visuomotor chunking policies.
+
+    Subclasses set ``Params`` (their hyper-parameter schema, validated from
+    ``spec.model.params``) and implement :meth:`forward` and :meth:`predict_normalized`.
+
+    Args:
+        spec: Inputs, outputs, chunk length and model choice.
+        stats: Normalisation statistics of ``joint_pos_rad``, ``actions`` and, when used,
+            ``belt_speed_mps``.
+
+    Raises:
+        KeyError: If ``stats`` lacks a needed feature.
+        ValueError: If statistics widths do not match the spec.
+
+    """
+
+    Params: ClassVar[type[ConfigModel]]
+
+    state_offset: torch.Tensor
+    state_scale: torch.Tensor
+    action_offset: torch.Tensor
+    action_scale: torch.Tensor
+
+    def __init__(self, spec: PolicySpec, stats: NormalizationStats) -> None:
+        super().__init__()
+        self.spec = spec
+        self.stats = stats
+        offsets, scales = [], []
+        state_keys = [JOINT_POS_KEY] + ([BELT_SPEED_KEY] if spec.use_belt_speed else [])
+        for key in state_keys:
+            offset, scale = stats.offset_scale(key, spec.normalization)
+            offsets.append(offset)
+            scales.append(scale)
+        state_offset = np.concatenate(offsets)
+        if state_offset.shape[0] != spec.state_dim:
+            raise ValueError(
+                f"normalisation: state statistics have {state_offset.shape[0]} dims, "
+                f"spec state has {spec.state_dim}"
+            )
+        action_offset, action_scale = stats.offset_scale(ACTIONS_KEY, spec.normalization)
+        if action_offset.shape[0] != spec.action_dim:
+            raise ValueError(
+                f"normalisation: action statistics have {action_offset.shape[0]} dims, "
+                f"spec has {spec.action_dim} actions"
+            )
+        # Not persistent: the statistics are stored in config.yaml, the single source of truth.
+        self.register_buffer("state_offset", torch.from_numpy(state_offset), persistent=False)
+        self.register_buffer(
+            "state_scale", torch.from_numpy(np.concatenate(scales)), persistent=False
+        )
+        self.register_buffer("action_offset", torch.from_numpy(action_offset), persistent=False)
+        self.register_buffer("action_scale", torch.from_numpy(action_scale), persistent=False)
+
+    @classmethod
+    def parse_params(cls, params: Mapping[str, object]) -> ConfigModel:
+        """Validate hyper-parameters against ``cls.Params``.
+
+        Raises:
+            r2s2r_common.config.ConfigError: Naming every bad key.
+
+        """
+        from r2s2r_common.config import parse_config
+
+        return parse_config(cls.Params, dict(params), source=f"model.params ({cls.__name__})")
+
+    def normalized_state(self, batch: Batch) -> torch.Tensor:
+        """Concatenate joint positions (and belt speed) and normalise: ``(B, state_dim)``."""
+        parts = [batch[JOINT_POS_KEY].float()]
+        if self.spec.use_belt_speed:
+            parts.append(batch[BELT_SPEED_KEY].float().reshape(-1, 1))
+        state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        return (state - self.state_offset) / self.state_scale
+
+    def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Radians → normalised action space."""
+        return (actions - self.action_offset) / self.action_scale
+
+    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Normalised action space → radians."""
+        return actions * self.action_scale + self.action_offset
+
+    @abc.abstractmethod
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Compute the training loss of a batch.
+
+        Returns:
+            A dict with at least ``loss`` (scalar tensor to minimise).
+
+        """
+
+    @abc.abstractmethod
+    def predict_normalized(self, batch: Batch) -> torch.Tensor:
+        """Bare model inference: normalised action chunk ``(B, H, A)``."""
+
+    def check_observation(self, observation: Mapping[str, np.ndarray]) -> None:
+        """Check one observation's keys, shapes and dtypes against the spec.
+
+        Raises:
+            ValueError: Naming the key, what it got and what was expected.
+
+        """
+        for image in self.spec.images:
+            value = observation.get(image.key)
+            expected = (image.height_px, image.width_px, 3)
+            if value is None:
+                raise ValueError(f"observation: missing camera {image.key!r}")
+            if value.shape != expected or value.dtype != np.uint8:
+                raise ValueError(
+                    f"observation[{image.key!r}]: expected uint8 {expected}, "
+                    f"got {value.dtype} {value.shape} (resize at the edge, see "
+                    "r2s2r_policy.data.resize_image)"
+                )
+        joints = observation.get(JOINT_POS_KEY)
+        if joints is None or joints.shape != (len(self.spec.joint_names),):
+            got = None if joints is None else joints.shape
+            raise ValueError(
+                f"observation[{JOINT_POS_KEY!r}]: expected shape "
+                f"({len(self.spec.joint_names)},), got {got}"
+            )
+        if self.spec.use_belt_speed:
+            belt = observation.get(BELT_SPEED_KEY)
+            if belt is None or belt.size != 1:
+                got = None if belt is None else belt.shape
+                raise ValueError(f"observation[{BELT_SPEED_KEY!r}]: expected one value, got {got}")
+
+    @torch.inference_mode()
+    def predict_chunk(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Predict the next ``H`` joint targets from one observation.
+
+        Runs in eval mode (restoring the previous mode afterwards).
+
+        Args:
+            observation: camera keys → uint8 ``(H, W, 3)`` RGB at the spec's size;
+                ``joint_pos_rad`` → ``(J,)`` rad; ``belt_speed_mps`` → one value (m/s).
+
+        Returns:
+            float32 ``(H, action_dim)`` joint position targets (rad), ``action_names`` order.
+
+        Raises:
+            ValueError: If the observation does not match the spec.
+
+        """
+        self.check_observation(observation)
+        batch: dict[str, torch.Tensor] = {
+            key: torch.from_numpy(np.ascontiguousarray(observation[key]))[None]
+            for key in self.spec.image_keys
+        }
+        batch[JOINT_POS_KEY] = torch.as_tensor(observation[JOINT_POS_KEY], dtype=torch.float32)[
+            None
+        ]
+        if self.spec.use_belt_speed:
+            batch[BELT_SPEED_KEY] = torch.as_tensor(
+                observation[BELT_SPEED_KEY], dtype=torch.float32
+            ).reshape(1, 1)
+        was_training = self.training
+        if was_training:
+            self.eval()
+        try:
+            chunk = self.unnormalize_actions(self.predict_normalized(batch))[0]
+        finally:
+            if was_training:
+                self.train()
+        return chunk.numpy().astype(np.float32, copy=False)
+
+
+def masked_chunk_loss(
+    predicted: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, kind: str
+) -> torch.Tensor:
+    """Mean L1 or L2 error over valid (unpadded) chunk steps.
+
+    Args:
+        predicted: ``(B, H, A)``.
+        target: ``(B, H, A)``.
+        mask: bool ``(B, H)``, True where the step is real.
+        kind: ``'l1'`` or ``'l2'``.
+
+    Raises:
+        ValueError: On an unknown ``kind``.
+
+    """
+    if kind == "l1":
+        error = (predicted - target).abs()
+    elif kind == "l2":
+        error = (predicted - target) ** 2
+    else:
+        raise ValueError(f"loss kind = {kind!r}: expected 'l1' or 'l2'")
+    weights = mask.to(error.dtype).unsqueeze(-1)
+    return (error * weights).sum() / (weights.sum() * error.shape[-1]).clamp_min(1.0)

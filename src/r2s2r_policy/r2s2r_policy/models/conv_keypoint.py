@@ -1,0 +1,223 @@
+"""Small conv encoder + spatial-softmax keypoints + MLP chunk head, sized for CPU.
+
+Per camera: a few strided convolutions with GroupNorm and ReLU, then a 1×1 convolution to
+``num_keypoints`` feature maps whose spatial softmax gives expected (x, y) image coordinates
+(Levine et al. 2016, as robomimic and Diffusion Policy use). Keypoints of every camera and the
+normalised state (joint positions, belt speed) feed an MLP that outputs the whole normalised
+action chunk at once (action chunking, as ACT). Training uses random-shift image augmentation
+(DrQ) and an L1 (default) or L2 loss over unpadded chunk steps.
+
+Why this size: a ResNet-18 encoder costs ~20 ms per inference for two 128×128 images on this
+CPU and ~1.8 s per training step at batch 32; this encoder costs a few ms and trains at
+hundreds of samples per second (see ``bench/bench_policy.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, cast
+
+import torch
+import torch.nn.functional as functional
+from pydantic import Field, model_validator
+from r2s2r_common.config import ConfigModel
+from torch import nn
+
+from ..normalization import NormalizationStats
+from ..spec import ACTION_MASK_KEY, ACTIONS_KEY, PolicySpec
+from .base import Batch, Policy, masked_chunk_loss
+
+
+class ConvKeypointParams(ConfigModel):
+    """Hyper-parameters of :class:`ConvKeypointPolicy`."""
+
+    conv_channels: list[int] = Field(
+        default_factory=lambda: [16, 32, 32], min_length=1, description="Channels per conv."
+    )
+    conv_kernels: list[int] = Field(
+        default_factory=lambda: [8, 3, 3], min_length=1, description="Kernel size per conv."
+    )
+    conv_strides: list[int] = Field(
+        default_factory=lambda: [4, 2, 1], min_length=1, description="Stride per conv."
+    )
+    groupnorm_groups: int = Field(default=8, ge=1, le=64, description="GroupNorm groups.")
+    num_keypoints: int = Field(default=32, ge=1, le=512, description="Keypoints per camera.")
+    shared_encoder: bool = Field(default=False, description="One encoder for every camera.")
+    hidden_dims: list[int] = Field(
+        default_factory=lambda: [256, 256], min_length=1, description="MLP hidden widths."
+    )
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="MLP dropout probability.")
+    random_shift_px: int = Field(
+        default=4, ge=0, le=32, description="Max random image shift in training (0 = off)."
+    )
+    loss: Literal["l1", "l2"] = Field(default="l1", description="Chunk regression loss.")
+
+    @model_validator(mode="after")
+    def _same_lengths(self) -> ConvKeypointParams:
+        lengths = {len(self.conv_channels), len(self.conv_kernels), len(self.conv_strides)}
+        if len(lengths) != 1:
+            raise ValueError(
+                "conv_channels, conv_kernels and conv_strides must have the same length, got "
+                f"{len(self.conv_channels)}, {len(self.conv_kernels)}, {len(self.conv_strides)}"
+            )
+        for channels in self.conv_channels:
+            if channels % self.groupnorm_groups:
+                raise ValueError(
+                    f"conv_channels {channels} not divisible by groupnorm_groups "
+                    f"{self.groupnorm_groups}"
+                )
+        return self
+
+
+class SpatialSoftmax(nn.Module):
+    """Feature maps ``(B, K, h, w)`` → expected keypoint coordinates ``(B, 2K)`` in [-1, 1].
+
+    Args:
+        height: Feature map height.
+        width: Feature map width.
+
+    """
+
+    grid: torch.Tensor
+
+    def __init__(self, height: int, width: int) -> None:
+        super().__init__()
+        ys, xs = torch.meshgrid(
+            torch.linspace(-1.0, 1.0, height), torch.linspace(-1.0, 1.0, width), indexing="ij"
+        )
+        self.register_buffer("grid", torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=1))
+        self.log_temperature = nn.Parameter(torch.zeros(1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Return ``(B, 2K)`` keypoints (x, y per map)."""
+        batch, maps = features.shape[:2]
+        flat = features.reshape(batch * maps, -1) / self.log_temperature.exp()
+        attention = torch.softmax(flat, dim=-1)
+        return (attention @ self.grid).reshape(batch, maps * 2)
+
+
+class ImageEncoder(nn.Module):
+    """Strided convs + GroupNorm + ReLU, 1×1 conv to keypoint maps, spatial softmax.
+
+    Args:
+        params: Hyper-parameters.
+        height_px: Input height.
+        width_px: Input width.
+
+    """
+
+    def __init__(self, params: ConvKeypointParams, height_px: int, width_px: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels_in = 3
+        height, width = height_px, width_px
+        for channels, kernel, stride in zip(
+            params.conv_channels, params.conv_kernels, params.conv_strides, strict=True
+        ):
+            # "Same"-style padding so a stride-s conv maps H to H / s for even sizes.
+            padding = max(kernel - stride + 1, 0) // 2
+            layers += [
+                nn.Conv2d(channels_in, channels, kernel, stride=stride, padding=padding),
+                nn.GroupNorm(params.groupnorm_groups, channels),
+                nn.ReLU(inplace=True),
+            ]
+            height = (height + 2 * padding - kernel) // stride + 1
+            width = (width + 2 * padding - kernel) // stride + 1
+            channels_in = channels
+        if height < 2 or width < 2:
+            raise ValueError(
+                f"image {height_px}x{width_px} px: feature map {height}x{width} after the "
+                "convs is too small; use fewer or smaller strides"
+            )
+        layers.append(nn.Conv2d(channels_in, params.num_keypoints, 1))
+        self.convs = nn.Sequential(*layers)
+        self.keypoints = SpatialSoftmax(height, width)
+        self.output_dim = 2 * params.num_keypoints
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Float images ``(B, 3, H, W)`` in [-0.5, 0.5] → keypoints ``(B, 2K)``."""
+        return self.keypoints(self.convs(images))
+
+
+def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
+    """Shift each image by a random integer offset in ``[-pad_px, pad_px]`` (edge padding).
+
+    Uses the global torch RNG (seeded per training step by the trainer).
+    """
+    batch, _, height, width = images.shape
+    padded = functional.pad(images, (pad_px, pad_px, pad_px, pad_px), mode="replicate")
+    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2))
+    return torch.stack(
+        [
+            padded[i, :, int(dy) : int(dy) + height, int(dx) : int(dx) + width]
+            for i, (dy, dx) in enumerate(offsets)
+        ]
+    )
+
+
+class ConvKeypointPolicy(Policy):
+    """Spatial-softmax conv encoder per camera + MLP chunk head (registered as ``conv_keypoint``).
+
+    Args:
+        spec: Policy spec.
+        stats: Normalisation statistics.
+
+    """
+
+    Params = ConvKeypointParams
+
+    def __init__(self, spec: PolicySpec, stats: NormalizationStats) -> None:
+        super().__init__(spec, stats)
+        params = cast(ConvKeypointParams, self.parse_params(spec.model.params))
+        self.params = params
+        sizes = {(image.height_px, image.width_px) for image in spec.images}
+        if params.shared_encoder and len(sizes) > 1:
+            raise ValueError(f"shared_encoder needs equal image sizes, spec has {sorted(sizes)}")
+        self.encoders = nn.ModuleDict()
+        for image in spec.images:
+            if params.shared_encoder and self.encoders:
+                continue
+            self.encoders[image.key] = ImageEncoder(params, image.height_px, image.width_px)
+        # Every camera contributes (x, y) per keypoint, shared encoder or not.
+        features = 2 * params.num_keypoints * len(spec.images) + spec.state_dim
+        layers: list[nn.Module] = []
+        width_in = features
+        for width in params.hidden_dims:
+            layers += [nn.Linear(width_in, width), nn.ReLU(inplace=True)]
+            if params.dropout > 0:
+                layers.append(nn.Dropout(params.dropout))
+            width_in = width
+        layers.append(nn.Linear(width_in, spec.chunk_length * spec.action_dim))
+        self.head = nn.Sequential(*layers)
+
+    def _prepare(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 ``(B, H, W, 3)`` → float ``(B, 3, H, W)`` in [-0.5, 0.5], shifted in training."""
+        floats = images.permute(0, 3, 1, 2).float().mul_(1.0 / 255.0).sub_(0.5)
+        if self.training and self.params.random_shift_px > 0:
+            floats = random_shift(floats, self.params.random_shift_px)
+        return floats
+
+    def predict_normalized(self, batch: Batch) -> torch.Tensor:
+        """Normalised action chunk ``(B, H, A)``."""
+        keys = self.spec.image_keys
+        if self.params.shared_encoder:
+            encoder = next(iter(self.encoders.values()))
+            stacked = torch.cat([self._prepare(batch[key]) for key in keys], dim=0)
+            points = encoder(stacked).chunk(len(keys), dim=0)
+            features = list(points)
+        else:
+            features = [self.encoders[key](self._prepare(batch[key])) for key in keys]
+        features.append(self.normalized_state(batch))
+        out = self.head(torch.cat(features, dim=-1))
+        return out.reshape(-1, self.spec.chunk_length, self.spec.action_dim)
+
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Loss of a batch: ``loss`` (L1/L2 in normalised units) and ``l1_rad`` (for logs)."""
+        predicted = self.predict_normalized(batch)
+        target = self.normalize_actions(batch[ACTIONS_KEY].float())
+        mask = batch[ACTION_MASK_KEY]
+        loss = masked_chunk_loss(predicted, target, mask, self.params.loss)
+        with torch.no_grad():
+            l1_rad = masked_chunk_loss(
+                self.unnormalize_actions(predicted), batch[ACTIONS_KEY].float(), mask, "l1"
+            )
+        return {"loss": loss, "l1_rad": l1_rad}

@@ -1,0 +1,430 @@
+"""Co-training on a real dataset plus one simulated dataset with an explicit sampling ratio.
+
+:func:`train` checks every source before anything else (missing features are an error that
+lists them), builds the policy spec from the data (joint and action names, control rate) and
+the configured options, computes normalisation statistics over all sources, then runs a
+step-based loop:
+
+- each sample is drawn from sim with probability ``sim_ratio`` (:class:`MixtureSampler`);
+- determinism: the sampler stream depends only on ``(seed, sample index)`` and the torch RNG
+  (augmentation, dropout) is re-seeded from ``(seed, step, rank)`` every step, so a run is a
+  pure function of its config, and a resumed run equals an uninterrupted one;
+- progress bar (tqdm) with loss, samples/s and ETA on rank 0;
+- periodic checkpoints (rank 0 only) and resume from the newest one in the run directory;
+- DDP when started by ``torchrun`` (``WORLD_SIZE > 1``; gloo backend on CPU): the sampler is
+  sharded by rank, ``batch_size`` is per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from pydantic import Field, model_validator
+from r2s2r_common.config import ConfigModel
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from .checkpoint import (
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_training_state,
+    read_checkpoint_config,
+    save_checkpoint,
+)
+from .data import (
+    ChunkDataset,
+    EpisodeSource,
+    HDF5EpisodeSource,
+    MixtureDataset,
+    check_source_features,
+    compute_normalization,
+)
+from .models import Policy, build_policy
+from .sampling import MixtureSampler
+from .spec import DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
+
+_LOG = logging.getLogger(__name__)
+
+# Fields that may change between a run and its resumption without changing the result.
+_RESUME_FREE_FIELDS = frozenset(
+    {
+        "progress_bar",
+        "num_workers",
+        "num_threads",
+        "checkpoint_every_steps",
+        "keep_last_checkpoints",
+        "log_every_steps",
+    }
+)
+
+
+class ResumeError(ValueError):
+    """A run directory's checkpoint was written with a different training config."""
+
+
+class PolicyOptions(ConfigModel):
+    """Policy choices made at training time (names and rate come from the data)."""
+
+    image_keys: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_IMAGE_KEYS), min_length=1, description="Cameras."
+    )
+    image_height_px: int = Field(default=128, ge=16, le=1024, description="Model input height.")
+    image_width_px: int = Field(default=128, ge=16, le=1024, description="Model input width.")
+    chunk_length: int = Field(default=12, ge=1, le=256, description="Action chunk length H.")
+    use_belt_speed: bool = Field(default=True, description="Feed belt speed to the policy.")
+    normalization: Literal["mean_std", "min_max"] = Field(
+        default="mean_std", description="State/action normalisation."
+    )
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Model type + params.")
+
+
+class TrainConfig(ConfigModel):
+    """Co-training run configuration (``config/policy/cotrain.yaml``)."""
+
+    real_dataset: str | None = Field(default=None, description="Real dataset (file or dir).")
+    sim_dataset: str | None = Field(default=None, description="Simulated dataset (file or dir).")
+    sim_ratio: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Probability that a sample is drawn from sim."
+    )
+    policy: PolicyOptions = Field(default_factory=PolicyOptions, description="Policy options.")
+    seed: int = Field(default=0, ge=0, description="Seed of init, sampling and augmentation.")
+    steps: int = Field(default=3000, ge=1, description="Optimizer steps in total.")
+    batch_size: int = Field(default=32, ge=1, le=4096, description="Samples per step per rank.")
+    learning_rate: float = Field(default=1e-3, gt=0.0, le=1.0, description="Peak AdamW LR.")
+    weight_decay: float = Field(default=1e-4, ge=0.0, le=1.0, description="AdamW weight decay.")
+    warmup_steps: int = Field(default=100, ge=0, description="Linear LR warm-up steps.")
+    lr_schedule: Literal["cosine", "constant"] = Field(
+        default="cosine", description="LR after warm-up: cosine decay to 0 or constant."
+    )
+    grad_clip_norm: float = Field(default=10.0, gt=0.0, description="Gradient norm clip.")
+    checkpoint_every_steps: int = Field(default=500, ge=1, description="Checkpoint period.")
+    keep_last_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept.")
+    num_workers: int = Field(default=0, ge=0, le=64, description="DataLoader worker processes.")
+    num_threads: int = Field(
+        default=0, ge=0, le=256, description="torch intra-op threads (0 = torch default)."
+    )
+    log_every_steps: int = Field(default=10, ge=1, description="Progress-bar update period.")
+    progress_bar: bool = Field(default=True, description="Show a tqdm bar on rank 0.")
+
+    @model_validator(mode="after")
+    def _sources_present(self) -> TrainConfig:
+        if self.sim_ratio > 0 and self.sim_dataset is None and self.real_dataset is not None:
+            raise ValueError(f"sim_ratio = {self.sim_ratio} but sim_dataset is not set")
+        if self.sim_ratio < 1 and self.real_dataset is None and self.sim_dataset is not None:
+            raise ValueError(f"sim_ratio = {self.sim_ratio} but real_dataset is not set")
+        return self
+
+
+@dataclass
+class TrainResult:
+    """Outcome of :func:`train` on this rank.
+
+    Attributes:
+        run_dir: Run directory.
+        start_step: First step run here (> 0 when resumed).
+        step: Steps completed in total.
+        losses: Loss of every step run here, in order.
+        samples_per_s: Training throughput of this run (all ranks).
+        rank: This process's rank.
+        world_size: Number of processes.
+        checkpoint: Newest checkpoint written (None on ranks > 0).
+        policy: The trained policy (unwrapped).
+
+    """
+
+    run_dir: Path
+    start_step: int
+    step: int
+    losses: list[float] = field(default_factory=list)
+    samples_per_s: float = 0.0
+    rank: int = 0
+    world_size: int = 1
+    checkpoint: Path | None = None
+    policy: Policy | None = None
+
+
+def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: float) -> PolicySpec:
+    """Build the policy spec from training options and a source's joint/action names."""
+    return PolicySpec(
+        images=[
+            ImageSpec(key=key, height_px=options.image_height_px, width_px=options.image_width_px)
+            for key in options.image_keys
+        ],
+        joint_names=source.joint_names,
+        action_names=source.action_names,
+        use_belt_speed=options.use_belt_speed,
+        chunk_length=options.chunk_length,
+        control_rate_hz=control_rate_hz,
+        normalization=options.normalization,
+        model=options.model,
+    )
+
+
+def learning_rate_at(config: TrainConfig, step: int) -> float:
+    """Learning rate of ``step`` (warm-up, then cosine to 0 or constant)."""
+    if config.warmup_steps > 0 and step < config.warmup_steps:
+        return config.learning_rate * (step + 1) / config.warmup_steps
+    if config.lr_schedule == "constant":
+        return config.learning_rate
+    span = max(config.steps - config.warmup_steps, 1)
+    progress = min(max(step - config.warmup_steps, 0) / span, 1.0)
+    return config.learning_rate * 0.5 * (1.0 + float(np.cos(np.pi * progress)))
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    """Torch RNG seed of one step on one rank (stateless, so resume is exact)."""
+    return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
+
+
+def open_sources(config: TrainConfig) -> tuple[dict[str, EpisodeSource], dict[str, float]]:
+    """Open the configured real/sim datasets; returns ``(sources, weights)``.
+
+    Raises:
+        ValueError: If neither dataset is configured.
+
+    """
+    sources: dict[str, EpisodeSource] = {}
+    weights: dict[str, float] = {}
+    if config.real_dataset is not None and config.sim_ratio < 1.0:
+        sources["real"] = HDF5EpisodeSource(config.real_dataset, name="real")
+        weights["real"] = 1.0 - config.sim_ratio
+    if config.sim_dataset is not None and config.sim_ratio > 0.0:
+        sources["sim"] = HDF5EpisodeSource(config.sim_dataset, name="sim")
+        weights["sim"] = config.sim_ratio
+    if not sources:
+        raise ValueError("training: no dataset configured (set real_dataset and/or sim_dataset)")
+    return sources, weights
+
+
+def _distributed_context() -> tuple[int, int, bool]:
+    """Return ``(rank, world_size, initialized_here)``, starting gloo under torchrun."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return 0, 1, False
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), False
+    dist.init_process_group(backend="gloo")
+    return dist.get_rank(), dist.get_world_size(), True
+
+
+def _check_resume_config(stored: Mapping[str, Any], config: TrainConfig, path: Path) -> None:
+    """Raise if a checkpoint's training config differs in a field that changes results."""
+    current = config.model_dump(mode="json")
+    differences = [
+        f"{key}: checkpoint {stored.get(key)!r}, now {current[key]!r}"
+        for key in current
+        if key not in _RESUME_FREE_FIELDS and stored.get(key) != current[key]
+    ]
+    if differences:
+        lines = "\n  - ".join(differences)
+        raise ResumeError(
+            f"{path}: cannot resume, training config differs (use a new run directory or "
+            f"resume=False):\n  - {lines}"
+        )
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    sources: Mapping[str, EpisodeSource] | None = None,
+    weights: Mapping[str, float] | None = None,
+    resume: bool = True,
+    stop_at_step: int | None = None,
+    control_rate_hz: float | None = None,
+) -> TrainResult:
+    """Train (or resume training) a policy.
+
+    Args:
+        config: Training configuration.
+        run_dir: Run directory; checkpoints go to ``run_dir/checkpoints/step_<n>``.
+        sources: Source name → episode source; default: open ``config``'s datasets.
+        weights: Source name → sampling weight (required with ``sources``); default from
+            ``config.sim_ratio``.
+        resume: Continue from the newest checkpoint in ``run_dir`` when there is one.
+        stop_at_step: Stop after this many total steps (checkpointing there), as a time-limited
+            job or an interruption would; the schedule still follows ``config.steps``.
+        control_rate_hz: Rate of the chunk steps stored in the spec (default: the first
+            source's ``control_rate_hz``).
+
+    Returns:
+        A :class:`TrainResult` for this rank.
+
+    Raises:
+        MissingFeatureError: If a source lacks a feature, before any training.
+        ResumeError: If the checkpoint to resume was trained with a different config.
+        ValueError: If ``weights`` do not name exactly the sources.
+
+    """
+    if sources is None:
+        sources, weights = open_sources(config)
+    if weights is None or set(weights) != set(sources):
+        raise ValueError(
+            f"training: weights {None if weights is None else sorted(weights)} must name the "
+            f"sources {sorted(sources)}"
+        )
+    run_path = Path(run_dir)
+    rank, world_size, initialized_here = _distributed_context()
+    if config.num_threads > 0:
+        torch.set_num_threads(config.num_threads)
+    names = list(sources)
+    first = sources[names[0]]
+    rate = control_rate_hz if control_rate_hz is not None else first.control_rate_hz
+    spec = make_spec(config.policy, first, rate)
+    check_source_features([sources[name] for name in names], spec)
+
+    checkpoint_dir = latest_checkpoint(run_path) if resume else None
+    start_step = 0
+    training_state: dict[str, Any] | None = None
+    if checkpoint_dir is not None:
+        stored = read_checkpoint_config(checkpoint_dir)
+        _check_resume_config(stored.training.get("config", {}), config, checkpoint_dir)
+        stats = stored.normalization
+        spec = stored.spec
+        training_state = load_training_state(checkpoint_dir)
+        start_step = int(stored.training["step"])
+    datasets = {name: ChunkDataset(sources[name], spec) for name in names}
+    if checkpoint_dir is None:
+        stats = compute_normalization(list(datasets.values()), spec)
+
+    torch.manual_seed(config.seed)
+    policy = build_policy(spec, stats)
+    optimizer = torch.optim.AdamW(
+        policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+    )
+    if checkpoint_dir is not None and training_state is not None:
+        from safetensors.torch import load_file
+
+        policy.load_state_dict(load_file(str(checkpoint_dir / "model.safetensors")))
+        optimizer.load_state_dict(training_state["optimizer"])
+        _LOG.info("resuming from %s at step %d", checkpoint_dir, start_step)
+    model: torch.nn.Module = policy
+    if world_size > 1:
+        model = DistributedDataParallel(policy)
+
+    mixture = MixtureDataset(datasets)
+    total_steps = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
+    sampler = MixtureSampler(
+        mixture.sizes,
+        [weights[name] for name in names],
+        num_samples=config.steps * config.batch_size,
+        seed=config.seed,
+        rank=rank,
+        num_replicas=world_size,
+        start_sample=start_step * config.batch_size,
+    )
+    loader = DataLoader(
+        mixture,
+        batch_size=config.batch_size,
+        sampler=sampler,
+        drop_last=True,
+        num_workers=config.num_workers,
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    source_meta = {
+        name: {
+            "episodes": sources[name].num_episodes(),
+            "samples": len(datasets[name]),
+            "weight": float(weights[name]),
+        }
+        for name in names
+    }
+    result = TrainResult(
+        run_dir=run_path, start_step=start_step, step=start_step, rank=rank, world_size=world_size
+    )
+    progress = tqdm(
+        total=config.steps,
+        initial=start_step,
+        unit="step",
+        disable=rank != 0 or not config.progress_bar,
+        dynamic_ncols=True,
+    )
+    model.train()
+    started = time.perf_counter()
+    step = start_step
+    batches = iter(loader)
+    try:
+        while step < total_steps:
+            batch = next(batches)
+            torch.manual_seed(step_seed(config.seed, step, rank))
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate_at(config, step)
+            losses = model(batch)
+            optimizer.zero_grad(set_to_none=True)
+            losses["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.grad_clip_norm)
+            optimizer.step()
+            step += 1
+            result.losses.append(float(losses["loss"].detach()))
+            elapsed = time.perf_counter() - started
+            result.samples_per_s = (step - start_step) * config.batch_size * world_size / elapsed
+            if step % config.log_every_steps == 0 or step == total_steps:
+                progress.set_postfix(
+                    loss=f"{result.losses[-1]:.4f}",
+                    l1_rad=f"{float(losses['l1_rad']):.4f}",
+                    samples_s=f"{result.samples_per_s:.0f}",
+                    refresh=False,
+                )
+            progress.update(1)
+            if step % config.checkpoint_every_steps == 0 or step == total_steps:
+                meta = {
+                    "step": step,
+                    "seed": config.seed,
+                    "world_size": world_size,
+                    "written_by_rank": rank,
+                    "loss": result.losses[-1],
+                    "sources": source_meta,
+                    "config": config.model_dump(mode="json"),
+                }
+                if rank == 0:
+                    result.checkpoint = save_checkpoint(
+                        run_path / "checkpoints" / checkpoint_name(step),
+                        policy,
+                        training=meta,
+                        training_state={"optimizer": optimizer.state_dict(), "step": step},
+                    )
+                    for old in list_checkpoints(run_path)[: -config.keep_last_checkpoints]:
+                        shutil.rmtree(old, ignore_errors=True)
+                if world_size > 1:
+                    dist.barrier()
+    finally:
+        progress.close()
+        if initialized_here:
+            dist.destroy_process_group()
+    result.step = step
+    result.policy = policy
+    return result
+
+
+def source_sample_counts(sampler: MixtureSampler, count: int) -> np.ndarray:
+    """How many of the first ``count`` samples of ``sampler`` come from each source."""
+    indices = np.fromiter(
+        (index for _, index in zip(range(count), iter(sampler), strict=False)), dtype=np.int64
+    )
+    sources = np.searchsorted(sampler.offsets, indices, side="right") - 1
+    return np.bincount(sources, minlength=len(sampler.sizes))
+
+
+__all__: Sequence[str] = [
+    "PolicyOptions",
+    "ResumeError",
+    "TrainConfig",
+    "TrainResult",
+    "learning_rate_at",
+    "make_spec",
+    "open_sources",
+    "source_sample_counts",
+    "step_seed",
+    "train",
+]

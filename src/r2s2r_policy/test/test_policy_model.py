@@ -1,0 +1,125 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from policy_fixtures import IMAGE_PX, JOINTS, make_episode, make_source, tiny_config
+from r2s2r_common.config import ConfigError
+from r2s2r_policy.data import ChunkDataset, compute_normalization
+from r2s2r_policy.models import build_policy, model_types
+from r2s2r_policy.models.conv_keypoint import random_shift
+from r2s2r_policy.spec import ModelConfig
+from r2s2r_policy.training import make_spec, train
+
+
+def observation(episode: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]:
+    return {
+        "head_camera_rgb": episode["head_camera_rgb"][t],
+        "hand_camera_rgb": episode["hand_camera_rgb"][t],
+        "joint_pos_rad": episode["joint_pos_rad"][t],
+        "belt_speed_mps": episode["belt_speed_mps"][t : t + 1],
+    }
+
+
+def test_policy_overfits_tiny_dataset_and_reproduces_demo_actions(tmp_path: Path) -> None:
+    source = make_source("real", [0, 1, 2], frames=20)
+    config = tiny_config(steps=300, batch_size=16, checkpoint_every_steps=1000)
+    result = train(config, tmp_path, sources={"real": source}, weights={"real": 1.0})
+    losses = np.array(result.losses)
+    assert losses[:5].mean() / losses[-10:].mean() > 10.0
+    policy = result.policy
+    assert policy is not None
+    errors = []
+    for seed in (0, 1, 2):
+        episode = make_episode(seed, 20)
+        for t in range(20):
+            chunk = policy.predict_chunk(observation(episode, t))
+            assert chunk.shape == (4, len(JOINTS)) and chunk.dtype == np.float32
+            valid = min(4, 20 - t)
+            errors.append(np.abs(chunk[:valid] - episode["actions"][t : t + valid]).max())
+    # Targets span about ±1 rad; a policy that ignored the images would be off by ~0.5 rad.
+    assert float(np.max(errors)) < 0.15
+    assert float(np.mean(errors)) < 0.06
+
+
+def test_predict_chunk_rejects_wrong_image_size_and_missing_keys() -> None:
+    source = make_source("real", [0])
+    spec = make_spec(tiny_config().policy, source, 10.0)
+    stats = compute_normalization([ChunkDataset(source, spec)], spec)
+    policy = build_policy(spec, stats)
+    obs = observation(make_episode(0), 0)
+    assert policy.predict_chunk(obs).shape == (4, 4)
+    with pytest.raises(ValueError, match=r"head_camera_rgb.*uint8 \(32, 32, 3\).*\(64, 64, 3\)"):
+        policy.predict_chunk({**obs, "head_camera_rgb": np.zeros((64, 64, 3), np.uint8)})
+    with pytest.raises(ValueError, match="joint_pos_rad"):
+        policy.predict_chunk({**obs, "joint_pos_rad": np.zeros(3, np.float32)})
+    missing = dict(obs)
+    missing.pop("belt_speed_mps")
+    with pytest.raises(ValueError, match="belt_speed_mps"):
+        policy.predict_chunk(missing)
+    # predict_chunk leaves the policy in the mode it found it.
+    policy.train()
+    policy.predict_chunk(obs)
+    assert policy.training
+
+
+def test_normalisation_round_trip_and_constant_dimension() -> None:
+    source = make_source("real", [0, 1])
+    spec = make_spec(tiny_config().policy, source, 10.0)
+    stats = compute_normalization([ChunkDataset(source, spec)], spec)
+    all_actions = np.concatenate([make_episode(s)["actions"] for s in (0, 1)])
+    np.testing.assert_allclose(stats.features["actions"].mean, all_actions.mean(0), atol=1e-5)
+    np.testing.assert_allclose(stats.features["actions"].std, all_actions.std(0), atol=1e-5)
+    policy = build_policy(spec, stats)
+    actions = torch.from_numpy(all_actions)
+    normalized = policy.normalize_actions(actions)
+    np.testing.assert_allclose(normalized.mean(0).numpy(), 0.0, atol=1e-4)
+    np.testing.assert_allclose(
+        policy.unnormalize_actions(normalized).numpy(), all_actions, atol=1e-5
+    )
+    # Belt speed is constant within each episode but differs between them; a constant feature
+    # gets the minimum scale instead of a division by zero.
+    single = compute_normalization([ChunkDataset(make_source("real", [0]), spec)], spec)
+    offset, scale = single.offset_scale("belt_speed_mps", "mean_std")
+    assert scale[0] == pytest.approx(1e-3) and offset[0] == pytest.approx(0.1)
+
+
+def test_model_registry_and_param_validation() -> None:
+    assert "conv_keypoint" in model_types()
+    source = make_source("real", [0])
+    options = tiny_config().policy
+    spec = make_spec(options, source, 10.0)
+    stats = compute_normalization([ChunkDataset(source, spec)], spec)
+    with pytest.raises(ValueError, match=r"model.type = 'resnet_huge': expected one of"):
+        build_policy(spec.model_copy(update={"model": ModelConfig(type="resnet_huge")}), stats)
+    bad = ModelConfig(type="conv_keypoint", params={"num_keypionts": 8})
+    with pytest.raises(ConfigError, match="num_keypionts: unknown key"):
+        build_policy(spec.model_copy(update={"model": bad}), stats)
+
+
+def test_random_shift_moves_content_within_bounds() -> None:
+    torch.manual_seed(0)
+    images = torch.zeros(16, 3, IMAGE_PX, IMAGE_PX)
+    images[:, :, 14:18, 14:18] = 1.0
+    shifted = random_shift(images, 4)
+    assert shifted.shape == images.shape
+    centers = []
+    for image in shifted:
+        rows, cols = torch.nonzero(image[0] > 0.5, as_tuple=True)
+        centers.append((rows.float().mean().item(), cols.float().mean().item()))
+    offsets = np.array(centers) - 15.5
+    assert np.abs(offsets).max() <= 4.0
+    assert len({tuple(o) for o in offsets}) > 4  # shifts differ per image
+
+
+def test_shared_encoder_variant_predicts_chunks() -> None:
+    source = make_source("real", [0])
+    options = tiny_config().policy
+    params = {**options.model.params, "shared_encoder": True}
+    spec = make_spec(options, source, 10.0)
+    spec = spec.model_copy(update={"model": ModelConfig(type="conv_keypoint", params=params)})
+    stats = compute_normalization([ChunkDataset(source, spec)], spec)
+    policy = build_policy(spec, stats)
+    assert len(policy.encoders) == 1
+    chunk = policy.predict_chunk(observation(make_episode(0), 2))
+    assert chunk.shape == (4, 4) and np.isfinite(chunk).all()

@@ -1,0 +1,130 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from policy_fixtures import make_source, tiny_config, write_hdf5
+from r2s2r_policy.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from r2s2r_policy.data import HDF5EpisodeSource
+from r2s2r_policy.training import ResumeError, train
+from safetensors.numpy import load_file
+
+
+def sources() -> tuple[dict, dict]:
+    return (
+        {"real": make_source("real", [0, 1]), "sim": make_source("sim", [5, 6, 7])},
+        {"real": 0.5, "sim": 0.5},
+    )
+
+
+def test_resume_gives_the_same_result_as_an_uninterrupted_run(tmp_path: Path) -> None:
+    config = tiny_config(
+        steps=10,
+        checkpoint_every_steps=5,
+        policy=tiny_config().policy.model_dump()
+        | {
+            "model": {
+                "type": "conv_keypoint",
+                "params": {
+                    "conv_channels": [8, 16],
+                    "conv_kernels": [3, 3],
+                    "conv_strides": [2, 2],
+                    "groupnorm_groups": 4,
+                    "num_keypoints": 8,
+                    "hidden_dims": [64],
+                    "random_shift_px": 2,
+                    "dropout": 0.1,
+                },
+            }
+        },
+    )
+    src, weights = sources()
+    full = train(config, tmp_path / "full", sources=src, weights=weights)
+    first = train(config, tmp_path / "split", sources=src, weights=weights, stop_at_step=6)
+    assert first.step == 6
+    assert [p.name for p in list_checkpoints(tmp_path / "split")] == [
+        "step_00000005",
+        "step_00000006",
+    ]
+    second = train(config, tmp_path / "split", sources=src, weights=weights)
+    assert second.start_step == 6 and second.step == 10
+    assert first.losses + second.losses == pytest.approx(full.losses, abs=1e-6)
+    a = load_file(str(tmp_path / "full/checkpoints/step_00000010/model.safetensors"))
+    b = load_file(str(tmp_path / "split/checkpoints/step_00000010/model.safetensors"))
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], atol=1e-6)
+    # A changed config must not silently continue an old run.
+    with pytest.raises(ResumeError, match="sim_ratio"):
+        train(
+            tiny_config(steps=12, sim_ratio=0.2), tmp_path / "split", sources=src, weights=weights
+        )
+
+
+def test_hdf5_adapter_feeds_training(tmp_path: Path) -> None:
+    real = HDF5EpisodeSource(write_hdf5(tmp_path / "real.hdf5", "real", [0, 1]))
+    assert real.name == "real" and real.num_episodes() == 2 and real.control_rate_hz == 10.0
+    assert real.frame_features()["head_camera_rgb"] == ((32, 32, 3), "uint8")
+    result = train(
+        tiny_config(steps=4, checkpoint_every_steps=4),
+        tmp_path / "run",
+        sources={"real": real},
+        weights={"real": 1.0},
+    )
+    loaded = load_checkpoint(result.checkpoint)
+    assert loaded.config.spec.joint_names == real.joint_names
+    assert loaded.config.training["sources"]["real"]["samples"] == 24
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_gloo(tmp_path: Path) -> None:
+    write_hdf5(tmp_path / "real.hdf5", "real", [0, 1])
+    write_hdf5(tmp_path / "sim.hdf5", "sim", [5, 6])
+    config = tiny_config(
+        steps=4,
+        checkpoint_every_steps=2,
+        real_dataset=str(tmp_path / "real.hdf5"),
+        sim_dataset=str(tmp_path / "sim.hdf5"),
+        sim_ratio=0.5,
+    )
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--standalone",
+            "-m",
+            "r2s2r_policy.cli",
+            "train",
+            "--config",
+            str(tmp_path / "train.yaml"),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    summaries = {}
+    for line in completed.stdout.splitlines():
+        if line.startswith("rank ") and " finished " in line:
+            summary = json.loads(line.split(" finished ", 1)[1])
+            summaries[summary["rank"]] = summary
+    assert sorted(summaries) == [0, 1]
+    assert all(s["world_size"] == 2 and s["steps"] == [0, 4] for s in summaries.values())
+    assert summaries[0]["checkpoint"] is not None and summaries[1]["checkpoint"] is None
+    checkpoint = latest_checkpoint(tmp_path / "run")
+    assert checkpoint is not None and checkpoint.name == "step_00000004"
+    meta = yaml.safe_load((checkpoint / "config.yaml").read_text())["training"]
+    assert meta["written_by_rank"] == 0 and meta["world_size"] == 2
+    leftovers = [p.name for p in (tmp_path / "run/checkpoints").iterdir()]
+    assert sorted(leftovers) == ["step_00000002", "step_00000004"]
