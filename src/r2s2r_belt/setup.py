@@ -20,5 +20,10 @@ setup(
         "Belt-speed estimation (encoder + vision, filtered) and object tracking on the belt."
     ),
     license="Apache-2.0",
-    entry_points={"console_scripts": ["belt_speed = r2s2r_belt.nodes.belt_speed:main"]},
+    entry_points={
+        "console_scripts": [
+            "belt_speed = r2s2r_belt.nodes.belt_speed:main",
+            "object_tracker = r2s2r_belt.nodes.object_tracker:main",
+        ]
+    },
 )

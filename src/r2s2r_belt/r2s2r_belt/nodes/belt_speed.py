@@ -15,11 +15,11 @@ from typing import Any
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
+from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
 )
-from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
