@@ -22,6 +22,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "bag2dataset": "r2s2r_recorder.cli:bag2dataset",
     "dataset": "r2s2r_recorder.cli:dataset_group",
     "bag": "r2s2r_recorder.cli:bag_group",
+    "ground": "r2s2r_calibration.cli:ground_command",
 }
 
 

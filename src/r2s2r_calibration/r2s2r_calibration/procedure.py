@@ -1,0 +1,604 @@
+"""The world-grounding procedure against a running cell, through what a real cell exposes.
+
+The procedure talks to the cell only through a :class:`CellClient`: camera images and
+``camera_info``, head depth, ``/joint_states``, the trajectory controllers, the belt encoder,
+the nominal ``/tf_static`` and the trial service (to get an object onto the belt). The ROS
+implementation lives in :mod:`r2s2r_calibration.nodes.calibration`; :class:`SimCellClient`
+serves an in-process :class:`r2s2r_sim.cell_runtime.SimCell` the same way (tests, benchmark).
+Nothing here reads a twin file.
+
+Steps (each can run alone; later steps use earlier results when present):
+
+- ``registration``: belt and bin poses from one head depth image (:mod:`.registration`), with
+  the head camera's intrinsics and pose from the artifact when calibrated, else the nominal ones.
+- ``sysid``: per-joint excitation through the controllers, ``/joint_states`` logged,
+  controller model fitted (:mod:`.sysid`).
+- ``belt``: encoder rate and the surface speed of an object on the belt, tracked in the head
+  depth images (points above the registered belt surface), fitted with :mod:`.belt_model`.
+- ``intrinsics`` / ``extrinsics``: need ChArUco board views. A real cell has an operator who
+  holds the board; a cell client without a board operator (:attr:`CellClient.board_operator`)
+  makes these steps fail with a :class:`BoardUnavailableError` that says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+from r2s2r_description.cell import build_description
+from r2s2r_description.model import ShapeKind
+from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_sim.world import WorldParams
+
+from r2s2r_calibration.artifact import (
+    ControllerRecord,
+    GroundingArtifact,
+    JointControllerRecord,
+    Provenance,
+    belt_record,
+    scene_record,
+)
+from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_model
+from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError
+from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
+from r2s2r_calibration.registration import (
+    BoxPrimitive,
+    ElementRegistration,
+    RegistrationConfig,
+    SceneElement,
+    depth_to_points,
+    register_scene,
+)
+from r2s2r_calibration.sysid import (
+    ExcitationSegment,
+    JointStateLog,
+    SysIdConfig,
+    SysIdResult,
+    identify_controller,
+    plan_excitation,
+)
+
+STEP_NAMES: tuple[str, ...] = ("intrinsics", "extrinsics", "registration", "sysid", "belt")
+"""Grounding steps, in the order the full procedure runs them."""
+
+ProgressFn = Callable[[str], None]
+
+
+class BoardUnavailableError(CalibrationError):
+    """A board step was asked for but the cell has no way to show a calibration board."""
+
+
+@dataclass(frozen=True)
+class CameraModel:
+    """A camera's published calibration (``camera_info``).
+
+    Attributes:
+        camera_matrix: 3x3 K (px).
+        distortion: (k1, k2, p1, p2, k3).
+        width_px: Image width.
+        height_px: Image height.
+
+    """
+
+    camera_matrix: FloatArray
+    distortion: FloatArray
+    width_px: int
+    height_px: int
+
+
+class BoardOperator(Protocol):
+    """The operator who holds or places the calibration board (on hardware, a person)."""
+
+    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
+        """Put the board at a pose in a frame (``world``, ``flange`` or a camera frame)."""
+        ...
+
+    def remove_board(self) -> None:
+        """Take the board away."""
+        ...
+
+
+class CellClient(Protocol):
+    """What the grounding procedure needs from a cell (hardware, the twin or a recording)."""
+
+    @property
+    def source(self) -> str:
+        """``live`` or a bag path (artifact provenance)."""
+        ...
+
+    @property
+    def board_operator(self) -> BoardOperator | None:
+        """The board operator, or None when the cell cannot show a board."""
+        ...
+
+    def now_s(self) -> float:
+        """Cell time of the latest ``/joint_states`` (s)."""
+        ...
+
+    def wait_until(self, time_s: float) -> None:
+        """Return once the cell clock reached ``time_s``."""
+        ...
+
+    def joint_positions(self) -> FloatArray:
+        """Latest (18,) joint positions, :data:`ALL_JOINT_NAMES` order (rad)."""
+        ...
+
+    def start_joint_log(self) -> None:
+        """Start logging ``/joint_states`` (and the encoder)."""
+        ...
+
+    def stop_joint_log(self) -> JointStateLog:
+        """Stop logging and return the joint states."""
+        ...
+
+    def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:
+        """Record ``/belt/encoder`` for ``duration_s``: (stamps s, unwrapped angles rad)."""
+        ...
+
+    def send_trajectory(
+        self,
+        controller: str,
+        joint_names: Sequence[str],
+        times_s: FloatArray,
+        positions: FloatArray,
+        start_time_s: float,
+    ) -> None:
+        """Publish a JointTrajectory on ``/<controller>_controller/joint_trajectory``."""
+        ...
+
+    def camera_model(self, camera: str) -> CameraModel:
+        """Return the camera's ``camera_info`` (nominal on an uncalibrated cell)."""
+        ...
+
+    def capture_depth(self) -> tuple[float, npt_float32]:
+        """Next head depth image: (stamp s, (H, W) float32 metres)."""
+        ...
+
+    def frame_pose(self, frame: str) -> FloatArray:
+        """``T_world_frame`` of a fixed frame from ``/tf_static`` (the nominal mounts)."""
+        ...
+
+    def start_trial(self, seed: int) -> None:
+        """Start a trial (objects arrive on the belt)."""
+        ...
+
+    def reset_cell(self) -> None:
+        """Robot home, belt clear, idle."""
+        ...
+
+
+npt_float32 = np.ndarray  # a (H, W) float32 depth image
+
+
+class ProcedureConfig(ConfigModel):
+    """Settings of the grounding procedure."""
+
+    sysid: SysIdConfig = Field(default_factory=SysIdConfig)
+    sysid_joints: list[str] = Field(
+        default_factory=lambda: list(ALL_JOINT_NAMES), description="Joints to identify."
+    )
+    command_lead_s: float = Field(
+        0.1, gt=0.0, le=5.0, description="Send each trajectory this long before its start (s)."
+    )
+    registration: RegistrationConfig = Field(
+        default_factory=lambda: RegistrationConfig(min_points=60),
+        description="Registration settings (a 128 px depth image sees ~150 points per bin).",
+    )
+    registration_elements: list[str] = Field(
+        default_factory=lambda: ["belt", "bin_0", "bin_1", "bin_2"],
+        description="Scene elements to register (belt, bin_<n>).",
+    )
+    belt: BeltModelConfig = Field(default_factory=BeltModelConfig)
+    belt_trial_seed: int = Field(7, ge=0, description="Seed of the trial that brings an object.")
+    belt_track_s: float = Field(4.0, gt=0.5, le=60.0, description="Object tracking time (s).")
+    belt_window_s: float = Field(0.8, gt=0.1, le=10.0, description="Speed sample window (s).")
+    belt_min_height_m: float = Field(
+        0.01, gt=0.0, le=0.2, description="Points this far above the belt surface are object."
+    )
+    belt_min_points: int = Field(15, ge=3, le=100000, description="Object points per frame.")
+
+
+@dataclass
+class BeltObservation:
+    """What the belt step measured (kept for the grounding report).
+
+    Attributes:
+        camera_speed_mps: Surface speed from the tracked object (m/s).
+        encoder_rate_rad_s: Mean encoder rate over the same time (rad/s).
+        stamps_s: Track stamps (s).
+        along_belt_m: Object position along belt x per stamp (m).
+
+    """
+
+    camera_speed_mps: float
+    encoder_rate_rad_s: float
+    stamps_s: FloatArray
+    along_belt_m: FloatArray
+
+
+@dataclass
+class GroundingRun:
+    """Everything one run of the procedure produced.
+
+    Attributes:
+        artifact: The grounding artifact.
+        steps_run: Steps that ran and succeeded.
+        failures: Step name -> error message of the steps that failed.
+        step_wall_s: Wall time per step (s).
+        sysid_segments: Excitation that was sent.
+        sysid_log: Measured joint states.
+        sysid_result: Fitted model.
+        depth_m: The head depth image used for registration.
+        registrations: Registered elements (base_link).
+        belt: Belt measurements.
+
+    """
+
+    artifact: GroundingArtifact
+    steps_run: list[str] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    step_wall_s: dict[str, float] = field(default_factory=dict)
+    sysid_segments: list[ExcitationSegment] = field(default_factory=list)
+    sysid_log: JointStateLog | None = None
+    sysid_result: SysIdResult | None = None
+    depth_m: npt_float32 | None = None
+    head_camera: CameraModel | None = None
+    T_base_head_optical: FloatArray | None = None
+    registrations: dict[str, ElementRegistration] = field(default_factory=dict)
+    belt: BeltObservation | None = None
+
+
+def parse_steps(text: str) -> list[str]:
+    """Parse ``--steps`` (comma separated, or ``all``) into step names in run order.
+
+    Raises:
+        ValueError: Unknown step names (names the known ones).
+
+    """
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names or names == ["all"]:
+        return list(STEP_NAMES)
+    unknown = sorted(set(names) - set(STEP_NAMES))
+    if unknown:
+        raise ValueError(f"--steps: unknown steps {unknown}; expected a subset of {STEP_NAMES}")
+    return [name for name in STEP_NAMES if name in names]
+
+
+def scene_elements(nominal: WorldParams, names: Sequence[str]) -> list[SceneElement]:
+    """Scene elements (boxes of the description's collision geometry) with nominal poses.
+
+    Poses are in ``base_link`` of the nominal world (the frame registration works in).
+
+    Raises:
+        ValueError: An element name the description does not have.
+
+    """
+    description = build_description(nominal.layout())
+    T_world_base = nominal.robot.base_pose.to_pose().matrix()
+    T_base_world = invert_pose(T_world_base)
+    poses = {"belt": nominal.belt.pose.to_pose().matrix()}
+    poses.update({name: b.pose.to_pose().matrix() for name, b in nominal.bins.items()})
+    elements = []
+    for name in names:
+        if name not in poses:
+            raise ValueError(f"scene element {name!r}: expected one of {sorted(poses)}")
+        link = description.link(f"{name}_link")
+        boxes = [
+            BoxPrimitive(
+                size_m=tuple(float(v) for v in shape.size_m),  # type: ignore[arg-type]
+                xyz_m=shape.origin.xyz_m,
+                rpy_rad=shape.origin.rpy_rad,
+            )
+            for shape in link.shapes
+            if shape.kind == ShapeKind.BOX and shape.collision
+        ]
+        xyz, rpy = _xyz_rpy(T_base_world @ poses[name])
+        elements.append(SceneElement(name=name, boxes=boxes, xyz_m=xyz, rpy_rad=rpy))
+    return elements
+
+
+def _xyz_rpy(
+    pose: FloatArray,
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    from r2s2r_calibration.geometry import xyz_rpy_from_pose
+
+    xyz, rpy = xyz_rpy_from_pose(pose)
+    return (
+        (float(xyz[0]), float(xyz[1]), float(xyz[2])),
+        (float(rpy[0]), float(rpy[1]), float(rpy[2])),
+    )
+
+
+def _head_camera(
+    client: CellClient, artifact: GroundingArtifact, nominal: WorldParams
+) -> tuple[CameraModel, FloatArray, list[str]]:
+    """Head camera K/D and ``T_base_optical``: calibrated when available, else published."""
+    notes = []
+    record = artifact.cameras.get("head")
+    if record is not None and record.intrinsics is not None:
+        intr = record.intrinsics
+        K = np.array([[intr.fx_px, 0, intr.cx_px], [0, intr.fy_px, intr.cy_px], [0, 0, 1.0]])
+        d = intr.distortion
+        camera = CameraModel(
+            K, np.array([d.k1, d.k2, d.p1, d.p2, d.k3]), intr.width_px, intr.height_px
+        )
+    else:
+        camera = client.camera_model("head_camera")
+        notes.append("head intrinsics from camera_info (uncalibrated)")
+    T_world_base = client.frame_pose("base_link")
+    if record is not None and record.pose is not None:
+        T_world_link = record.pose.pose.matrix()
+        T_link_optical = pose_from_xyz_rpy((0, 0, 0), (-np.pi / 2, 0.0, -np.pi / 2))
+        T_world_optical = T_world_link @ T_link_optical
+    else:
+        T_world_optical = client.frame_pose("head_camera_optical_frame")
+        notes.append("head camera pose from /tf_static (uncalibrated)")
+    return camera, invert_pose(T_world_base) @ T_world_optical, notes
+
+
+def run_registration(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Register belt and bins from one head depth image into the artifact."""
+    camera, T_base_optical, notes = _head_camera(client, run.artifact, nominal)
+    for note in notes:
+        say(f"registration: {note}")
+    stamp, depth = client.capture_depth()
+    elements = scene_elements(nominal, config.registration_elements)
+    results = register_scene(
+        depth,
+        camera.camera_matrix,
+        T_base_optical,
+        elements,
+        config.registration,
+        camera.distortion,
+    )
+    T_world_base = client.frame_pose("base_link")
+    for name, registration in results.items():
+        provenance = Provenance(
+            source=client.source,
+            start_stamp_s=stamp,
+            end_stamp_s=stamp,
+            n_samples=registration.n_points,
+            sample_kind="points",
+            solver="open3d point-to-plane ICP (registration.register_scene)",
+        )
+        run.artifact.scene[name] = scene_record(registration, T_world_base, provenance)
+        correction = registration.T_correction
+        say(
+            f"registration: {name}: moved {1000 * np.linalg.norm(correction[:3, 3]):.1f} mm, "
+            f"fitness {registration.fitness:.2f}, rmse {1000 * registration.inlier_rmse_m:.2f} mm"
+        )
+    run.depth_m = depth
+    run.head_camera = camera
+    run.T_base_head_optical = T_base_optical
+    run.registrations = results
+
+
+def run_sysid(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Excite the joints through the controllers, log joint states, fit the controller model."""
+    rest = client.joint_positions()
+    lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
+    upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
+    start = client.now_s() + 2.0 * config.command_lead_s + config.sysid.preroll_s
+    segments = plan_excitation(config.sysid_joints, rest, start, config.sysid, lower, upper)
+    total = segments[-1].end_time_s - start
+    say(f"sysid: {len(segments)} excitation segments over {total:.1f} s of cell time")
+    client.start_joint_log()
+    for segment in segments:
+        client.wait_until(segment.start_time_s - config.command_lead_s)
+        client.send_trajectory(
+            segment.controller,
+            segment.joint_names,
+            segment.times_s,
+            segment.positions,
+            segment.start_time_s,
+        )
+    client.wait_until(segments[-1].end_time_s + 0.05)
+    log = client.stop_joint_log()
+    result = identify_controller(nominal, log, segments, config.sysid, say)
+    provenance = Provenance(
+        source=client.source,
+        start_stamp_s=result.start_stamp_s,
+        end_stamp_s=result.end_stamp_s,
+        n_samples=result.n_samples,
+        sample_kind="joint_states",
+        solver="MuJoCo response fit (sysid.identify_controller), chirps held out",
+    )
+    run.artifact.controller = ControllerRecord(
+        gains={
+            joint: JointControllerRecord(
+                kp=fit.kp,
+                kd=fit.kd,
+                residual_rms_rad=fit.heldout_rms_rad if np.isfinite(fit.heldout_rms_rad) else 0.0,
+                provenance=provenance,
+            )
+            for joint, fit in result.joints.items()
+        },
+        latency_s=result.latency_s,
+        latency_std_s=result.latency_std_s,
+    )
+    run.sysid_segments = list(segments)
+    run.sysid_log = log
+    run.sysid_result = result
+
+
+def run_belt(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Belt model: encoder rate against the surface speed of an object tracked in depth."""
+    camera, T_base_optical, _ = _head_camera(client, run.artifact, nominal)
+    T_world_base = client.frame_pose("base_link")
+    belt_scene = run.artifact.scene.get("belt")
+    if belt_scene is not None:
+        T_world_belt = belt_scene.pose.matrix()
+    else:
+        T_world_belt = client.frame_pose("belt_link")
+        say("belt: belt pose from /tf_static (registration not run)")
+    T_belt_optical = invert_pose(T_world_belt) @ T_world_base @ T_base_optical
+    _, background = client.capture_depth()
+    client.start_trial(config.belt_trial_seed)
+    stamps: list[float] = []
+    along: list[float] = []
+    encoder_stamps: list[FloatArray] = []
+    encoder_angles: list[FloatArray] = []
+    deadline = client.now_s() + config.belt_track_s
+    half_width = 0.5 * 0.30
+    while client.now_s() < deadline:
+        stamp, depth = client.capture_depth()
+        # Only what changed since the empty-belt frame: the robot and cell parts are static.
+        changed = np.where(np.abs(depth - background) > 0.005, depth, np.float32(0.0))
+        if np.count_nonzero(changed) < config.belt_min_points:
+            continue
+        points = depth_to_points(
+            changed.astype(np.float32), camera.camera_matrix, camera.distortion, 0.05, 5.0
+        )
+        in_belt = points @ T_belt_optical[:3, :3].T + T_belt_optical[:3, 3]
+        on_object = (
+            (in_belt[:, 2] > config.belt_min_height_m)
+            & (in_belt[:, 2] < 0.2)
+            & (np.abs(in_belt[:, 1]) < half_width)
+            & (np.abs(in_belt[:, 0]) < 0.75)
+        )
+        if np.count_nonzero(on_object) >= config.belt_min_points:
+            # The object's rear-most visible extent moves rigidly with it; the centroid of the
+            # visible points also does while the view of it changes slowly.
+            stamps.append(stamp)
+            along.append(float(np.median(in_belt[on_object, 0])))
+        t, a = client.encoder_samples(0.0)
+        encoder_stamps.append(t)
+        encoder_angles.append(a)
+    client.reset_cell()
+    enc_t = np.concatenate(encoder_stamps) if encoder_stamps else np.zeros(0)
+    enc_a = np.concatenate(encoder_angles) if encoder_angles else np.zeros(0)
+    track_t, track_x = np.asarray(stamps), np.asarray(along)
+    if track_t.size < config.belt.min_track_points:
+        raise DegenerateMotionError(
+            f"the object on the belt was seen in {track_t.size} head depth frames (need "
+            f"{config.belt.min_track_points}); check that trials bring objects into the head "
+            "camera's view, or track longer (belt_track_s)"
+        )
+    # Speed samples: windows of the track, each paired with the encoder rate over it.
+    rates, speeds = [], []
+    edges = np.arange(track_t[0], track_t[-1] + 1e-9, config.belt_window_s)
+    for lo in edges:
+        inside = (track_t >= lo) & (track_t < lo + config.belt_window_s)
+        enc = (enc_t >= lo) & (enc_t < lo + config.belt_window_s)
+        if np.count_nonzero(inside) < 3 or np.count_nonzero(enc) < 3:
+            continue
+        speeds.append(float(np.polyfit(track_t[inside], track_x[inside], 1)[0]))
+        rates.append(float(np.polyfit(enc_t[enc], enc_a[enc], 1)[0]))
+    result = fit_belt_model(rates, speeds, config.belt)
+    speed = float(np.polyfit(track_t, track_x, 1)[0])
+    rate = float(np.polyfit(enc_t, enc_a, 1)[0]) if enc_t.size > 2 else float("nan")
+    provenance = Provenance(
+        source=client.source,
+        start_stamp_s=float(track_t[0]),
+        end_stamp_s=float(track_t[-1]),
+        n_samples=int(track_t.size),
+        sample_kind="depth frames with the object",
+        solver="depth track along the registered belt + encoder (belt_model.fit_belt_model)",
+    )
+    run.artifact.belt = belt_record(result, provenance, speed_mps=speed)
+    run.belt = BeltObservation(speed, rate, track_t, track_x)
+    say(
+        f"belt: surface speed {speed:.4f} m/s from {track_t.size} frames, encoder "
+        f"{rate:.3f} rad/s -> roller radius {1000 * result.roller_radius_m:.2f} mm"
+    )
+
+
+def run_board_step(client: CellClient, step: str) -> None:
+    """Board steps (intrinsics + blur, extrinsics): need a board operator.
+
+    Raises:
+        BoardUnavailableError: Always when the cell has no board operator.
+
+    """
+    if client.board_operator is None:
+        raise BoardUnavailableError(
+            f"{step}: this cell offers no way to show a ChArUco board to the cameras (no board "
+            "operator); on hardware hold the board in front of each camera, on the twin a "
+            "/twin/operator/place_board service is needed"
+        )
+    raise BoardUnavailableError(
+        f"{step}: board views at this camera resolution are not implemented (see the report)"
+    )
+
+
+_STEPS: dict[
+    str, Callable[[CellClient, WorldParams, ProcedureConfig, GroundingRun, ProgressFn], None]
+] = {
+    "registration": run_registration,
+    "sysid": run_sysid,
+    "belt": run_belt,
+}
+
+
+def run_grounding(
+    client: CellClient,
+    nominal: WorldParams,
+    steps: Sequence[str] = STEP_NAMES,
+    config: ProcedureConfig | None = None,
+    progress: ProgressFn | None = None,
+    keep_going: bool = True,
+) -> GroundingRun:
+    """Run grounding steps against a cell and collect the artifact.
+
+    Args:
+        client: The cell.
+        nominal: The nominal world (description, datasheet values, default gains).
+        steps: Steps to run (:data:`STEP_NAMES`), run in that order.
+        config: Settings; defaults to :class:`ProcedureConfig`.
+        progress: One-line progress callback.
+        keep_going: Continue with the next step when one fails (its error is recorded).
+
+    Returns:
+        The run, with the artifact of every step that succeeded.
+
+    Raises:
+        CalibrationError: The first failing step's error when ``keep_going`` is False.
+
+    """
+    cfg = config or ProcedureConfig()
+    say = progress or (lambda _message: None)
+    run = GroundingRun(artifact=GroundingArtifact())
+    for step in [s for s in STEP_NAMES if s in steps]:
+        say(f"== {step}")
+        started = time.perf_counter()
+        try:
+            if step in _STEPS:
+                _STEPS[step](client, nominal, cfg, run, say)
+            else:
+                run_board_step(client, step)
+            run.steps_run.append(step)
+        except CalibrationError as error:
+            run.failures[step] = str(error)
+            say(f"{step}: FAILED: {error}")
+            if not keep_going:
+                raise
+        finally:
+            run.step_wall_s[step] = time.perf_counter() - started
+    # Re-validate so that world_overrides is derived from every record added above.
+    run.artifact = GroundingArtifact.model_validate(
+        run.artifact.model_dump(mode="python", exclude={"world_overrides"})
+    )
+    return run

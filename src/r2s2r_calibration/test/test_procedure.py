@@ -1,0 +1,102 @@
+"""The grounding procedure against an in-process cell with a known, perturbed world."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from r2s2r_calibration.procedure import (
+    STEP_NAMES,
+    BoardUnavailableError,
+    ProcedureConfig,
+    parse_steps,
+    run_grounding,
+    scene_elements,
+)
+from r2s2r_calibration.sim_cell_client import SimCellClient
+from r2s2r_sim.cell_runtime import SimCell
+from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.world import apply_grounding, load_world
+
+PACKAGE = Path(__file__).resolve().parents[1] / "r2s2r_calibration"
+NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
+TRUTH = {
+    "controller": {
+        "latency_s": 0.016,
+        "gains": {
+            "wrist_2_joint": {"kp": 600.0, "kd": 29.0},
+            "ring_mcp_joint": {"kp": 2.5, "kd": 0.04},
+        },
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def grounded_run():
+    nominal = load_world(NOMINAL)
+    cell = SimCell(MujocoBackend(), apply_grounding(nominal, TRUTH), nominal)
+    config = ProcedureConfig(sysid_joints=["wrist_2_joint", "ring_mcp_joint"])
+    messages: list[str] = []
+    try:
+        run = run_grounding(
+            SimCellClient(cell), nominal, ["sysid", "intrinsics"], config, messages.append
+        )
+    finally:
+        cell.close()
+    return nominal, run, messages
+
+
+def test_sysid_step_through_the_cell_recovers_the_controller(grounded_run):
+    _, run, messages = grounded_run
+    assert "sysid" in run.steps_run
+    controller = run.artifact.controller
+    assert controller is not None and controller.latency_s == pytest.approx(0.016, abs=1e-9)
+    assert controller.gains["wrist_2_joint"].kp == pytest.approx(600.0, rel=0.01)
+    assert controller.gains["ring_mcp_joint"].kd == pytest.approx(0.04, rel=0.01)
+    overrides = run.artifact.world_overrides["controller"]
+    assert overrides["latency_s"] == pytest.approx(0.016)
+    assert any(m.startswith("sysid: latency 16.0 ms") for m in messages)
+
+
+def test_board_step_without_a_board_fails_clearly(grounded_run):
+    _, run, _ = grounded_run
+    assert "intrinsics" not in run.steps_run
+    assert "place_board" in run.failures["intrinsics"]
+
+
+def test_board_step_raises_when_not_keep_going():
+    nominal = load_world(NOMINAL)
+    cell = SimCell(MujocoBackend(enable_rendering=False), nominal, nominal)
+    cell.config.render_depth = False
+    with pytest.raises(BoardUnavailableError, match="no board operator"):
+        run_grounding(SimCellClient(cell), nominal, ["extrinsics"], keep_going=False)
+
+
+def test_parse_steps():
+    assert parse_steps("all") == list(STEP_NAMES)
+    assert parse_steps("sysid,registration") == ["registration", "sysid"]
+    with pytest.raises(ValueError, match="unknown steps"):
+        parse_steps("sysid,magic")
+
+
+def test_scene_elements_come_from_the_description():
+    nominal = load_world(NOMINAL)
+    belt, bin_0 = scene_elements(nominal, ["belt", "bin_0"])
+    assert len(belt.boxes) == 2 and len(bin_0.boxes) == 5
+    # base_link is yawed by pi in world: the belt at world x = 0.55 is at base x = -0.55.
+    np.testing.assert_allclose(belt.xyz_m, (-0.55, 0.0, 0.05), atol=1e-9)
+    with pytest.raises(ValueError, match="expected one of"):
+        scene_elements(nominal, ["table_9"])
+
+
+def test_pipeline_code_never_reads_twin_files():
+    pattern = re.compile(r"config/twin|twin/[a-z_]*\.yaml|twin_config_path")
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "cli.py":
+            continue  # hands --start-twin to the twin cell; checked below
+        assert not pattern.search(path.read_text()), f"{path} refers to twin files"
+    cli = (PACKAGE / "cli.py").read_text()
+    assert cli.count("load_world(twin_config)") == 1
+    assert "SimCell(MujocoBackend(), load_world(twin_config), nominal)" in cli
