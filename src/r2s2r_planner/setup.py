@@ -16,7 +16,10 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Grasp proposals, motion planning (OMPL; MoveIt when installed), time parameterization, intercept timing.",
+    description=(
+        "Grasp proposals, motion planning (OMPL; MoveIt when installed), time "
+        "parameterization, intercept timing."
+    ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["planner = r2s2r_planner.nodes.planner:main"]},
 )

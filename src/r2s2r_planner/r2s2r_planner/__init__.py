@@ -1,1 +1,1 @@
-"""Grasp proposals, motion planning (OMPL; MoveIt when installed), time parameterization, intercept timing."""
+"""Grasp proposals, motion planning (OMPL; MoveIt when installed), timing, intercepts."""

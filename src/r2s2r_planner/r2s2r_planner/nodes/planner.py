@@ -1,0 +1,205 @@
+"""``planner``: plans a planner-style pick of the currently tracked object on request.
+
+Service ``~/plan_pick`` (std_srvs/Trigger): takes the newest ``/objects/tracks`` (object pose in
+``base_link``), ``/joint_states`` and ``/belt/speed``, plans with :class:`PickPlanner` (OMPL, or
+MoveIt where installed) and publishes the result on ``/arm_controller/joint_trajectory`` and
+``/hand_controller/joint_trajectory``. Planning runs in its own callback group on a
+multi-threaded executor, so the subscriptions keep updating while it plans. The response's
+``message`` gives the plan summary or the refusal reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import TwistStamped
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+from r2s2r_common.ros.params import declare_config
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_description.transforms import quat_to_matrix
+from r2s2r_sim.world import load_world
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from r2s2r_planner.config import PlannerConfig, load_planner_config
+from r2s2r_planner.intercept import BeltObjectState
+from r2s2r_planner.motion import make_planner
+from r2s2r_planner.pick import JointCommand, PickError, PickPlanner
+
+REPO_WORLD = Path(__file__).resolve().parents[4] / "config" / "world" / "nominal.yaml"
+
+
+class PlannerNodeConfig(ConfigModel):
+    """Parameters of the ``planner`` node."""
+
+    world_path: str = Field(
+        default="", description="World YAML (nominal or grounded); empty: the nominal world."
+    )
+    planner_config_path: str = Field(
+        default="", description="Planner core YAML (config/planner/planner.yaml); empty: defaults."
+    )
+    backend: Literal["ompl", "moveit"] = Field(default="ompl", description="Planning backend.")
+    track_timeout_s: float = Field(
+        default=1.0, gt=0.0, le=60.0, description="Tracks older than this are not planned on."
+    )
+
+
+def _stamp_s(stamp: Any) -> float:
+    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
+    """Convert a :class:`JointCommand` to a JointTrajectory message (zero stamp: start now)."""
+    message = JointTrajectory()
+    message.joint_names = list(command.joint_names)
+    for index, time_s in enumerate(command.times_s):
+        point = JointTrajectoryPoint()
+        point.positions = [float(v) for v in command.positions[index]]
+        if command.velocities is not None:
+            point.velocities = [float(v) for v in command.velocities[index]]
+        nanoseconds = round(float(time_s) * 1e9)
+        point.time_from_start.sec = nanoseconds // 1_000_000_000
+        point.time_from_start.nanosec = nanoseconds % 1_000_000_000
+        message.points.append(point)
+    return message
+
+
+class PlannerNode(Node):
+    """See the module docstring.
+
+    Raises:
+        r2s2r_common.config.ConfigError: Bad parameters or config files (startup fails).
+
+    """
+
+    def __init__(self, node_name: str = "planner", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.config = declare_config(self, PlannerNodeConfig)
+        world = load_world(self.config.world_path or REPO_WORLD)
+        core = (
+            load_planner_config(self.config.planner_config_path)
+            if self.config.planner_config_path
+            else PlannerConfig()
+        )
+        planner = make_planner(self.config.backend, world.layout(), core.motion, core.timing)
+        self.pick_planner = PickPlanner(world, core, planner)
+        self._base_pose = world.robot.base_pose.to_pose().matrix()
+        self._lock = threading.Lock()
+        self._tracks: Any = None
+        self._joints: dict[str, float] = {}
+        self._belt_speed_mps: float | None = None
+        sensors = MutuallyExclusiveCallbackGroup()
+        planning = MutuallyExclusiveCallbackGroup()
+        try:
+            from r2s2r_interfaces.msg import ObjectTrackArray
+        except ImportError:  # built by the workspace; without it the node can only refuse
+            self.get_logger().error("r2s2r_interfaces not importable: no /objects/tracks")
+        else:
+            self.create_subscription(
+                ObjectTrackArray, "/objects/tracks", self._on_tracks, 10, callback_group=sensors
+            )
+        self.create_subscription(
+            JointState, "/joint_states", self._on_joints, 10, callback_group=sensors
+        )
+        self.create_subscription(
+            TwistStamped, "/belt/speed", self._on_belt, 10, callback_group=sensors
+        )
+        self._arm_pub = self.create_publisher(
+            JointTrajectory, "/arm_controller/joint_trajectory", 10
+        )
+        self._hand_pub = self.create_publisher(
+            JointTrajectory, "/hand_controller/joint_trajectory", 10
+        )
+        self.create_service(Trigger, "~/plan_pick", self._on_plan_pick, callback_group=planning)
+        self.get_logger().info(f"planner ready ({planner.name} backend)")
+
+    def _on_tracks(self, msg: Any) -> None:
+        with self._lock:
+            self._tracks = msg
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self._joints.update(zip(msg.name, map(float, msg.position), strict=False))
+
+    def _on_belt(self, msg: TwistStamped) -> None:
+        with self._lock:
+            self._belt_speed_mps = float(msg.twist.linear.x)
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def plan_pick(self) -> tuple[bool, str]:
+        """Plan and publish a pick of the first tracked object; returns (success, message)."""
+        with self._lock:
+            tracks, joints, speed = self._tracks, dict(self._joints), self._belt_speed_mps
+        if tracks is None or not tracks.tracks:
+            return False, "no tracked object on /objects/tracks"
+        missing = [n for n in ALL_JOINT_NAMES if n not in joints]
+        if missing:
+            return False, f"no /joint_states for {missing}"
+        if speed is None:
+            return False, "no /belt/speed"
+        now = self._now_s()
+        stamp = _stamp_s(tracks.header.stamp) or now
+        if now - stamp > self.config.track_timeout_s:
+            return (
+                False,
+                f"tracks are {now - stamp:.2f} s old (limit {self.config.track_timeout_s} s)",
+            )
+        track = tracks.tracks[0]
+        pose = np.eye(4)
+        q = track.pose.orientation
+        pose[:3, :3] = quat_to_matrix([q.w, q.x, q.y, q.z])
+        pose[:3, 3] = [track.pose.position.x, track.pose.position.y, track.pose.position.z]
+        in_world = self._base_pose @ pose
+        state = BeltObjectState(in_world[:3, 3], stamp, self.pick_planner.belt_pose, speed)
+        current = np.array([joints[n] for n in ALL_JOINT_NAMES])
+        try:
+            plan = self.pick_planner.plan_pick(
+                track.object_type, state, in_world[:3, :3], current, now
+            )
+        except PickError as error:
+            return False, str(error)
+        self._arm_pub.publish(to_trajectory_msg(plan.arm))
+        self._hand_pub.publish(to_trajectory_msg(plan.hand))
+        phases = plan.phase_times_s
+        return True, (
+            f"pick of {track.object_type} (track {track.id}) into {plan.target_bin}: grasp at "
+            f"{phases['grasp'] - now:.2f} s, released at {phases['released'] - now:.2f} s"
+        )
+
+    def _on_plan_pick(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        del request
+        response.success, response.message = self.plan_pick()
+        log = self.get_logger().info if response.success else self.get_logger().warning
+        log(response.message)
+        return response
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the planner node on a multi-threaded executor."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = PlannerNode()
+        executor = MultiThreadedExecutor(num_threads=2)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
