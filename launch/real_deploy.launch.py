@@ -7,6 +7,6 @@ Without ros2 launch: r2s2r launch real_deploy [NAME:=VALUE ...]
 from r2s2r.launch_description import generate_graph_launch_description
 
 
-def generate_launch_description():  # noqa: ANN201 - the launch API's entry point
+def generate_launch_description():
     """Build the launch description for the real_deploy graph."""
     return generate_graph_launch_description("real_deploy")

@@ -7,6 +7,6 @@ Without ros2 launch: r2s2r launch sim_generate [NAME:=VALUE ...]
 from r2s2r.launch_description import generate_graph_launch_description
 
 
-def generate_launch_description():  # noqa: ANN201 - the launch API's entry point
+def generate_launch_description():
     """Build the launch description for the sim_generate graph."""
     return generate_graph_launch_description("sim_generate")

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field
-
 from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yaml
 
 _SUBSTITUTION = re.compile(r"\$\((arg) ([A-Za-z_][A-Za-z0-9_]*)\)|\$\((config)\)")
@@ -89,9 +88,9 @@ class GraphError(ConfigError):
 
 
 def config_dir() -> Path:
-    """The bring-up package's ``config/`` folder (installed share dir, else the source tree)."""
+    """Return the bring-up ``config/`` folder (installed share dir, else the source tree)."""
     try:
-        from ament_index_python.packages import (  # noqa: PLC0415
+        from ament_index_python.packages import (
             PackageNotFoundError,
             get_package_share_directory,
         )
@@ -112,19 +111,25 @@ def available_graphs(directory: Path | None = None) -> list[str]:
 
 
 def load_graph(name: str, directory: Path | None = None) -> GraphSpec:
-    """Load and validate the graph definition ``name``.
+    """Load and validate the graph ``name`` from ``config/graphs``, or a graph YAML file path.
 
     Raises:
         GraphError: Unknown graph (the message lists the choices) or invalid definition.
+
     """
     base = directory or config_dir()
-    path = base / "graphs" / f"{name}.yaml"
-    if not path.is_file():
-        choices = ", ".join(available_graphs(base)) or "none"
-        raise GraphError(f"unknown graph '{name}' (choices: {choices})")
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise GraphError(f"graph file not found: {path}")
+    else:
+        path = base / "graphs" / f"{name}.yaml"
+        if not path.is_file():
+            choices = ", ".join(available_graphs(base)) or "none"
+            raise GraphError(f"unknown graph '{name}' (choices: {choices})")
     spec = parse_config(GraphSpec, read_yaml(path), str(path))
-    if spec.name != name:
-        raise GraphError(f"{path}: name is '{spec.name}', expected '{name}' (the file stem)")
+    if spec.name != path.stem:
+        raise GraphError(f"{path}: name is '{spec.name}', expected '{path.stem}' (the file stem)")
     return spec
 
 
@@ -133,6 +138,7 @@ def parse_launch_arguments(tokens: list[str]) -> dict[str, str]:
 
     Raises:
         GraphError: A token that is not ``name:=value``.
+
     """
     values: dict[str, str] = {}
     for token in tokens:
@@ -148,6 +154,7 @@ def as_bool(text: str, what: str) -> bool:
 
     Raises:
         GraphError: If the text is not a recognised boolean word.
+
     """
     lowered = text.strip().lower()
     if lowered in _TRUE_WORDS:
@@ -170,6 +177,7 @@ def resolve_graph(
     Raises:
         GraphError: Unknown argument (lists the choices), a value outside an argument's
             choices, or a parameter file that does not exist.
+
     """
     base = directory or config_dir()
     declared = {argument.name: argument for argument in spec.arguments}
@@ -200,7 +208,11 @@ def resolve_graph(
         values[argument.name] = substitute(value)
 
     for node in spec.nodes:
-        for text in [*node.parameters, node.condition, *map(str, node.parameter_overrides.values())]:
+        for text in [
+            *node.parameters,
+            node.condition,
+            *map(str, node.parameter_overrides.values()),
+        ]:
             for match in _SUBSTITUTION.finditer(text):
                 if match.group(2) and match.group(2) not in declared:
                     raise GraphError(

@@ -17,13 +17,18 @@ def generate_graph_launch_description(graph_name: str) -> Any:
 
     A required node that exits shuts the whole launch down, as the supervisor does.
     """
-    from launch import LaunchContext, LaunchDescription  # noqa: PLC0415
-    from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction  # noqa: PLC0415
-    from launch.actions import RegisterEventHandler  # noqa: PLC0415
-    from launch.event_handlers import OnProcessExit  # noqa: PLC0415
-    from launch.events import Shutdown  # noqa: PLC0415
-    from launch.substitutions import LaunchConfiguration  # noqa: PLC0415
-    from launch_ros.actions import Node  # noqa: PLC0415
+    from launch.actions import (
+        DeclareLaunchArgument,
+        EmitEvent,
+        OpaqueFunction,
+        RegisterEventHandler,
+    )
+    from launch.event_handlers import OnProcessExit
+    from launch.events import Shutdown
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    from launch import LaunchContext, LaunchDescription
 
     spec = load_graph(graph_name)
 

@@ -9,6 +9,7 @@ with the node named if it failed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ def find_executable(package: str, executable: str) -> Path:
 
     Raises:
         GraphError: If the package is not installed or has no such executable.
+
     """
     prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     for prefix in prefixes:
@@ -36,7 +38,8 @@ def find_executable(package: str, executable: str) -> Path:
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 return candidate
             raise GraphError(
-                f"package '{package}' has no executable '{executable}' (looked in {candidate.parent})"
+                f"package '{package}' has no executable '{executable}' "
+                f"(looked in {candidate.parent})"
             )
     raise GraphError(
         f"package '{package}' not found on AMENT_PREFIX_PATH; build the workspace "
@@ -70,6 +73,7 @@ class GraphSupervisor:
             grace_period_s: Time a child gets after SIGINT before SIGTERM, and again before
                 SIGKILL.
             console: Where prefixed node output and supervisor messages go (stdout if None).
+
         """
         self._nodes = nodes
         self._log_dir = log_dir
@@ -99,6 +103,7 @@ class GraphSupervisor:
 
         Raises:
             GraphError: If an executable is missing (nothing is left running).
+
         """
         commands = [
             (node, [str(find_executable(node.package, node.executable)), *node.ros_arguments()])
@@ -135,6 +140,7 @@ class GraphSupervisor:
         Returns:
             0 after a requested stop or a clean exit of a required node; 1 if a required node
             failed (its name, exit code and log are printed).
+
         """
         exit_code = 0
         running = {child.node.name for child in self._children}
@@ -170,10 +176,8 @@ class GraphSupervisor:
             if not alive:
                 break
             for child in alive:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.process.pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + self._grace_period_s
             for child in alive:
                 try:

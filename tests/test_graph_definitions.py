@@ -28,7 +28,10 @@ name: demo
 description: test graph
 arguments:
   - {name: rate, default: "7.5", description: publish rate}
-  - {name: with_listener, default: "true", description: start the listener, choices: ["true", "false"]}
+  - name: with_listener
+    default: "true"
+    description: start the listener
+    choices: ["true", "false"]
   - {name: params, default: "$(config)/nodes/talker.yaml", description: parameter file}
 nodes:
   - name: talker
@@ -110,7 +113,14 @@ def test_cli_user_errors_are_one_line_exit_2(argv: list[str], expected: str) -> 
 
 def test_cli_missing_parameter_file_is_one_line_exit_2(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "r2s2r.cli", "launch", "real_deploy", f"twin_config:={tmp_path}/x.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "r2s2r.cli",
+            "launch",
+            "real_deploy",
+            f"twin_config:={tmp_path}/x.yaml",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,7 +12,6 @@ import sys
 from typing import Any
 
 import click
-
 from r2s2r_common.config import ConfigError
 
 # verb -> "module:attribute" of a click command or group.

@@ -15,7 +15,8 @@ from r2s2r.supervisor import default_log_dir, run_graph
     "launch",
     context_settings={"ignore_unknown_options": True},
     help=(
-        "Start GRAPH (e.g. real_deploy, sim_generate) as supervised processes. Launch "
+        "Start GRAPH (e.g. real_deploy, sim_generate, or a path to a graph YAML file) as "
+        "supervised processes. Launch "
         "arguments are given as NAME:=VALUE, as with ros2 launch. Ctrl-C stops every node; the "
         "exit code is non-zero when a required node dies."
     ),

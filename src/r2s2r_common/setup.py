@@ -16,7 +16,7 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Shared, ROS-free building blocks: typed config loading, image conversion, geometry; plus thin rclpy helpers (parameters from schemas, QoS, diagnostics).",
+    description="Typed configs, image conversion, camera_info; thin rclpy helpers.",
     license="Apache-2.0",
     entry_points={"console_scripts": []},
 )

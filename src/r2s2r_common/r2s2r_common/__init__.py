@@ -1,1 +1,1 @@
-"""Shared, ROS-free building blocks: typed config loading, image conversion, geometry; plus thin rclpy helpers (parameters from schemas, QoS, diagnostics)."""
+"""Shared building blocks: typed configs, image conversion, camera_info; thin rclpy helpers."""

@@ -39,6 +39,7 @@ def format_validation_error(error: ValidationError, source: str | None = None) -
 
     Returns:
         Lines like ``nominal.yaml: objects.0.mass_kg = -1.0: Input should be greater than 0``.
+
     """
     lines = []
     for item in error.errors():
@@ -59,6 +60,7 @@ def parse_config(model: type[ModelT], data: Any, source: str | None = None) -> M
 
     Raises:
         ConfigError: With every problem named by key, value and expectation.
+
     """
     try:
         return model.model_validate(data)
@@ -71,6 +73,7 @@ def read_yaml(path: str | Path) -> Any:
 
     Raises:
         ConfigError: If the file is missing or is not valid YAML.
+
     """
     file_path = Path(path)
     if not file_path.is_file():
@@ -94,6 +97,7 @@ def load_config(model: type[ModelT], path: str | Path, node_name: str | None = N
 
     Raises:
         ConfigError: Missing file, bad YAML, missing node section or invalid values.
+
     """
     data = read_yaml(path)
     if node_name is not None:
@@ -106,6 +110,7 @@ def ros_parameters_section(data: Any, node_name: str, source: str) -> dict[str, 
 
     Raises:
         ConfigError: If neither the node nor a ``/**`` wildcard section exists.
+
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of node names at the top level")

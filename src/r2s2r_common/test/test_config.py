@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 from pydantic import Field
-
 from r2s2r_common.config import (
     ConfigError,
     ConfigModel,

@@ -5,11 +5,10 @@ from collections.abc import Iterator
 import pytest
 import rclpy
 from pydantic import Field
-from rcl_interfaces.msg import ParameterType
-from rclpy.parameter import Parameter
-
 from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.ros.params import declare_config
+from rcl_interfaces.msg import ParameterType
+from rclpy.parameter import Parameter
 
 
 class Inner(ConfigModel):

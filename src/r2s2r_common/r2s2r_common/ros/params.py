@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from r2s2r_common.config import ConfigError, parse_config, unflatten
 from rcl_interfaces.msg import (
     FloatingPointRange,
     IntegerRange,
@@ -33,6 +32,8 @@ from rclpy.exceptions import (
 )
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+
+from r2s2r_common.config import ConfigError, parse_config, unflatten
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -216,6 +217,7 @@ def add_schema_validation(
         node: The node whose parameters were declared.
         declared: What :func:`declare_schema_parameters` returned.
         on_change: Called with the new, validated config before an accepted change applies.
+
     """
 
     def validate(parameters: list[Parameter]) -> SetParametersResult:
@@ -246,6 +248,7 @@ def declare_config(
 
     Raises:
         ConfigError: A parameter value is invalid (named, with the expectation).
+
     """
     declared = declare_schema_parameters(node, model)
     config = config_from_parameters(node, declared, model)
