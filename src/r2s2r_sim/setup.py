@@ -18,5 +18,10 @@ setup(
     maintainer_email="maintainers@r2s2r.dev",
     description="World parameters, MuJoCo simulator backend, task and success predicate, the real twin and the sim bridge.",
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "real_twin = r2s2r_sim.nodes.real_twin:main",
+            "sim_bridge = r2s2r_sim.nodes.sim_bridge:main",
+        ]
+    },
 )

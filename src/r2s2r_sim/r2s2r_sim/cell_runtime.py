@@ -1,0 +1,758 @@
+"""A running cell, without ROS: the simulator served the way a real cell serves its sensors.
+
+:class:`SimCell` owns a :class:`~r2s2r_sim.backend.SimBackend`, the world it simulates, the
+nominal world it *publishes* (datasheet intrinsics, CAD mounts) and the current trial. It
+advances time in fixed control periods (:meth:`SimCell.step_control`) and reports what became
+due in that period: joint state, belt encoder angle, camera frames on each camera's schedule and
+a trial outcome when one was just decided. Trajectory commands (:meth:`SimCell.command`) are
+validated like ros2_control's joint_trajectory_controller would; a bad one is rejected with a
+reason and counted, and the robot keeps doing what it did. :class:`RealTimePacer` paces
+control periods to a wall clock at a real-time factor.
+
+The real twin node serves a :class:`SimCell` built from the hidden twin world; the sim bridge's
+generation mode serves one built from the nominal or a grounded world. Cell time is monotonic
+across trials (the backend restarts at zero on every reset; the cell adds an offset), and so is
+the encoder angle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_description.cell import build_description
+from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
+from r2s2r_description.transforms import matrix_to_quat
+
+from r2s2r_sim.backend import FloatArray, SimBackend, belt_encoder_angle_rad
+from r2s2r_sim.controllers import TrajectoryError, make_trajectory
+from r2s2r_sim.task import TrialRunner, sample_trial
+from r2s2r_sim.world import CameraParams, WorldParams, apply_shift
+
+CONTROLLER_JOINTS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
+"""Joints of each trajectory controller (``/<name>_controller/joint_trajectory``)."""
+
+CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
+"""Cameras of the cell; ``head_camera`` also gives registered depth."""
+
+NOMINAL_CONDITIONS: tuple[str, ...] = ("", "nominal")
+"""Trial conditions that mean "the world as it is" (no evaluation shift)."""
+
+
+class CommandRejected(TrajectoryError):  # noqa: N818 (named for what it is, as a result)
+    """A trajectory command was refused (it is counted; the robot keeps its current motion)."""
+
+
+class TrialRequestError(ValueError):
+    """A trial cannot start: unknown condition or a seed out of range."""
+
+
+class TrialState(StrEnum):
+    """What the cell is doing."""
+
+    IDLE = "idle"  # robot home or holding, belt running, no objects
+    RUNNING = "running"  # a trial is being played and judged
+    FINISHED = "finished"  # the last trial's outcome is decided; the cell keeps running
+
+
+class CellConfig(ConfigModel):
+    """How a :class:`SimCell` serves its streams."""
+
+    encoder_rate_hz: float = Field(
+        default=100.0, gt=0.0, le=5000.0, description="Belt encoder publishing rate."
+    )
+    render_cameras: bool = Field(
+        default=True,
+        description="Render camera frames when due (off: a cell without cameras, e.g. a "
+        "backend built with rendering disabled for a kinematic mirror or tests).",
+    )
+    render_depth: bool = Field(
+        default=True, description="Render registered depth with every head camera frame."
+    )
+
+
+@dataclass(frozen=True)
+class CameraFrame:
+    """One capture of a camera.
+
+    Attributes:
+        camera_name: ``head_camera`` or ``hand_camera``.
+        time_s: Cell time of the capture.
+        rgb: (H, W, 3) uint8 image with the simulated world's intrinsics, distortion and blur.
+        depth_m: (H, W) float32 depth in metres (0 = no return), head camera only, else None.
+
+    """
+
+    camera_name: str
+    time_s: float
+    rgb: np.ndarray
+    depth_m: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """The operator's judgement of a finished trial.
+
+    Attributes:
+        trial_id: Id returned by :meth:`SimCell.start_trial`.
+        seed: Trial seed.
+        condition: Condition it ran under ('' for nominal).
+        object_type: Object type (several joined by ``,``).
+        success: Every object at rest in its own bin.
+        reason: ``success`` or the failure reason.
+        duration_s: Simulated time from trial start to the decision.
+        time_s: Cell time of the decision.
+
+    """
+
+    trial_id: int
+    seed: int
+    condition: str
+    object_type: str
+    success: bool
+    reason: str
+    duration_s: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class TrackedObject:
+    """True state of an object in the scene, in the robot's ``base_link`` (the twin's truth).
+
+    Attributes:
+        track_id: Index of the object in its trial.
+        object_type: Its type name.
+        position_m: (3,) centre in ``base_link``.
+        quat_wxyz: (4,) orientation in ``base_link``.
+        linear_velocity_mps: (3,) velocity in ``base_link`` axes.
+
+    """
+
+    track_id: int
+    object_type: str
+    position_m: FloatArray
+    quat_wxyz: FloatArray
+    linear_velocity_mps: FloatArray
+
+
+@dataclass(frozen=True)
+class ControlStep:
+    """What one control period produced.
+
+    Attributes:
+        time_s: Cell time at the end of the period.
+        joint_positions: (18,) rad, :data:`ALL_JOINT_NAMES` order.
+        joint_velocities: (18,) rad/s.
+        encoder_angle_rad: Unwrapped roller angle when the encoder is due, else None.
+        frames: Camera captures due in this period.
+        outcome: The trial's result if it was decided in this period.
+
+    """
+
+    time_s: float
+    joint_positions: FloatArray
+    joint_velocities: FloatArray
+    encoder_angle_rad: float | None
+    frames: tuple[CameraFrame, ...] = ()
+    outcome: TrialResult | None = None
+
+
+@dataclass
+class CostAccount:
+    """Wall-clock seconds spent per activity (for real-time-factor capacity and benchmarks).
+
+    Attributes:
+        physics_s: Stepping, controllers and the trial judge.
+        render_s: Camera rendering (RGB, depth, distortion, blur).
+        publish_s: Message building and publishing (filled in by the node).
+        sim_s: Simulated seconds advanced.
+
+    """
+
+    physics_s: float = 0.0
+    render_s: float = 0.0
+    publish_s: float = 0.0
+    sim_s: float = 0.0
+
+    @property
+    def busy_s(self) -> float:
+        """Total wall time spent."""
+        return self.physics_s + self.render_s + self.publish_s
+
+    @property
+    def rtf_capacity(self) -> float:
+        """Simulated seconds per busy wall second: the fastest real-time factor sustainable."""
+        return self.sim_s / self.busy_s if self.busy_s > 0.0 else 0.0
+
+    def minus(self, earlier: CostAccount) -> CostAccount:
+        """Return the costs accrued since ``earlier`` (a copy taken before)."""
+        return CostAccount(
+            self.physics_s - earlier.physics_s,
+            self.render_s - earlier.render_s,
+            self.publish_s - earlier.publish_s,
+            self.sim_s - earlier.sim_s,
+        )
+
+    def copy(self) -> CostAccount:
+        """Return a snapshot."""
+        return CostAccount(self.physics_s, self.render_s, self.publish_s, self.sim_s)
+
+
+class RateSchedule:
+    """Capture instants ``k / rate_hz`` (k = 1, 2, ...) on the cell clock; due once per instant.
+
+    Args:
+        rate_hz: Rate; must be positive.
+
+    Raises:
+        ValueError: If ``rate_hz`` is not positive.
+
+    """
+
+    def __init__(self, rate_hz: float):
+        if not rate_hz > 0.0:
+            raise ValueError(f"rate_hz = {rate_hz}: expected > 0")
+        self.rate_hz = float(rate_hz)
+        self._next_index = 1
+
+    def due(self, time_s: float) -> bool:
+        """Whether an instant was reached at ``time_s`` (missed instants collapse into one)."""
+        if time_s * self.rate_hz + 1e-6 < self._next_index:
+            return False
+        self._next_index = math.floor(time_s * self.rate_hz + 1e-6) + 1
+        return True
+
+
+def camera_calibration(params: CameraParams, camera_name: str) -> CameraCalibration:
+    """Return the ``camera_info`` calibration of a camera (plumb_bob, with its distortion).
+
+    For the real twin this is called with the NOMINAL world's cameras: what a datasheet says.
+    """
+    k = np.array(
+        [[params.fx_px, 0.0, params.cx_px], [0.0, params.fy_px, params.cy_px], [0.0, 0.0, 1.0]]
+    )
+    return CameraCalibration(
+        image_width=params.width_px,
+        image_height=params.height_px,
+        camera_name=camera_name,
+        camera_matrix=YamlMatrix.from_array(k),
+        distortion_model="plumb_bob",
+        distortion_coefficients=YamlMatrix.from_array(np.array([params.distortion.as_array()])),
+        projection_matrix=YamlMatrix.from_array(np.hstack([k, np.zeros((3, 1))])),
+    )
+
+
+@dataclass(frozen=True)
+class StaticTransform:
+    """A fixed mount: ``child`` in ``parent`` (translation m, quaternion w, x, y, z)."""
+
+    parent: str
+    child: str
+    translation_m: tuple[float, float, float]
+    quat_wxyz: tuple[float, float, float, float]
+
+
+def static_transforms(world: WorldParams) -> list[StaticTransform]:
+    """Every fixed joint of the cell description of ``world``, as a URDF would give them.
+
+    For the real twin this is called with the NOMINAL world (CAD mounts), never the truth.
+    """
+    transforms = []
+    for joint in build_description(world.layout()).joints:
+        if joint.joint_type != "fixed":
+            continue
+        matrix = joint.origin.matrix()
+        quat = matrix_to_quat(matrix[:3, :3])
+        transforms.append(
+            StaticTransform(
+                joint.parent,
+                joint.child,
+                (float(matrix[0, 3]), float(matrix[1, 3]), float(matrix[2, 3])),
+                (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3])),
+            )
+        )
+    return transforms
+
+
+def _camera_params(world: WorldParams, camera_name: str) -> CameraParams:
+    return world.cameras.head if camera_name == "head_camera" else world.cameras.hand
+
+
+@dataclass
+class _Trial:
+    trial_id: int
+    seed: int
+    condition: str
+    runner: TrialRunner
+    result: TrialResult | None = None
+
+
+@dataclass
+class _Counters:
+    accepted: int = 0
+    rejected: int = 0
+    last_rejection: str = ""
+    trials_started: int = 0
+    trials_finished: int = 0
+    trials_aborted: int = 0
+
+
+class SimCell:
+    """The simulated cell served in control periods (see the module docstring).
+
+    Args:
+        backend: The simulator (a fresh one; the cell resets it).
+        world: The world simulated (the twin's hidden truth, or a nominal/grounded world).
+        nominal_world: The world the cell *publishes* (camera_info, ``/tf_static``).
+        config: Stream settings.
+        seed: Seed of the idle cell's reset.
+
+    """
+
+    def __init__(
+        self,
+        backend: SimBackend,
+        world: WorldParams,
+        nominal_world: WorldParams,
+        config: CellConfig | None = None,
+        seed: int = 0,
+    ):
+        self.backend = backend
+        self.base_world = world
+        self.nominal_world = nominal_world
+        self.config = config or CellConfig()
+        self.costs = CostAccount()
+        self.counters = _Counters()
+        self._world = world
+        self._trial: _Trial | None = None
+        self._next_trial_id = 1
+        self._time_offset_s = 0.0
+        self._encoder_offset_rad = 0.0
+        self._camera_schedules = {
+            name: RateSchedule(_camera_params(world, name).rate_hz) for name in CAMERA_NAMES
+        }
+        self._encoder_schedule = RateSchedule(self.config.encoder_rate_hz)
+        self._base_cache: tuple[WorldParams, FloatArray, FloatArray, FloatArray] | None = None
+        self.camera_demand: dict[str, bool] = dict.fromkeys(CAMERA_NAMES, True)
+        """Per camera: render when due (a server turns a camera off while nobody watches it)."""
+        self.depth_demand = True
+        """Render head depth with head frames (when ``config.render_depth`` is on too)."""
+        self.backend.reset(world, seed, ())
+
+    # -- time and state ---------------------------------------------------------------------
+    @property
+    def world(self) -> WorldParams:
+        """The world in effect (the base world, or its shifted version during a trial)."""
+        return self._world
+
+    @property
+    def time_s(self) -> float:
+        """Cell time: monotonic across trials and resets."""
+        return self._time_offset_s + self.backend.time_s
+
+    @property
+    def control_period_s(self) -> float:
+        """Simulated seconds per :meth:`step_control`."""
+        physics = self._world.physics
+        return physics.steps_per_control * physics.timestep_s
+
+    @property
+    def encoder_angle_rad(self) -> float:
+        """Unwrapped belt roller angle (travel / true roller radius), monotonic across resets."""
+        return self._encoder_offset_rad + belt_encoder_angle_rad(
+            self.backend.belt_travel_m, self._world.belt.roller_radius_m
+        )
+
+    @property
+    def trial_state(self) -> TrialState:
+        """Idle, running or finished."""
+        if self._trial is None:
+            return TrialState.IDLE
+        return TrialState.RUNNING if self._trial.result is None else TrialState.FINISHED
+
+    @property
+    def trial_id(self) -> int:
+        """Id of the current (or last) trial; 0 when idle."""
+        return 0 if self._trial is None else self._trial.trial_id
+
+    @property
+    def last_result(self) -> TrialResult | None:
+        """The current trial's result once decided."""
+        return None if self._trial is None else self._trial.result
+
+    def _bank_time(self) -> None:
+        """Fold the backend's clock and belt travel into the offsets before a backend reset."""
+        self._encoder_offset_rad = self.encoder_angle_rad
+        self._time_offset_s = self.time_s
+
+    def _abort_running(self) -> None:
+        if self.trial_state == TrialState.RUNNING:
+            self.counters.trials_aborted += 1
+
+    # -- trials -----------------------------------------------------------------------------
+    def world_for(self, condition: str) -> WorldParams:
+        """Return the world of a trial condition ('' or ``nominal``: the base world).
+
+        Raises:
+            TrialRequestError: Unknown condition (names the known ones).
+
+        """
+        if condition in NOMINAL_CONDITIONS:
+            return self.base_world
+        try:
+            return apply_shift(self.base_world, condition)
+        except ConfigError as error:
+            known = [*NOMINAL_CONDITIONS[1:], *sorted(self.base_world.shifts)]
+            raise TrialRequestError(
+                f"condition = {condition!r}: expected '' or one of {known} ({error})"
+            ) from None
+
+    def start_trial(self, seed: int, condition: str = "") -> int:
+        """Reset the cell with ``seed`` under ``condition`` and start a trial.
+
+        A running trial is aborted (counted, no outcome). Objects arrive as sampled by
+        :func:`r2s2r_sim.task.sample_trial` from the condition's world.
+
+        Returns:
+            The new trial's id (1, 2, ...).
+
+        Raises:
+            TrialRequestError: Unknown condition or a negative seed; the cell is unchanged.
+
+        """
+        if seed < 0:
+            raise TrialRequestError(f"seed = {seed}: expected ≥ 0")
+        world = self.world_for(condition)
+        plan = sample_trial(world, seed)
+        self._abort_running()
+        self._bank_time()
+        runner = TrialRunner(self.backend, world, plan)
+        runner.start()
+        self._world = world
+        self._trial = _Trial(self._next_trial_id, seed, condition, runner)
+        self._next_trial_id += 1
+        self.counters.trials_started += 1
+        return self._trial.trial_id
+
+    def reset(self, seed: int = 0) -> None:
+        """Robot home, belt clear (objects parked) at the base world's belt speed, cell idle."""
+        self._abort_running()
+        self._bank_time()
+        objects = getattr(self.backend, "objects", ())  # keep the compiled model when possible
+        self.backend.reset(self.base_world, seed, objects if self._world is self.base_world else ())
+        self._world = self.base_world
+        self._trial = None
+
+    # -- stepping ---------------------------------------------------------------------------
+    def step_control(self) -> ControlStep:
+        """Advance one control period; return joint state and whatever became due."""
+        started = time.perf_counter()
+        steps = self._world.physics.steps_per_control
+        outcome: TrialResult | None = None
+        trial = self._trial
+        if trial is not None and trial.result is None:
+            decided = trial.runner.step(steps)
+            if decided is not None:
+                plan = trial.runner.plan
+                trial.result = TrialResult(
+                    trial_id=trial.trial_id,
+                    seed=trial.seed,
+                    condition=trial.condition,
+                    object_type=",".join(o.type_name for o in plan.objects),
+                    success=decided.success,
+                    reason=decided.reason,
+                    duration_s=decided.time_s,
+                    time_s=self.time_s,
+                )
+                outcome = trial.result
+                self.counters.trials_finished += 1
+        else:
+            self.backend.step(steps)
+        now = self.time_s
+        positions = self.backend.joint_positions()
+        velocities = self.backend.joint_velocities()
+        encoder = self.encoder_angle_rad if self._encoder_schedule.due(now) else None
+        rendered = time.perf_counter()
+        frames = tuple(
+            self._capture(name, now)
+            for name in CAMERA_NAMES
+            if self._camera_schedules[name].due(now)
+            and self.config.render_cameras
+            and self.camera_demand[name]
+        )
+        finished = time.perf_counter()
+        self.costs.physics_s += rendered - started
+        self.costs.render_s += finished - rendered
+        self.costs.sim_s += self.control_period_s
+        return ControlStep(now, positions, velocities, encoder, frames, outcome)
+
+    def _capture(self, camera_name: str, time_s: float) -> CameraFrame:
+        rgb = self.backend.render(camera_name)
+        depth = None
+        if camera_name == "head_camera" and self.config.render_depth and self.depth_demand:
+            depth = self.backend.render_depth(camera_name)
+        return CameraFrame(camera_name, time_s, rgb, depth)
+
+    # -- commands ---------------------------------------------------------------------------
+    def command(
+        self,
+        controller: str,
+        joint_names: Sequence[str],
+        times_s: Sequence[float],
+        positions: Sequence[Sequence[float]] | FloatArray,
+        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
+        start_time_s: float | None = None,
+    ) -> None:
+        """Hand a JointTrajectory to the ``arm`` or ``hand`` controller.
+
+        Args:
+            controller: ``arm`` or ``hand``.
+            joint_names: All of that controller's joints, any order.
+            times_s: ``time_from_start`` per point (≥ 0, strictly increasing).
+            positions: (M, N) rad.
+            velocities: Optional (M, N) rad/s (cubic interpolation), or None (linear).
+            start_time_s: Cell time to start at (``header.stamp``); None or past: now. A
+                future start holds the current position until then.
+
+        Raises:
+            CommandRejected: Unknown controller, wrong/missing/repeated joint names, wrong
+                lengths, non-finite values or bad times. The rejection is counted in
+                :attr:`counters` and nothing is sent: the robot keeps its current motion.
+
+        """
+        try:
+            if controller not in CONTROLLER_JOINTS:
+                raise TrajectoryError(
+                    f"controller = {controller!r}: expected one of {sorted(CONTROLLER_JOINTS)}"
+                )
+            joints = CONTROLLER_JOINTS[controller]
+            _check_rows(positions, len(joint_names), "positions")
+            if velocities is not None:
+                _check_rows(velocities, len(joint_names), "velocities")
+            trajectory = make_trajectory(joints, joint_names, times_s, positions, velocities)
+            times = trajectory.times_s
+            points = trajectory.positions
+            rates = trajectory.velocities
+            delay_s = 0.0 if start_time_s is None else start_time_s - self.time_s
+            if not math.isfinite(delay_s):
+                raise TrajectoryError(f"start_time_s = {start_time_s}: expected a finite time")
+            if delay_s > 0.0:
+                times, points, rates = self._delayed(joints, times, points, rates, delay_s)
+        except TrajectoryError as error:
+            self.counters.rejected += 1
+            self.counters.last_rejection = f"{controller}: {error}"
+            raise CommandRejected(self.counters.last_rejection) from None
+        self.backend.command_trajectory(joints, times.tolist(), points, rates)
+        self.counters.accepted += 1
+
+    def _delayed(
+        self,
+        joints: Sequence[str],
+        times: FloatArray,
+        points: FloatArray,
+        rates: FloatArray | None,
+        delay_s: float,
+    ) -> tuple[FloatArray, FloatArray, FloatArray | None]:
+        """Shift a trajectory by ``delay_s`` and hold the measured position until it starts."""
+        index = [ALL_JOINT_NAMES.index(j) for j in joints]
+        hold = self.backend.joint_positions()[index]
+        hold_time_s = delay_s if times[0] > 0.0 else delay_s - self.control_period_s
+        times = times + delay_s
+        if hold_time_s <= 0.0:
+            return times, points, rates
+        times = np.concatenate([[hold_time_s], times])
+        points = np.vstack([hold, points])
+        if rates is not None:
+            rates = np.vstack([np.zeros(len(joints)), rates])
+        return times, points, rates
+
+    # -- observation --------------------------------------------------------------------------
+    def object_tracks(self) -> list[TrackedObject]:
+        """Return the true poses of the objects in the scene, in the robot's ``base_link``."""
+        if self._trial is None:
+            return []
+        if self._base_cache is None or self._base_cache[0] is not self._world:
+            base = self._world.robot.base_pose.to_pose().matrix()  # the truth, not a datasheet
+            rotation_t = base[:3, :3].T
+            self._base_cache = (self._world, rotation_t, base[:3, 3], matrix_to_quat(rotation_t))
+        _, rotation_t, translation, base_from_world = self._base_cache
+        names = [a.instance.name for a in self._trial.runner.plan.arrivals]
+        tracks = []
+        for name, pose in self.backend.object_poses().items():
+            if not pose.active or name not in names:
+                continue
+            tracks.append(
+                TrackedObject(
+                    track_id=names.index(name),
+                    object_type=pose.type_name,
+                    position_m=rotation_t @ (pose.position_m - translation),
+                    quat_wxyz=quat_multiply(base_from_world, pose.quat_wxyz),
+                    linear_velocity_mps=rotation_t @ pose.linear_velocity_mps,
+                )
+            )
+        return tracks
+
+    def camera_calibration(self, camera_name: str) -> CameraCalibration:
+        """Return the published (nominal) calibration of ``camera_name``."""
+        return camera_calibration(_camera_params(self.nominal_world, camera_name), camera_name)
+
+    def static_transforms(self) -> list[StaticTransform]:
+        """Return the published (nominal) fixed mounts."""
+        return static_transforms(self.nominal_world)
+
+    def close(self) -> None:
+        """Free the backend's renderers, if it has any."""
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
+
+
+def _check_rows(rows: Sequence[Sequence[float]] | FloatArray, n_joints: int, what: str) -> None:
+    """Every trajectory point carries one value per joint (ragged input is named, not cast)."""
+    for index, row in enumerate(rows):
+        if len(row) != n_joints:
+            raise TrajectoryError(
+                f"points[{index}].{what} has {len(row)} values: expected {n_joints}, one per joint"
+            )
+
+
+def quat_multiply(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Hamilton product ``a ⊗ b`` of quaternions ``(w, x, y, z)`` (rotation b, then a)."""
+    aw, ax, ay, az = (float(v) for v in a)
+    bw, bx, by, bz = (float(v) for v in b)
+    return np.array(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ]
+    )
+
+
+class RealTimePacer:
+    """Decides how many control periods are due so that cell time follows a wall clock.
+
+    Args:
+        control_period_s: Simulated seconds per control period.
+        real_time_factor: Simulated seconds per wall second (> 0).
+        max_lag_s: When the cell falls further behind than this (simulated seconds), the
+            schedule is re-anchored instead of catching up in a burst; counted in
+            :attr:`lag_resets`.
+        max_periods_per_call: Upper bound of one :meth:`due` answer (keeps a timer callback
+            short so that commands and services get served in between).
+
+    Raises:
+        ValueError: If a period, factor or bound is not positive.
+
+    """
+
+    def __init__(
+        self,
+        control_period_s: float,
+        real_time_factor: float = 1.0,
+        max_lag_s: float = 0.25,
+        max_periods_per_call: int = 200,
+    ):
+        for name, value in (
+            ("control_period_s", control_period_s),
+            ("real_time_factor", real_time_factor),
+            ("max_lag_s", max_lag_s),
+            ("max_periods_per_call", max_periods_per_call),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} = {value}: expected > 0")
+        self.control_period_s = float(control_period_s)
+        self.real_time_factor = float(real_time_factor)
+        self.max_lag_s = float(max_lag_s)
+        self.max_periods_per_call = int(max_periods_per_call)
+        self.lag_resets = 0
+        self._anchor_wall_s: float | None = None
+        self._periods_done = 0
+        self._window_wall_s = 0.0
+        self._window_sim_s = 0.0
+
+    def start(self, wall_s: float) -> None:
+        """Anchor the schedule at ``wall_s`` (call on activation)."""
+        self._anchor_wall_s = wall_s
+        self._periods_done = 0
+        self._window_wall_s = wall_s
+        self._window_sim_s = 0.0
+
+    def due(self, wall_s: float) -> int:
+        """Control periods to run now (0 if none); call :meth:`done` after running them."""
+        if self._anchor_wall_s is None:
+            self.start(wall_s)
+        assert self._anchor_wall_s is not None
+        target = (wall_s - self._anchor_wall_s) * self.real_time_factor / self.control_period_s
+        behind = math.floor(target + 1e-9) - self._periods_done
+        lag_periods = max(self.max_lag_s / self.control_period_s, self.max_periods_per_call)
+        if behind > lag_periods:
+            # Too far behind to catch up without starving everything else: give up the
+            # backlog and stay one call's worth behind the wall clock.
+            self.lag_resets += 1
+            self._periods_done = math.floor(target + 1e-9) - self.max_periods_per_call
+            behind = self.max_periods_per_call
+        return max(0, min(behind, self.max_periods_per_call))
+
+    def done(self, periods: int) -> None:
+        """Record that ``periods`` control periods were run."""
+        self._periods_done += periods
+        self._window_sim_s += periods * self.control_period_s
+
+    def achieved_rtf(self, wall_s: float) -> float:
+        """Return simulated / wall seconds since the previous call (or :meth:`start`)."""
+        since_s = wall_s - self._window_wall_s
+        rtf = self._window_sim_s / since_s if since_s > 0.0 else 0.0
+        self._window_wall_s = wall_s
+        self._window_sim_s = 0.0
+        return rtf
+
+
+def resolve_config_path(path: str | Path, package: str = "r2s2r") -> Path:
+    """Resolve a configuration path: absolute as given, relative against ``config/``.
+
+    A relative path is looked up in the bring-up package's installed share
+    (``<share>/config/<path>``, via ament_index_python), then in the ``config/`` folder of the
+    source tree this module lives in.
+
+    Raises:
+        ConfigError: If the file exists in none of these places (all are named).
+
+    """
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        if not candidate.is_file():
+            raise ConfigError(f"{candidate}: file not found")
+        return candidate
+    tried: list[Path] = []
+    try:
+        from ament_index_python.packages import (
+            PackageNotFoundError,
+            get_package_share_directory,
+        )
+    except ImportError:  # not a ROS environment: only the source tree
+        pass
+    else:
+        # OSError: AMENT_PREFIX_PATH unset (no workspace sourced).
+        with contextlib.suppress(PackageNotFoundError, ValueError, OSError):
+            tried.append(Path(get_package_share_directory(package)) / "config" / candidate)
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "config" / "world").is_dir():
+            tried.append(parent / "config" / candidate)
+            break
+    for option in tried:
+        if option.is_file():
+            return option
+    raise ConfigError(
+        f"{path}: file not found (relative paths are looked up in {[str(t) for t in tried]})"
+    )
