@@ -30,6 +30,7 @@ class LaunchArgumentSpec(ConfigModel):
     default: str = Field(description="Default value (substitutions allowed).")
     description: str = Field(min_length=1, description="What the argument sets.")
     choices: list[str] | None = Field(default=None, description="Allowed values, if limited.")
+    file: bool = Field(default=False, description="The value names a file that must exist.")
 
 
 class NodeSpec(ConfigModel):
@@ -206,6 +207,10 @@ def resolve_graph(
                 f"(choices: {', '.join(argument.choices)})"
             )
         values[argument.name] = substitute(value)
+        if argument.file and not Path(values[argument.name]).is_file():
+            raise GraphError(
+                f"launch argument {argument.name}:={values[argument.name]}: file not found"
+            )
 
     for node in spec.nodes:
         for text in [

@@ -33,6 +33,7 @@ arguments:
     description: start the listener
     choices: ["true", "false"]
   - {name: params, default: "$(config)/nodes/talker.yaml", description: parameter file}
+  - {name: data, default: "$(config)/nodes/talker.yaml", description: data file, file: true}
 nodes:
   - name: talker
     package: pkg_a
@@ -83,12 +84,14 @@ def test_user_errors_name_the_thing_and_the_choices(tmp_path: Path) -> None:
     with pytest.raises(GraphError, match=r"unknown graph 'nope' \(choices: demo\)"):
         load_graph("nope", base)
     spec = load_graph("demo", base)
-    with pytest.raises(GraphError, match=r"unknown launch argument 'speed'.*choices: params, rate"):
+    with pytest.raises(GraphError, match=r"argument .speed. .*choices: data, params, rate"):
         resolve_graph(spec, {"speed": "1"}, base)
     with pytest.raises(GraphError, match=r"with_listener:=maybe is not allowed"):
         resolve_graph(spec, {"with_listener": "maybe"}, base)
     with pytest.raises(GraphError, match=r"parameter file not found: /no/such.yaml"):
         resolve_graph(spec, {"params": "/no/such.yaml"}, base)
+    with pytest.raises(GraphError, match=r"launch argument data:=/no/data.yaml: file not found"):
+        resolve_graph(spec, {"data": "/no/data.yaml"}, base)
     with pytest.raises(GraphError, match=r"bad launch argument 'rate=3'"):
         parse_launch_arguments(["rate=3"])
 

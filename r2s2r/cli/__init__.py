@@ -22,6 +22,9 @@ LAZY_COMMANDS: dict[str, str] = {
     "dataset": "r2s2r_recorder.cli:dataset_group",
     "bag": "r2s2r_recorder.cli:bag_group",
     "ground": "r2s2r_calibration.cli:ground_command",
+    "generate": "r2s2r_datagen.cli:generate_command",
+    "train": "r2s2r_policy.cli:train_command",
+    "evaluate": "r2s2r_policy.evaluation.cli:evaluate_command",
 }
 
 

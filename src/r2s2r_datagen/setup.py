@@ -16,7 +16,10 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="Behavior grounding (MimicGen with moving objects), planner synthesis, generation jobs (process pool or Ray).",
+    description=(
+        "Behavior grounding (MimicGen with moving objects), planner synthesis, "
+        "generation jobs (process pool or Ray)."
+    ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["sim_generate = r2s2r_datagen.nodes.sim_generate_node:main"]},
 )

@@ -21,5 +21,9 @@ setup(
         "policy inference node."
     ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            "policy_inference = r2s2r_policy.nodes.policy_inference:main",
+        ]
+    },
 )

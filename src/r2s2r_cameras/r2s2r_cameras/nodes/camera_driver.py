@@ -10,12 +10,12 @@ stamped with its capture time and published with a matching camera_info on
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from r2s2r_common.camera_info import (
@@ -25,7 +25,13 @@ from r2s2r_common.camera_info import (
     uncalibrated,
 )
 from r2s2r_common.image_conversion import encoding_spec, to_image_msg
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from r2s2r_common.ros.params import (
+    add_schema_validation,
+    config_from_parameters,
+    declare_schema_parameters,
+)
+from r2s2r_common.ros.runner import run_lifecycle_node
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import qos_profile_sensor_data
@@ -39,11 +45,6 @@ from r2s2r_cameras.backends import (
     create_backend,
 )
 from r2s2r_cameras.config import CameraDriverConfig
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
 from r2s2r_cameras.processing import convert_encoding, resize_frame
 
 
@@ -339,18 +340,8 @@ def backend_probe(backend: CameraBackend) -> np.ndarray:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run one camera_driver node; with ``autostart`` it configures and activates itself."""
-    rclpy.init(args=args)
-    node = CameraDriverNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        if node.get_parameter("autostart").value:
-            node.autostart()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    """Run one camera_driver node; with ``autostart`` it configures and activates itself.
+
+    Exits with code 2 when autostart fails (bad parameters or configuration files).
+    """
+    sys.exit(run_lifecycle_node(CameraDriverNode, SingleThreadedExecutor, args))

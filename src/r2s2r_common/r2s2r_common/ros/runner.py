@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import typing
 from collections.abc import Callable
+from typing import Protocol
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
@@ -49,3 +51,47 @@ def run_node(
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+
+
+class AutostartNode(Protocol):
+    """A lifecycle node that can configure and activate itself (no lifecycle manager here)."""
+
+    def autostart(self) -> bool:
+        """Configure and activate; False (with the reason logged) if a transition failed."""
+        ...
+
+
+def run_lifecycle_node(
+    node_factory: Callable[[], Node],
+    executor_factory: Callable[[], Executor] = SingleThreadedExecutor,
+    args: list[str] | None = None,
+) -> int:
+    """Like :func:`run_node`, for lifecycle nodes with an ``autostart`` parameter.
+
+    With ``autostart`` true (the default where no lifecycle manager runs) the node configures
+    and activates itself; if that fails the process exits with code 2 (the reason is in the
+    node's log), so a supervisor or ``ros2 launch`` sees a dead node instead of one idling
+    unconfigured. With ``autostart`` false the node waits for lifecycle transitions.
+
+    Returns:
+        The process exit code.
+
+    """
+
+    def build() -> Node:
+        node = node_factory()
+        if node.get_parameter("autostart").value:
+            starter = typing.cast(AutostartNode, node)
+            if not starter.autostart():
+                node.get_logger().fatal("autostart failed (see the error above); exiting")
+                raise _AutostartFailedError
+        return node
+
+    try:
+        return run_node(build, executor_factory, args)
+    except _AutostartFailedError:
+        return EXIT_BAD_CONFIGURATION
+
+
+class _AutostartFailedError(Exception):
+    """Raised out of the node factory when autostart fails."""

@@ -28,13 +28,13 @@ activates at start-up (there is no lifecycle manager here).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
@@ -48,10 +48,11 @@ from r2s2r_common.ros.params import (
     declare_schema_parameters,
 )
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_description.cell import build_description
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import make_transform, quat_to_matrix
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -755,18 +756,8 @@ class SimBridgeNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the sim bridge; with ``autostart`` it configures and activates itself."""
-    rclpy.init(args=args)
-    node = SimBridgeNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        if node.get_parameter("autostart").value and not node.autostart():
-            raise SystemExit("sim_bridge: configure failed (see the log for the reason)")
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    """Run the sim bridge; with ``autostart`` it configures and activates itself.
+
+    Exits with code 2 when autostart fails (bad parameters or configuration files).
+    """
+    sys.exit(run_lifecycle_node(SimBridgeNode, SingleThreadedExecutor, args))

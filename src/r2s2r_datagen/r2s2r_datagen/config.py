@@ -1,0 +1,209 @@
+"""Typed configuration of simulated-data generation.
+
+Two schemas:
+
+- :class:`DatagenConfig` (``config/datagen/configurations.yaml``): *what* is generated — the
+  four configurations (world grounded or nominal × behavior MimicGen or planner), where the
+  nominal world and the grounding artifact live, how episodes are recorded, and options per
+  behavior.
+- :class:`GenerateConfig` (``config/nodes/sim_generate.yaml``, the ``sim_generate`` node's ROS
+  parameters and the ``r2s2r generate`` options): *how much* and *where* — episodes per
+  configuration, which configurations, workers, Ray address, output directory, resume.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from r2s2r_common.config import ConfigError, ConfigModel
+
+WorldKind = Literal["nominal", "grounded"]
+BehaviorName = Literal["mimicgen", "planner"]
+
+_NAME = r"^[a-z][a-z0-9_]*$"
+_OVERRIDE = re.compile(r"^([a-z][a-z0-9_]*)=([A-Za-z_][\w.]*):([A-Za-z_]\w*)$")
+
+
+class RecordingConfig(ConfigModel):
+    """How a generated episode is sampled: like the real dataset (bag → dataset conversion)."""
+
+    rate_hz: float = Field(
+        default=10.0, gt=0.0, le=100.0, description="Frame rate of the episode (policy rate)."
+    )
+    image_width_px: int = Field(default=128, ge=8, le=4096, description="Dataset image width.")
+    image_height_px: int = Field(default=128, ge=8, le=4096, description="Dataset image height.")
+    compression_level: int = Field(
+        default=1, ge=0, le=9, description="gzip level of the image datasets in the shards."
+    )
+
+
+class ConfigurationSpec(ConfigModel):
+    """One generated dataset: a world and a behavior."""
+
+    name: str = Field(pattern=_NAME, description="Configuration name (dataset file stem).")
+    world: WorldKind = Field(description="nominal world, or nominal + grounding artifact.")
+    behavior: BehaviorName = Field(description="Behavior source: MimicGen or planner.")
+    description: str = Field(default="", description="What this configuration is for.")
+
+
+class DatagenConfig(ConfigModel):
+    """The generation configurations (``config/datagen/configurations.yaml``).
+
+    Relative ``nominal_world_path`` is resolved against the folder of the configurations file;
+    a relative ``grounding_artifact_path`` against the current directory (where ``runs/`` is).
+    """
+
+    schema_version: Literal[1] = Field(default=1, description="Schema version of this file.")
+    task: str = Field(default="pick_sort", description="Task name written into every episode.")
+    nominal_world_path: str = Field(
+        default="../world/nominal.yaml", description="Nominal world (WorldParams YAML)."
+    )
+    grounding_artifact_path: str = Field(
+        default="runs/grounding/artifact.yaml",
+        description="Grounding artifact written by `r2s2r ground` (world_overrides section).",
+    )
+    randomize_belt_speed: bool = Field(
+        default=True,
+        description="Draw the belt speed per episode from the nominal world's randomization.",
+    )
+    recording: RecordingConfig = Field(default_factory=RecordingConfig)
+    configurations: list[ConfigurationSpec] = Field(
+        min_length=1, description="The generated datasets."
+    )
+    behavior_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options per behavior name, passed to that behavior's generator factory.",
+    )
+
+    @field_validator("configurations")
+    @classmethod
+    def _unique_names(cls, value: list[ConfigurationSpec]) -> list[ConfigurationSpec]:
+        names = [c.name for c in value]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate configuration names {duplicates}")
+        return value
+
+    def configuration(self, name: str) -> ConfigurationSpec:
+        """Return the configuration called ``name``.
+
+        Raises:
+            ConfigError: Unknown name (the message lists the choices).
+
+        """
+        for spec in self.configurations:
+            if spec.name == name:
+                return spec
+        raise ConfigError(
+            f"configuration {name!r}: unknown; expected one of "
+            f"{[c.name for c in self.configurations]}"
+        )
+
+
+def parse_generator_override(text: str) -> tuple[str, str]:
+    """Split ``behavior=module:factory`` into ``(behavior, "module:factory")``.
+
+    Raises:
+        ValueError: If the text does not have that form.
+
+    """
+    match = _OVERRIDE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(
+            f"generator override {text!r}: expected 'behavior=module.path:factory_name'"
+        )
+    return match.group(1), f"{match.group(2)}:{match.group(3)}"
+
+
+class GenerateConfig(ConfigModel):
+    """Sizes and placement of one generation run (node parameters, CLI options)."""
+
+    configurations_path: str = Field(
+        default="",
+        description="Configurations YAML (DatagenConfig); empty: the bundled "
+        "config/datagen/configurations.yaml.",
+    )
+    configurations: list[str] = Field(
+        default_factory=list, description="Configurations to run; empty: all of the file's."
+    )
+    episodes_per_configuration: int = Field(
+        default=4, ge=1, le=1000000, description="Episodes (seeds) per configuration."
+    )
+    base_seed: int = Field(
+        default=0, ge=0, le=2**40, description="Episode i uses seed base_seed + i everywhere."
+    )
+    workers: int = Field(default=2, ge=1, le=1024, description="Parallel worker processes.")
+    ray_address: str = Field(
+        default="",
+        description="Empty: local process pool. 'local': start a local Ray. Otherwise the "
+        "address of a Ray cluster (the run directory must be on storage its nodes share).",
+    )
+    output_dir: str = Field(
+        default="runs/sim_generate", description="Run directory (ledger, shards, datasets)."
+    )
+    resume: bool = Field(
+        default=True, description="Continue a run in output_dir, skipping finished episodes."
+    )
+    retry_failed: bool = Field(
+        default=False, description="On resume, run episodes recorded as failed again."
+    )
+    job_timeout_s: float = Field(
+        default=600.0, gt=0.0, le=86400.0, description="Wall-clock limit of one episode job."
+    )
+    max_retries: int = Field(
+        default=1, ge=0, le=5, description="Retries of a job whose worker crashed or hung."
+    )
+    grounding_artifact_path: str = Field(
+        default="", description="Overrides the configurations file's artifact path if set."
+    )
+    generator_overrides: list[str] = Field(
+        default_factory=list,
+        description="'behavior=module:factory' entries replacing a behavior's generator "
+        "(external or test generators).",
+    )
+    merge: bool = Field(default=True, description="Merge the shards into one file per config.")
+    progress: bool = Field(default=True, description="Show a progress bar on stderr.")
+
+    @field_validator("generator_overrides")
+    @classmethod
+    def _check_overrides(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_generator_override(item)
+        return value
+
+    @model_validator(mode="after")
+    def _resume_flags(self) -> GenerateConfig:
+        if self.retry_failed and not self.resume:
+            raise ValueError("retry_failed = True: expected resume = True as well")
+        return self
+
+    def overrides(self) -> dict[str, str]:
+        """``behavior → "module:factory"`` from :attr:`generator_overrides`."""
+        return dict(parse_generator_override(item) for item in self.generator_overrides)
+
+
+def bundled_configurations_path() -> Path:
+    """Return the bundled ``config/datagen/configurations.yaml`` (installed, else source)."""
+    try:
+        from ament_index_python.packages import (
+            PackageNotFoundError,
+            get_package_share_directory,
+        )
+
+        try:
+            path = (
+                Path(get_package_share_directory("r2s2r"))
+                / "config"
+                / "datagen"
+                / "configurations.yaml"
+            )
+            if path.is_file():
+                return path
+        except (PackageNotFoundError, OSError):  # OSError: no AMENT_PREFIX_PATH
+            pass
+    except ImportError:
+        pass
+    return Path(__file__).resolve().parents[3] / "config" / "datagen" / "configurations.yaml"

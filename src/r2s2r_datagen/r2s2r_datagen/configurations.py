@@ -1,0 +1,224 @@
+"""The four configurations: world (grounded | nominal) × behavior (MimicGen | planner).
+
+Episode ``i`` of every configuration uses seed ``base_seed + i`` and the *same* trial plan
+(object type, arrival time, lateral offset, yaw, belt speed), drawn from the nominal world's
+randomization ranges. The grounded world is ``apply_grounding(nominal, artifact)``, so two
+configurations with the same behavior differ only in what grounding changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from r2s2r_common.config import ConfigError, load_config, read_yaml
+from r2s2r_sim.task import TrialPlan, sample_trial
+from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+
+from r2s2r_datagen.config import ConfigurationSpec, DatagenConfig
+from r2s2r_datagen.generator import EpisodeJob, EpisodeSkipped, generator_availability
+
+BELT_SPEED_TOLERANCE_MPS = 1e-9
+
+
+class GroundingArtifactMissingError(ConfigError):
+    """The grounded configurations need an artifact that does not exist yet."""
+
+
+@dataclass(frozen=True)
+class PreparedConfiguration:
+    """A configuration ready to generate, or the reason it cannot run here.
+
+    Attributes:
+        spec: The configuration.
+        world: Its world (``None`` when unavailable).
+        world_config_id: ``nominal`` or ``grounded-<first 12 hex of the artifact's sha256>``.
+        unavailable: Why it cannot run (missing generator or artifact), else ``None``.
+
+    """
+
+    spec: ConfigurationSpec
+    world: WorldParams | None
+    world_config_id: str
+    unavailable: str | None = None
+
+
+def load_datagen_config(path: str | Path) -> DatagenConfig:
+    """Load ``configurations.yaml``.
+
+    Raises:
+        ConfigError: Missing file or invalid content (named key, value, expectation).
+
+    """
+    return load_config(DatagenConfig, path)
+
+
+def nominal_world_path(config: DatagenConfig, config_path: str | Path) -> Path:
+    """Return the nominal world file (relative paths are relative to the configurations file)."""
+    path = Path(config.nominal_world_path)
+    return path if path.is_absolute() else (Path(config_path).parent / path).resolve()
+
+
+def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
+    """Read the world overrides of a grounding artifact.
+
+    Accepts the artifact written by ``r2s2r ground`` (its ``world_overrides`` section; checked
+    with :func:`r2s2r_calibration.artifact.load_artifact` when that package is present) or a
+    plain override mapping mirroring :class:`WorldParams`.
+
+    Raises:
+        GroundingArtifactMissingError: The file does not exist (run ``r2s2r ground`` first).
+        ConfigError: The file is not a valid artifact.
+
+    """
+    artifact_path = Path(path)
+    if not artifact_path.is_file():
+        raise GroundingArtifactMissingError(
+            f"grounding artifact {artifact_path} not found: run `r2s2r ground` first (or set "
+            "grounding_artifact_path)"
+        )
+    data = read_yaml(artifact_path)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{artifact_path}: expected a mapping, got {type(data).__name__}")
+    if "world_overrides" in data:
+        try:
+            from r2s2r_calibration.artifact import load_artifact
+        except ImportError:
+            overrides = data["world_overrides"]
+        else:
+            overrides = load_artifact(artifact_path).world_overrides
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"{artifact_path}: world_overrides: expected a mapping")
+        return dict(overrides)
+    return dict(data)
+
+
+def artifact_config_id(overrides: Mapping[str, Any]) -> str:
+    """``grounded-<hash>``: identifies the grounded world by its overrides' content."""
+    text = json.dumps(overrides, sort_keys=True, default=str)
+    return "grounded-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def prepare_configurations(
+    config: DatagenConfig,
+    config_path: str | Path,
+    names: Sequence[str] = (),
+    artifact_path: str | Path | None = None,
+    generator_overrides: Mapping[str, str] | None = None,
+) -> tuple[WorldParams, list[PreparedConfiguration]]:
+    """Build the worlds of the requested configurations and check their generators.
+
+    Args:
+        config: The configurations file's content.
+        config_path: Where it was read from (for relative paths).
+        names: Configurations to prepare; empty for all.
+        artifact_path: Grounding artifact (default: ``config.grounding_artifact_path``).
+        generator_overrides: ``behavior → "module:factory"`` replacing registered generators.
+
+    Returns:
+        The nominal world and one entry per configuration; unavailable ones carry the reason.
+
+    Raises:
+        ConfigError: Unknown configuration name, or an invalid world or artifact.
+
+    """
+    specs = [config.configuration(n) for n in names] if names else list(config.configurations)
+    nominal = load_world(nominal_world_path(config, config_path))
+    grounded: WorldParams | None = None
+    grounded_id = "grounded"
+    grounded_reason: str | None = None
+    if any(s.world == "grounded" for s in specs):
+        try:
+            overrides = load_grounding_overrides(artifact_path or config.grounding_artifact_path)
+        except GroundingArtifactMissingError as error:
+            grounded_reason = str(error)
+        else:
+            grounded = apply_grounding(nominal, overrides)
+            grounded_id = artifact_config_id(overrides)
+    prepared = []
+    for spec in specs:
+        reason = generator_availability(
+            spec.behavior, config.behavior_options.get(spec.behavior, {}), generator_overrides
+        )
+        if spec.world == "grounded":
+            reason = grounded_reason or reason
+            world, world_id = grounded, grounded_id
+        else:
+            world, world_id = nominal, "nominal"
+        prepared.append(
+            PreparedConfiguration(spec, world if reason is None else None, world_id, reason)
+        )
+    return nominal, prepared
+
+
+def episode_seed(base_seed: int, episode_index: int) -> int:
+    """Seed of episode ``episode_index`` in every configuration."""
+    return base_seed + episode_index
+
+
+def sample_plan(nominal: WorldParams, seed: int, randomize_belt_speed: bool) -> TrialPlan:
+    """Return the trial of one seed: the same in every configuration (nominal world ranges)."""
+    return sample_trial(nominal, seed, randomize_belt_speed=randomize_belt_speed)
+
+
+def check_plan(plan: TrialPlan, world: WorldParams) -> None:
+    """Reject bad input before simulating.
+
+    Raises:
+        EpisodeSkipped: ``belt_speed_out_of_range`` when the plan's belt speed is outside
+            ``world.randomization.belt_speed_mps``; ``unknown_object`` for an object type the
+            world does not define.
+
+    """
+    low, high = world.randomization.belt_speed_mps
+    speed = plan.belt_speed_mps
+    if not low - BELT_SPEED_TOLERANCE_MPS <= speed <= high + BELT_SPEED_TOLERANCE_MPS:
+        raise EpisodeSkipped(
+            "belt_speed_out_of_range",
+            f"belt speed {speed:.4f} m/s outside the configured range [{low}, {high}] m/s",
+        )
+    for arrival in plan.arrivals:
+        if arrival.instance.type_name not in world.objects:
+            raise EpisodeSkipped(
+                "unknown_object",
+                f"object type {arrival.instance.type_name!r} not in the world's objects",
+            )
+
+
+def make_jobs(
+    nominal: WorldParams,
+    prepared: Sequence[PreparedConfiguration],
+    episode_indices: Sequence[int],
+    base_seed: int,
+    config: DatagenConfig,
+) -> list[EpisodeJob]:
+    """One job per (available configuration, episode index), interleaved by episode index.
+
+    Interleaving makes a partial run cover every configuration evenly.
+    """
+    jobs = []
+    for index in episode_indices:
+        seed = episode_seed(base_seed, index)
+        plan = sample_plan(nominal, seed, config.randomize_belt_speed)
+        for entry in prepared:
+            if entry.world is None:
+                continue
+            jobs.append(
+                EpisodeJob(
+                    configuration=entry.spec.name,
+                    behavior=entry.spec.behavior,
+                    episode_index=index,
+                    seed=seed,
+                    world=entry.world,
+                    world_config_id=entry.world_config_id,
+                    plan=plan,
+                    attempt=0,
+                    recording=config.recording,
+                    task=config.task,
+                )
+            )
+    return jobs

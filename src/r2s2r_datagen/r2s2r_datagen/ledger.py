@@ -1,0 +1,65 @@
+"""The run ledger: one JSON line per finished episode job, appended durably.
+
+A record is appended (flushed and fsync'ed) only after the worker has closed the shard holding
+the episode, so a record never points at data that is not on disk. A line cut short by a kill
+is ignored when reading. The last record of an episode wins (a ``lost`` record, written when a
+success's shard turned out unreadable, re-opens it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+FINISHED_STATUSES = ("success", "failed", "skipped")
+"""Statuses that mean the episode is finished (a resume skips it)."""
+
+EpisodeKey = tuple[str, int]
+
+
+class Ledger:
+    """Append-only JSONL file of job records.
+
+    Args:
+        path: The ledger file (created on first append).
+
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record durably (write, flush, fsync)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({**record, "recorded_unix_s": round(time.time(), 3)}, sort_keys=True)
+        with self.path.open("a", encoding="utf-8") as stream:
+            stream.write(line + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every complete record in file order (a truncated last line is skipped)."""
+        if not self.path.is_file():
+            return []
+        out = []
+        with self.path.open(encoding="utf-8") as stream:
+            for line in stream:
+                if not line.endswith("\n"):
+                    break  # cut short by a kill: not a record
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and "configuration" in record:
+                    out.append(record)
+        return out
+
+    def latest(self) -> dict[EpisodeKey, dict[str, Any]]:
+        """Return the last record of every episode, keyed ``(configuration, episode_index)``."""
+        latest: dict[EpisodeKey, dict[str, Any]] = {}
+        for record in self.records():
+            latest[(str(record["configuration"]), int(record["episode_index"]))] = record
+        return latest

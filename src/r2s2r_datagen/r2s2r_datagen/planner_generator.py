@@ -1,0 +1,126 @@
+"""The ungrounded behavior: grasp proposals + motion planner (``r2s2r_planner``), recorded.
+
+Wraps ``r2s2r_planner``'s ``plan_and_execute_pick(backend, world, plan, rng)``: the planner
+plays the whole trial on the backend it is given (reset, intercept, grasp, transport, release)
+and returns its outcome. It is given a :class:`~r2s2r_datagen.recording.RecordingBackend`, so
+the episode is recorded exactly as the real dataset is sampled, whatever the planner does.
+
+Contract with the planner function (imported lazily; a clear "not available" otherwise):
+
+- it resets the backend itself (``TrialRunner(backend, world, plan).start()``);
+- it returns the trial outcome: an object with ``success: bool`` and ``reason: str``
+  (:class:`r2s2r_sim.task.TrialOutcome`), or one with an ``outcome`` attribute holding such an
+  object; optional ``attempts: int`` and ``provenance: dict`` attributes are recorded;
+- an unreachable object raises :class:`r2s2r_sim.kinematics.IkError` or an exception whose
+  class name contains ``Unreachable`` (skipped, counted); a failed plan one whose name
+  contains ``Planning`` (a failed attempt).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from r2s2r_sim.backend import SimBackend
+
+from r2s2r_datagen.generator import EpisodeJob, GenerationResult
+from r2s2r_datagen.recording import RecordingBackend
+
+DEFAULT_PLANNER_FUNCTION = "r2s2r_planner:plan_and_execute_pick"
+"""Where the planner's pick function lives (option ``function`` overrides it)."""
+
+PlannerFunction = Callable[..., Any]
+
+
+def load_planner_function(spec: str) -> PlannerFunction:
+    """Import ``"module:function"``.
+
+    Raises:
+        ImportError: If the module or the function does not exist (yet).
+
+    """
+    module_name, _, attribute = spec.partition(":")
+    module = importlib.import_module(module_name)
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise ImportError(f"{module_name!r} has no function {attribute!r} (not built yet?)")
+    return function  # type: ignore[no-any-return]
+
+
+def interpret_outcome(result: Any) -> tuple[bool, str, int, dict[str, Any]]:
+    """``(success, reason, attempts, provenance)`` from what the planner function returned.
+
+    Raises:
+        TypeError: If ``result`` carries no ``success``/``reason`` (see the module docstring).
+
+    """
+    outcome = getattr(result, "outcome", result)
+    if not hasattr(outcome, "success") or not hasattr(outcome, "reason"):
+        raise TypeError(
+            f"planner returned {type(result).__name__}: expected an object with success and "
+            "reason (a TrialOutcome) or with an outcome attribute holding one"
+        )
+    attempts = int(getattr(result, "attempts", 1) or 1)
+    provenance = dict(getattr(result, "provenance", {}) or {})
+    return bool(outcome.success), str(outcome.reason), attempts, provenance
+
+
+class PlannerGenerator:
+    """Episode generator over the planner's pick function.
+
+    Args:
+        function: ``plan_and_execute_pick(backend, world, plan, rng) -> outcome``.
+        options: Behavior options (recorded in the provenance).
+
+    """
+
+    def __init__(self, function: PlannerFunction, options: Mapping[str, Any]) -> None:
+        self.function = function
+        self.options = dict(options)
+
+    def generate(self, job: EpisodeJob, backend: SimBackend) -> GenerationResult:
+        """See :meth:`r2s2r_datagen.generator.EpisodeGenerator.generate`."""
+        started = time.perf_counter()
+        recorder = RecordingBackend(backend, job.recording)
+        rng = np.random.default_rng(job.seed)
+        result = self.function(recorder, job.world, job.plan, rng)
+        success, reason, attempts, provenance = interpret_outcome(result)
+        episode = None
+        if success:
+            arrival = job.plan.arrivals[0]
+            episode = recorder.to_episode(
+                world_config_id=job.world_config_id,
+                behavior_source="planner",
+                task=job.task,
+                object_type=arrival.instance.type_name,
+                belt_speed_mps=job.plan.belt_speed_mps,
+                success=True,
+                provenance={"generator": "planner", **provenance},
+            )
+        return GenerationResult(
+            episode=episode,
+            outcome="success" if success else reason,
+            attempts=attempts,
+            timings={"rollout": time.perf_counter() - started, "render": recorder.render_s},
+            provenance=provenance,
+        )
+
+
+def make_generator(options: Mapping[str, Any]) -> PlannerGenerator:
+    """Build the planner generator (the factory registered as behavior ``planner``).
+
+    Options: ``function`` (``"module:function"``, default :data:`DEFAULT_PLANNER_FUNCTION`).
+
+    Raises:
+        ImportError: If the planner function is not available (yet).
+
+    """
+    spec = str(options.get("function", DEFAULT_PLANNER_FUNCTION))
+    try:
+        function = load_planner_function(spec)
+    except ImportError as error:
+        raise ImportError(f"planner function {spec!r} not importable: {error}") from None
+    return PlannerGenerator(function, options)

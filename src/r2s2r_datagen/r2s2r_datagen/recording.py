@@ -1,0 +1,361 @@
+"""Episode recording inside generation: frames sampled like the real dataset.
+
+:class:`RecordingBackend` wraps a simulator backend. A generator drives it exactly like the
+backend (``reset``, ``command_trajectory``, ``step``...); every ``1 / rate_hz`` of simulated
+time it samples one frame, the way :mod:`r2s2r_recorder.bag_to_dataset` builds the real
+dataset from a bag:
+
+- observations at frame time ``t``: head and hand camera RGB (rendered with the world's
+  intrinsics, resized to the dataset resolution with ``INTER_AREA``), measured joint
+  positions (:data:`ALL_JOINT_NAMES` order), belt speed, and the episode object's pose in
+  ``base_link`` (x, y, z, then quaternion x, y, z, w; valid once it is on the belt);
+- the action at ``t``: the joint target *in force*: of the last trajectory commanded on each
+  controller at or before ``t``, the first point whose ``command time + time_from_start`` is
+  at or after ``t`` (the last point once all have passed); the home pose before any command.
+
+A frame at ``t`` is taken when simulation is about to advance past ``t`` (or when the episode
+is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as in the bag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+from r2s2r_description.robot import (
+    ALL_JOINT_NAMES,
+    ARM_JOINT_NAMES,
+    HAND_JOINT_NAMES,
+    HOME_POSITIONS,
+)
+from r2s2r_description.transforms import Vector
+from r2s2r_recorder.dataset import Episode, EpisodeMetadata
+from r2s2r_sim.backend import Contact, FloatArray, ObjectInstance, ObjectPose, SimBackend
+from r2s2r_sim.world import WorldParams
+from scipy.spatial.transform import Rotation
+
+from r2s2r_datagen.config import RecordingConfig
+
+CAMERAS: dict[str, str] = {"head_camera_rgb": "head_camera", "hand_camera_rgb": "hand_camera"}
+"""Dataset image key → simulator camera name."""
+
+
+class RecordingError(RuntimeError):
+    """The recording cannot be sampled as asked (e.g. the frame period is not whole steps)."""
+
+
+@dataclass(frozen=True)
+class _Command:
+    start_s: float
+    names: tuple[str, ...]
+    times_s: tuple[float, ...]
+    positions: tuple[tuple[float, ...], ...]
+
+
+def command_in_force(commands: Sequence[_Command], time_s: float) -> dict[str, float]:
+    """Joint targets in force at ``time_s`` (see the module docstring), by joint name."""
+    current: _Command | None = None
+    for command in commands:
+        if command.start_s <= time_s + 1e-9:
+            current = command
+        else:
+            break
+    if current is None:
+        return {}
+    target = current.positions[-1]
+    for offset_s, positions in zip(current.times_s, current.positions, strict=True):
+        if current.start_s + offset_s >= time_s - 1e-9:
+            target = positions
+            break
+    return dict(zip(current.names, target, strict=True))
+
+
+class RecordingBackend:
+    """A :class:`~r2s2r_sim.backend.SimBackend` that records the episode it runs.
+
+    Args:
+        inner: The worker's backend (rendering enabled).
+        config: Frame rate and dataset image size.
+        object_name: The episode object whose pose is recorded (default: the first object
+            passed to :meth:`reset`).
+
+    Raises:
+        RecordingError: At reset, if ``1 / rate_hz`` is not a whole number of physics steps.
+
+    """
+
+    def __init__(
+        self, inner: SimBackend, config: RecordingConfig, object_name: str | None = None
+    ) -> None:
+        self.inner = inner
+        self.config = config
+        self._object_name_arg = object_name
+        self._object_name: str | None = object_name
+        self._period_steps = 0
+        self._timestep_s = 0.0
+        self._steps = 0
+        self._last_sampled_step = -1
+        self._commands: dict[str, list[_Command]] = {"arm": [], "hand": []}
+        self._base_inverse: FloatArray = np.eye(4)
+        self._frames: dict[str, list[Any]] = {}
+        self._belt_speed_mps: float | None = None
+        self._clear()
+        self.render_s = 0.0
+
+    # -- recording ---------------------------------------------------------------------------
+    def _clear(self) -> None:
+        self._frames = {
+            "time": [],
+            "head_camera_rgb": [],
+            "hand_camera_rgb": [],
+            "joint_pos": [],
+            "belt": [],
+            "action": [],
+            "object_pose": [],
+            "object_valid": [],
+        }
+        self._commands = {"arm": [], "hand": []}
+        self._steps = 0
+        self._last_sampled_step = -1
+
+    @property
+    def num_frames(self) -> int:
+        """Frames recorded since the last reset."""
+        return len(self._frames["time"])
+
+    def _sample(self) -> None:
+        import time
+
+        time_s = self._steps * self._timestep_s
+        size = (self.config.image_width_px, self.config.image_height_px)
+        started = time.perf_counter()
+        for key, camera in CAMERAS.items():
+            image: NDArray[np.uint8] = np.asarray(self.inner.render(camera), dtype=np.uint8)
+            if (image.shape[1], image.shape[0]) != size:
+                image = np.asarray(
+                    cv2.resize(image, size, interpolation=cv2.INTER_AREA), dtype=np.uint8
+                )
+            self._frames[key].append(image)
+        self.render_s += time.perf_counter() - started
+        self._frames["time"].append(time_s)
+        self._frames["joint_pos"].append(self.inner.joint_positions().astype(np.float32))
+        self._frames["belt"].append(self.belt_speed_mps)
+        action = dict(HOME_POSITIONS)
+        for controller in ("arm", "hand"):
+            action.update(command_in_force(self._commands[controller], time_s))
+        self._frames["action"].append([action[name] for name in ALL_JOINT_NAMES])
+        pose, valid = self._object_pose()
+        self._frames["object_pose"].append(pose)
+        self._frames["object_valid"].append(valid)
+        self._last_sampled_step = self._steps
+
+    def _object_pose(self) -> tuple[NDArray[np.float32], bool]:
+        if self._object_name is None:
+            return np.zeros(7, dtype=np.float32), False
+        pose = self.inner.object_poses()[self._object_name]
+        if not pose.active:
+            return np.zeros(7, dtype=np.float32), False
+        world_object: FloatArray = np.eye(4)
+        w, x, y, z = (float(v) for v in pose.quat_wxyz)
+        world_object[:3, :3] = Rotation.from_quat([x, y, z, w]).as_matrix()
+        world_object[:3, 3] = pose.position_m
+        base_object = self._base_inverse @ world_object
+        quat_xyzw = Rotation.from_matrix(base_object[:3, :3]).as_quat()
+        return np.concatenate([base_object[:3, 3], quat_xyzw]).astype(np.float32), True
+
+    def _sample_due(self) -> None:
+        if self._steps % self._period_steps == 0 and self._last_sampled_step != self._steps:
+            self._sample()
+
+    def to_episode(
+        self,
+        *,
+        world_config_id: str,
+        behavior_source: str,
+        task: str,
+        object_type: str,
+        belt_speed_mps: float,
+        success: bool,
+        provenance: dict[str, Any],
+    ) -> Episode:
+        """Close the recording (taking a frame due now) and return it as an Episode.
+
+        Raises:
+            RecordingError: If no frame was recorded.
+
+        """
+        self._sample_due()
+        if not self._frames["time"]:
+            raise RecordingError("no frame recorded: reset and step the backend first")
+        frames = self._frames
+        metadata = EpisodeMetadata(
+            source="sim",
+            world_config_id=world_config_id,
+            behavior_source=behavior_source,  # type: ignore[arg-type]
+            task=task,
+            object_type=object_type,
+            belt_speed_mps=belt_speed_mps,
+            outcome="success" if success else "failure",
+            joint_names=list(ALL_JOINT_NAMES),
+            action_names=list(ALL_JOINT_NAMES),
+            control_rate_hz=self.config.rate_hz,
+            provenance=provenance,
+        )
+        has_object = self._object_name is not None
+        episode = Episode(
+            metadata=metadata,
+            timestamps_s=np.asarray(frames["time"], dtype=np.float64),
+            images={key: np.stack(frames[key]) for key in CAMERAS},
+            joint_pos_rad=np.stack(frames["joint_pos"]).astype(np.float32),
+            belt_speed_mps=np.asarray(frames["belt"], dtype=np.float32),
+            actions=np.asarray(frames["action"], dtype=np.float32),
+            object_pose=np.stack(frames["object_pose"]) if has_object else None,
+            object_pose_valid=(
+                np.asarray(frames["object_valid"], dtype=np.bool_) if has_object else None
+            ),
+        )
+        episode.validate()
+        return episode
+
+    # -- SimBackend ---------------------------------------------------------------------------
+    @property
+    def time_s(self) -> float:
+        """See :attr:`r2s2r_sim.backend.SimBackend.time_s`."""
+        return self.inner.time_s
+
+    @property
+    def world(self) -> WorldParams:
+        """See :attr:`r2s2r_sim.backend.SimBackend.world`."""
+        return self.inner.world
+
+    def reset(self, world: WorldParams, seed: int, objects: Sequence[ObjectInstance] = ()) -> None:
+        """Reset the backend and start a new recording."""
+        self.inner.reset(world, seed, objects)
+        self._timestep_s = world.physics.timestep_s
+        ratio = 1.0 / (self.config.rate_hz * self._timestep_s)
+        if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
+            raise RecordingError(
+                f"recording.rate_hz = {self.config.rate_hz}: expected 1 / (k · timestep_s) for "
+                f"an integer k ≥ 1 (timestep_s = {self._timestep_s})"
+            )
+        self._period_steps = round(ratio)
+        self._clear()
+        self._object_name = self._object_name_arg or (objects[0].name if objects else None)
+        self._base_inverse = np.asarray(
+            np.linalg.inv(world.robot.base_pose.to_pose().matrix()), dtype=np.float64
+        )
+
+    def step(self, n_steps: int = 1) -> None:
+        """Advance ``n_steps`` physics steps, sampling a frame at every frame time passed."""
+        if self._period_steps == 0:
+            self.inner.step(n_steps)  # not reset through this wrapper: the inner one complains
+            return
+        remaining = int(n_steps)
+        while remaining > 0:
+            self._sample_due()
+            chunk = min(remaining, self._period_steps - self._steps % self._period_steps)
+            self.inner.step(chunk)
+            self._steps += chunk
+            remaining -= chunk
+
+    def command_trajectory(
+        self,
+        joint_names: Sequence[str],
+        times_s: Sequence[float],
+        positions: Sequence[Sequence[float]] | FloatArray,
+        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
+    ) -> None:
+        """Send the trajectory to the backend and log it for the actions."""
+        self.inner.command_trajectory(joint_names, times_s, positions, velocities)
+        names = tuple(joint_names)
+        controller = "arm" if set(names) <= set(ARM_JOINT_NAMES) else "hand"
+        if controller == "hand" and not set(names) <= set(HAND_JOINT_NAMES):
+            return  # the backend accepted it, so this cannot happen; keep the log consistent
+        self._commands[controller].append(
+            _Command(
+                start_s=self.inner.time_s,
+                names=names,
+                times_s=tuple(float(t) for t in times_s),
+                positions=tuple(tuple(float(v) for v in row) for row in positions),
+            )
+        )
+
+    def set_joint_targets(self, joint_names: Sequence[str], positions: Sequence[float]) -> None:
+        """Send a one-point trajectory at ``time_from_start = 0`` (logged like any command)."""
+        self.command_trajectory(joint_names, [0.0], [list(positions)])
+
+    def joint_positions(self) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.joint_positions`."""
+        return self.inner.joint_positions()
+
+    def joint_velocities(self) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.joint_velocities`."""
+        return self.inner.joint_velocities()
+
+    def render(self, camera_name: str) -> NDArray[np.uint8]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
+        return self.inner.render(camera_name)
+
+    def render_depth(self, camera_name: str) -> NDArray[np.float32]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
+        return self.inner.render_depth(camera_name)
+
+    def spawn_object(
+        self, name: str, position_m: Vector, quat_wxyz: Vector = (1.0, 0.0, 0.0, 0.0)
+    ) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.spawn_object`."""
+        self.inner.spawn_object(name, position_m, quat_wxyz)
+
+    def object_poses(self) -> dict[str, ObjectPose]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.object_poses`."""
+        return self.inner.object_poses()
+
+    def contacts(self) -> list[Contact]:
+        """See :meth:`r2s2r_sim.backend.SimBackend.contacts`."""
+        return self.inner.contacts()
+
+    def body_pose(self, name: str) -> FloatArray:
+        """See :meth:`r2s2r_sim.backend.SimBackend.body_pose`."""
+        return self.inner.body_pose(name)
+
+    def set_belt_speed(self, speed_mps: float) -> None:
+        """See :meth:`r2s2r_sim.backend.SimBackend.set_belt_speed`."""
+        self.inner.set_belt_speed(speed_mps)
+        self._belt_speed_mps = float(speed_mps)
+
+    @property
+    def belt_speed_mps(self) -> float:
+        """The belt speed in force (m/s)."""
+        inner_speed = getattr(self.inner, "belt_speed_mps", None)
+        if isinstance(inner_speed, float):
+            return inner_speed
+        if self._belt_speed_mps is not None:
+            return self._belt_speed_mps
+        return self.inner.world.belt.speed_mps
+
+    @property
+    def belt_travel_m(self) -> float:
+        """See :attr:`r2s2r_sim.backend.SimBackend.belt_travel_m`."""
+        return self.inner.belt_travel_m
+
+    def get_state(self) -> object:
+        """See :meth:`r2s2r_sim.backend.SimBackend.get_state`."""
+        return self.inner.get_state()
+
+    def set_state(self, state: object) -> None:
+        """Restore a simulator snapshot.
+
+        The recording is not rewound: generators that roll back must reset through this
+        wrapper or record with a fresh one.
+        """
+        self.inner.set_state(state)
+
+    def __getattr__(self, name: str) -> Any:
+        # Backend-specific extras (joint_targets, park_object, model...) pass through.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)

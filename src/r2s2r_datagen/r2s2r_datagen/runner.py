@@ -1,0 +1,368 @@
+"""The generation job runner: configurations → seeded episode jobs → workers → datasets.
+
+:func:`run_generation` is the whole main job, shared by ``r2s2r generate`` and the
+``sim_generate`` node:
+
+1. load the configurations, build their worlds, check which generators exist here (those
+   that do not are reported and not run — nothing is faked);
+2. read the run directory's ledger and shards: episodes already finished are skipped
+   (resume); a success whose shard became unreadable is run again;
+3. run the remaining jobs on a local process pool, or on Ray when given an address, one job
+   per idle worker, each with a wall-clock deadline: a worker that crashes or overruns is
+   replaced and its job retried ``max_retries`` times, then recorded as failed;
+4. merge each configuration's shards into ``datasets/<configuration>.hdf5``;
+5. print the per-configuration summary and save it as ``summary.json``.
+
+Run directory layout::
+
+    run.json               the run's identity (base seed, recording, configurations file)
+    sessions.jsonl         one line per invocation
+    ledger.jsonl           one line per finished episode (see r2s2r_datagen.ledger)
+    shards/<config>/shard_<worker>.hdf5
+    datasets/<config>.hdf5 merged, one copy of each success
+    summary.json
+    ray/                   Ray's temp dir (Ray runs only)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from r2s2r_common.config import ConfigError
+
+from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
+from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
+from r2s2r_datagen.generator import EpisodeJob
+from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger
+from r2s2r_datagen.merge import merge_configuration, scan_shards
+from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
+from r2s2r_datagen.summary import EXIT_NOTHING_RAN, ConfigurationSummary, RunSummary
+from r2s2r_datagen.worker import JobReport, WorkerSetup
+
+ProgressCallback = Callable[[int, int, int, int], None]
+"""Called as ``(finished, total, successes, attempts)`` after every finished job."""
+
+_POLL_S = 0.5
+
+
+def _identity(config: GenerateConfig, configurations_path: Path, recording: Any) -> dict[str, Any]:
+    return {
+        "base_seed": config.base_seed,
+        "configurations_path": str(configurations_path),
+        "recording": recording.model_dump(mode="json"),
+    }
+
+
+def _check_run_dir(run_dir: Path, identity: dict[str, Any], resume: bool) -> None:
+    run_file = run_dir / "run.json"
+    if run_file.is_file():
+        if not resume:
+            raise ConfigError(
+                f"output_dir = {run_dir}: holds a run already; expected resume = true to "
+                "continue it, or a new output_dir"
+            )
+        previous = json.loads(run_file.read_text(encoding="utf-8"))
+        for key in ("base_seed", "recording"):
+            if previous.get(key) != identity[key]:
+                raise ConfigError(
+                    f"output_dir = {run_dir}: its run has {key} = {previous.get(key)!r}, this "
+                    f"one {identity[key]!r}; expected the same to resume (or a new output_dir)"
+                )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_file.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(run_file)
+
+
+def _start_session(run_dir: Path, config: GenerateConfig) -> int:
+    sessions = run_dir / "sessions.jsonl"
+    count = 0
+    if sessions.is_file():
+        count = sum(1 for line in sessions.read_text(encoding="utf-8").splitlines() if line)
+    with sessions.open("a", encoding="utf-8") as stream:
+        entry: dict[str, Any] = {"session": count, "started_unix_s": round(time.time(), 3)}
+        entry["config"] = config.model_dump(mode="json")
+        stream.write(json.dumps(entry) + "\n")
+    return count
+
+
+class _WorkerIds:
+    """Unique worker ids within the run directory: ``s<session>w<n>``."""
+
+    def __init__(self, session: int, run_dir: Path, setup: WorkerSetup) -> None:
+        self._session = session
+        self._setup = setup
+        self._count = 0
+
+    def __call__(self) -> WorkerSetup:
+        worker_id = f"s{self._session:03d}w{self._count:03d}"
+        self._count += 1
+        return dataclasses.replace(self._setup, worker_id=worker_id)
+
+
+def run_jobs(
+    pool: WorkerPool,
+    jobs: list[EpisodeJob],
+    ledger: Ledger,
+    job_timeout_s: float,
+    max_retries: int,
+    progress: ProgressCallback | None = None,
+) -> list[JobReport]:
+    """Run ``jobs`` on ``pool``; record each finished episode in ``ledger``.
+
+    A job whose worker crashes or exceeds ``job_timeout_s`` is retried up to ``max_retries``
+    times on a fresh worker, then recorded as failed with the reason (``worker_crashed`` or
+    ``timeout``).
+
+    Returns:
+        The final report of every job, in completion order.
+
+    """
+    queue: deque[EpisodeJob] = deque(jobs)
+    running: dict[int, tuple[EpisodeJob, float]] = {}
+    reports: list[JobReport] = []
+    successes = attempts = 0
+
+    def finish(report: JobReport, lost_attempts: int = 0) -> None:
+        nonlocal successes, attempts
+        record = report.as_record()
+        record["total_attempts"] = report.attempts + lost_attempts
+        ledger.append(record)
+        reports.append(report)
+        successes += report.status == "success"
+        attempts += record["total_attempts"]
+        if progress is not None:
+            progress(len(reports), len(jobs), successes, attempts)
+
+    def lost(job: EpisodeJob, outcome: WorkerLost) -> None:
+        if job.attempt < max_retries:
+            queue.appendleft(dataclasses.replace(job, attempt=job.attempt + 1))
+            return
+        finish(
+            JobReport(
+                configuration=job.configuration,
+                episode_index=job.episode_index,
+                seed=job.seed,
+                status="failed",
+                reason=outcome.reason,
+                attempts=0,
+                detail=outcome.detail,
+                job_attempt=job.attempt,
+            ),
+            lost_attempts=job.attempt + 1,
+        )
+
+    while queue or running:
+        for slot in range(pool.size):
+            if slot not in running and queue and pool.is_ready(slot):
+                job = queue.popleft()
+                pool.submit(slot, job)
+                running[slot] = (job, time.monotonic() + job_timeout_s)
+        next_deadline = min(
+            [deadline for _, deadline in running.values()] + [time.monotonic() + _POLL_S]
+        )
+        timeout = min(_POLL_S, max(0.0, next_deadline - time.monotonic()))
+        for slot, outcome in pool.wait(timeout):
+            job, _ = running.pop(slot)
+            if isinstance(outcome, WorkerLost):
+                lost(job, outcome)
+            else:
+                finish(outcome, lost_attempts=job.attempt)
+        now = time.monotonic()
+        for slot, (job, deadline) in list(running.items()):
+            if now >= deadline:
+                running.pop(slot)
+                pool.replace(slot)
+                lost(job, WorkerLost("timeout", f"no result after {job_timeout_s:.1f} s"))
+    return reports
+
+
+def _progress_bar(total: int, enabled: bool) -> tuple[Any, ProgressCallback]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, disable=not enabled, unit="ep", file=sys.stderr, dynamic_ncols=True)
+    started = time.monotonic()
+
+    def update(finished: int, _total: int, successes: int, attempts: int) -> None:
+        minutes = max(time.monotonic() - started, 1e-6) / 60.0
+        bar.update(finished - bar.n)
+        bar.set_postfix(
+            {
+                "yield": f"{successes / attempts:.0%}" if attempts else "-",
+                "ep/min": f"{finished / minutes:.1f}",
+            }
+        )
+
+    return bar, update
+
+
+def run_generation(
+    config: GenerateConfig,
+    progress: ProgressCallback | None = None,
+    log: Callable[[str], None] | None = None,
+) -> RunSummary:
+    """Run the main job (see the module docstring).
+
+    Args:
+        config: Sizes and placement of the run.
+        progress: Extra progress callback (e.g. the node's diagnostics).
+        log: Where messages go (default: stderr).
+
+    Returns:
+        The run summary (also saved as ``<output_dir>/summary.json``).
+
+    Raises:
+        ConfigError: Bad configurations file, unknown configuration name, a run directory
+            that holds a different run, or an invalid world or artifact.
+
+    """
+    say = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    started = time.monotonic()
+    configurations_path = Path(config.configurations_path or bundled_configurations_path())
+    datagen = load_datagen_config(configurations_path)
+    overrides = config.overrides()
+    nominal, prepared = prepare_configurations(
+        datagen,
+        configurations_path,
+        config.configurations,
+        config.grounding_artifact_path or None,
+        overrides,
+    )
+    run_dir = Path(config.output_dir).resolve()
+    _check_run_dir(
+        run_dir, _identity(config, configurations_path, datagen.recording), config.resume
+    )
+    session = _start_session(run_dir, config)
+    ledger = Ledger(run_dir / "ledger.jsonl")
+    executor = "ray" if config.ray_address else "process"
+    summary = RunSummary(str(run_dir), session, 0.0, config.workers, executor)
+    for entry in prepared:
+        if entry.unavailable:
+            summary.notes.append(f"{entry.spec.name}: not run: {entry.unavailable}")
+            say(f"sim_generate: {entry.spec.name}: NOT RUN: {entry.unavailable}")
+
+    # Resume: finished episodes are skipped, unless their data is gone.
+    latest = ledger.latest()
+    scan = scan_shards(run_dir)
+    for path, reason in scan.unreadable:
+        summary.notes.append(f"unreadable shard {path.name}: {reason}")
+    done: set[EpisodeKey] = set()
+    for key, record in latest.items():
+        status = record["status"]
+        if status == "success" and key not in scan.present:
+            ledger.append({**record, "status": "lost", "reason": "shard_unreadable"})
+            summary.notes.append(f"{key[0]} episode {key[1]}: data lost, generating it again")
+            continue
+        if status in FINISHED_STATUSES and not (config.retry_failed and status == "failed"):
+            done.add(key)
+    all_jobs = make_jobs(
+        nominal, prepared, range(config.episodes_per_configuration), config.base_seed, datagen
+    )
+    # Consecutive jobs with the same world and object types reuse the worker's compiled model
+    # and renderers (a change rebuilds them), so the queue is grouped that way.
+    jobs = sorted(
+        (job for job in all_jobs if job.key not in done),
+        key=lambda j: (j.world_config_id, [o.type_name for o in j.plan.objects], j.episode_index),
+    )
+    if len(all_jobs) > len(jobs):
+        say(f"sim_generate: resuming: {len(all_jobs) - len(jobs)} episodes already finished")
+
+    reports: list[JobReport] = []
+    if jobs:
+        setup = WorkerSetup(
+            worker_id="",
+            run_dir=str(run_dir),
+            behavior_options=datagen.behavior_options,
+            generator_overrides=overrides,
+            warmup=jobs[0],
+        )
+        make_setup = _WorkerIds(session, run_dir, setup)
+        size = min(config.workers, len(jobs))
+        pool: WorkerPool
+        if config.ray_address:
+            pool = RayActorPool(size, make_setup, config.ray_address, run_dir)
+        else:
+            pool = LocalProcessPool(size, make_setup)
+        bar, bar_update = _progress_bar(len(jobs), config.progress)
+
+        def on_progress(finished: int, total: int, successes: int, attempts: int) -> None:
+            bar_update(finished, total, successes, attempts)
+            if progress is not None:
+                progress(finished, total, successes, attempts)
+
+        jobs_started = time.monotonic()
+        try:
+            reports = run_jobs(
+                pool, jobs, ledger, config.job_timeout_s, config.max_retries, on_progress
+            )
+            summary.jobs_elapsed_s = time.monotonic() - jobs_started
+        finally:
+            bar.close()
+            pool.close()
+
+    summary.elapsed_s = time.monotonic() - started
+    _summarise(summary, prepared, ledger, reports, config, run_dir)
+    if not any(entry.world is not None for entry in prepared):
+        summary.exit_code = EXIT_NOTHING_RAN
+        summary.notes.append("no requested configuration can run here: nothing was generated")
+    summary.save(run_dir / "summary.json")
+    return summary
+
+
+def _summarise(
+    summary: RunSummary,
+    prepared: list[Any],
+    ledger: Ledger,
+    reports: list[JobReport],
+    config: GenerateConfig,
+    run_dir: Path,
+) -> None:
+    latest = ledger.latest()
+    minutes = max(summary.elapsed_s, 1e-6) / 60.0
+    for entry in prepared:
+        name = entry.spec.name
+        item = ConfigurationSummary(
+            name=name,
+            world=entry.spec.world,
+            behavior=entry.spec.behavior,
+            world_config_id=entry.world_config_id,
+            unavailable=entry.unavailable,
+            requested=config.episodes_per_configuration,
+        )
+        records = [
+            r
+            for k, r in latest.items()
+            if k[0] == name
+            and k[1] < config.episodes_per_configuration
+            and r["status"] in FINISHED_STATUSES
+        ]
+        item.add_records(records)
+        item.finished_this_session = sum(r.configuration == name for r in reports)
+        item.episodes_per_min = item.finished_this_session / minutes
+        if entry.unavailable is None and config.merge:
+            successes = {k for k, r in latest.items() if r["status"] == "success"}
+            merged = merge_configuration(run_dir, name, successes)
+            if merged.output.exists():
+                item.dataset = str(merged.output)
+                item.dataset_episodes = merged.episodes
+            item.excluded_shards = [f"{p.name}: {why}" for p, why in merged.excluded_shards]
+            for path, why in merged.excluded_shards:
+                summary.notes.append(f"{name}: shard {path.name} excluded from merge: {why}")
+            item.missing = len(merged.missing)
+            for key in merged.missing:
+                record = latest[key]
+                ledger.append({**record, "status": "lost", "reason": "shard_unreadable"})
+            if merged.missing:
+                summary.notes.append(
+                    f"{name}: {len(merged.missing)} episodes lost with excluded shards; "
+                    "run again with resume to regenerate them"
+                )
+        summary.configurations.append(item)

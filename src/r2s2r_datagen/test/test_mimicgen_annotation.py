@@ -1,0 +1,181 @@
+"""Subtask annotation on synthetic episodes: boundaries, skip reasons, manual-override sidecar."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from r2s2r_datagen.mimicgen.annotation import (
+    AnnotationError,
+    DemoSignals,
+    SubtaskAnnotation,
+    SubtaskOverride,
+    SubtaskSidecar,
+    annotate,
+    bin_poses_in_base,
+    load_sidecar,
+    save_sidecar,
+    sidecar_path,
+)
+from r2s2r_datagen.mimicgen.config import AnnotationConfig, GenerationParams
+from r2s2r_datagen.mimicgen.source import SourceLibrary, SourceLibraryError
+from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
+from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
+from r2s2r_sim.world import load_world
+
+from conftest import NOMINAL
+
+DT_S = 0.1
+FRAMES = 120
+MCP = ("thumb_mcp_joint", "index_mcp_joint", "middle_mcp_joint", "ring_mcp_joint")
+# Expected boundaries of the synthetic demonstration below.
+REACH_START, GRASP_CLOSED, GRASP_END, RELEASE = 30, 64, 69, 100
+
+
+@pytest.fixture(scope="module")
+def nominal():
+    return load_world(NOMINAL)
+
+
+def synthetic_episode(nominal, grasp=True, lift=True, release_over_bin=True) -> Episode:
+    """A cube demo in base_link: arrives (frame 5), reach from frame 30, hand closes over frames
+    60-64, object lifted 2 cm per frame from 68, carried over bin_0 by 95, hand opens at 100."""
+    times = np.arange(FRAMES) * DT_S
+    actions = np.tile([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES], (FRAMES, 1))
+    actions[REACH_START:, 0] += 0.02 * np.arange(1, FRAMES - REACH_START + 1)  # shoulder pan
+    closure = np.full(FRAMES, -0.3)
+    closure[REACH_START:] = -0.5
+    if grasp:
+        closure[60:65] = [-0.5, -0.3, -0.1, 0.1, 0.3]
+        closure[65:RELEASE] = 0.3
+    for name in MCP:
+        actions[:, ALL_JOINT_NAMES.index(name)] = closure
+    rest_z = 0.05 + 0.025  # belt top in base_link + half the cube
+    pose = np.zeros((FRAMES, 7))
+    pose[:, 6] = 1.0
+    pose[:, 0] = -0.55
+    pose[:, 1] = 0.3 - 0.1 * (times - 0.5)
+    pose[:, 2] = rest_z
+    if lift:
+        pose[68:, 2] = rest_z + 0.02 * np.minimum(np.arange(68, FRAMES) - 67, 8)
+        bin_xy = bin_poses_in_base(nominal)["bin_0" if release_over_bin else "bin_2"][:2, 3]
+        if not release_over_bin:
+            bin_xy = bin_xy + np.array([0.0, 0.4])
+        start_xy = pose[74, :2].copy()
+        for k in range(75, FRAMES):
+            s = min((k - 74) / 21.0, 1.0)
+            pose[k, :2] = start_xy + s * (bin_xy - start_xy)
+    valid = np.arange(FRAMES) >= 5
+    metadata = EpisodeMetadata(
+        source="real",
+        world_config_id="real",
+        behavior_source="demo",
+        task="pick_sort",
+        object_type="cube",
+        belt_speed_mps=0.1,
+        outcome="success",
+        joint_names=list(ALL_JOINT_NAMES),
+        action_names=list(ALL_JOINT_NAMES),
+        control_rate_hz=10.0,
+    )
+    image = np.zeros((FRAMES, 4, 4, 3), dtype=np.uint8)
+    return Episode(
+        metadata=metadata,
+        timestamps_s=times,
+        images={"head_camera_rgb": image, "hand_camera_rgb": image.copy()},
+        joint_pos_rad=actions.astype(np.float32),
+        belt_speed_mps=np.full(FRAMES, 0.1, dtype=np.float32),
+        actions=actions.astype(np.float32),
+        object_pose=pose.astype(np.float32),
+        object_pose_valid=valid,
+    )
+
+
+def signals(episode: Episode) -> DemoSignals:
+    return DemoSignals(
+        times_s=episode.timestamps_s,
+        actions=episode.actions.astype(float),
+        action_names=tuple(episode.metadata.action_names),
+        object_pose=episode.object_pose.astype(float),
+        object_valid=episode.object_pose_valid,
+        object_type="cube",
+    )
+
+
+def test_annotation_finds_the_boundaries(nominal):
+    annotation = annotate(signals(synthetic_episode(nominal)), nominal, AnnotationConfig())
+    assert (annotation.reach_start, annotation.grasp_closed) == (REACH_START, GRASP_CLOSED)
+    assert (annotation.grasp_end, annotation.release, annotation.end) == (GRASP_END, RELEASE, 120)
+    assert annotation.boundaries == [(REACH_START, GRASP_END), (GRASP_END, FRAMES)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"grasp": False}, "no_detectable_grasp"),
+        ({"lift": False}, "no_detectable_grasp"),
+        ({"release_over_bin": False}, "released_outside_bin"),
+    ],
+)
+def test_bad_demonstrations_raise_a_reason(nominal, kwargs, reason):
+    with pytest.raises(AnnotationError) as error:
+        annotate(signals(synthetic_episode(nominal, **kwargs)), nominal, AnnotationConfig())
+    assert error.value.reason == reason
+
+
+def test_library_skips_a_demo_without_grasp_with_a_counted_reason(nominal):
+    episodes = [
+        synthetic_episode(nominal),
+        synthetic_episode(nominal, grasp=False),
+        synthetic_episode(nominal, lift=False),
+    ]
+    library = SourceLibrary.from_episodes(episodes, nominal, AnnotationConfig())
+    assert [d.index for d in library.demos] == [0]
+    assert dict(library.skipped) == {"no_detectable_grasp": 2}
+    assert library.skipped_detail[1].startswith("no_detectable_grasp")
+    demo = library.demos[0]
+    assert demo.belt_speed_mps == pytest.approx(0.1, abs=1e-4)  # fitted from the track
+    with pytest.raises(SourceLibraryError, match="cylinder"):
+        library.choose(
+            np.random.default_rng(0),
+            "cylinder",
+            -0.55,
+            0.0,
+            0.1,
+            nominal,
+            GenerationParams(same_object_type_only=True),
+        )
+
+
+def test_offsets_are_random_but_keep_the_subtasks_meaningful():
+    base = SubtaskAnnotation(30, 64, 69, 100, 120)
+    rng = np.random.default_rng(0)
+    shifted = [base.with_offsets(rng, (-2, 0), (-10, 3)) for _ in range(200)]
+    starts = {a.reach_start for a in shifted}
+    grasps = {a.grasp_end for a in shifted}
+    assert starts == {28, 29, 30}
+    assert min(grasps) == 65 and max(grasps) == 72  # clamped after the hand has closed
+
+
+def test_sidecar_overrides_and_skips(tmp_path: Path, nominal):
+    dataset = tmp_path / "demos.hdf5"
+    with EpisodeWriter(dataset) as writer:
+        writer.append(synthetic_episode(nominal))
+        writer.append(synthetic_episode(nominal, grasp=False))
+        writer.append(synthetic_episode(nominal))
+    assert sidecar_path(dataset) == tmp_path / "demos.subtasks.yaml"
+    sidecar = SubtaskSidecar(
+        episodes={
+            0: SubtaskOverride(skip="operator bumped the belt"),
+            1: SubtaskOverride(reach_start=30, grasp_closed=50, grasp_end=60, release=100),
+            2: SubtaskOverride(grasp_end=70),
+        }
+    )
+    save_sidecar(dataset, sidecar)
+    assert load_sidecar(dataset) == sidecar
+    library = SourceLibrary.from_dataset(dataset, nominal, AnnotationConfig())
+    assert dict(library.skipped) == {"manual_skip": 1}
+    by_index = {d.index: d.annotation for d in library.demos}
+    assert by_index[1] == SubtaskAnnotation(30, 50, 60, 100, FRAMES, "manual")
+    assert by_index[2] == SubtaskAnnotation(
+        REACH_START, GRASP_CLOSED, 70, RELEASE, FRAMES, "manual"
+    )

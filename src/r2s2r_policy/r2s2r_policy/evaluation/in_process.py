@@ -1,0 +1,222 @@
+"""Fast evaluation without ROS: policy, the twin's simulated cell and trial judge in one loop.
+
+The in-process evaluator runs the same trials (seeds, conditions; :func:`trial_plan`) on the
+same cell the real twin serves (:class:`r2s2r_sim.cell_runtime.SimCell` over the twin world:
+same camera model with its intrinsics, distortion and blur, same controllers and latency, same
+:class:`~r2s2r_sim.task.TrialRunner` judging success) and feeds the policy through the same
+observation pipeline as the ROS path:
+
+- camera frames go to :meth:`InferenceEngine.observe_image` (resized to the spec like the node);
+- joint positions at the control rate, as ``/joint_states``;
+- belt speed estimated from the belt encoder by the ``belt_speed`` node's own estimator and
+  Kalman filter (:mod:`r2s2r_belt`), configured from the same ``config/belt/belt_speed.yaml``;
+- chunks pass the engine's safety filter and go to the cell split per controller, as the
+  node's JointTrajectory messages do.
+
+What differs from the ROS path: the engine steps synchronously on simulated time (exactly
+every control period, no inference or transport latency; on the graph these add a few ms), and
+the simulation runs as fast as the CPU allows. Like the twin, this evaluator reads the twin's
+hidden world file: it *is* a twin instance, not part of the pipeline under test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from r2s2r_belt.config import BeltSpeedConfig
+from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
+from r2s2r_belt.speed_filter import BeltSpeedFilter
+from r2s2r_common.config import load_config
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_sim.cell_runtime import CellConfig, SimCell, resolve_config_path
+from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.world import load_world
+
+from ..checkpoint import load_checkpoint
+from ..inference import ActionCommand, InferenceConfig, InferenceEngine
+from ..models import Policy
+from ..spec import RobotSpec
+from .report import EvaluationReport
+from .trials import NOMINAL, EvaluationConfig, TrialRecord, TrialSpec, trial_plan
+
+CAMERA_KEYS = {"head_camera": "head_camera_rgb", "hand_camera": "hand_camera_rgb"}
+"""Cell camera name -> policy observation key (the node reads ``/<camera>/image_raw``)."""
+
+
+class EncoderBeltSpeed:
+    """The ``belt_speed`` node's encoder path without ROS: windowed regression + Kalman filter.
+
+    Args:
+        config: The node's configuration (``config/belt/belt_speed.yaml``).
+
+    """
+
+    def __init__(self, config: BeltSpeedConfig) -> None:
+        self.config = config
+        self._encoder = EncoderSpeedEstimator(config.encoder)
+        self._filter = BeltSpeedFilter(config.filter)
+
+    def update(self, stamp_s: float, angle_rad: float) -> float | None:
+        """Add a roller angle; return the filtered speed (m/s), None before the first reading."""
+        self._encoder.add_sample(stamp_s, angle_rad)
+        self._filter.update(self._encoder.estimate(stamp_s))
+        if not self._filter.updates:
+            return None
+        return self._filter.estimate(stamp_s).speed_mps
+
+
+def load_belt_config(path: str | Path = "belt/belt_speed.yaml") -> BeltSpeedConfig:
+    """Load the ``belt_speed`` node's parameters (relative paths resolve like the twin's)."""
+    return load_config(BeltSpeedConfig, resolve_config_path(path), node_name="belt_speed")
+
+
+def run_trial(
+    cell: SimCell,
+    engine: InferenceEngine,
+    trial: TrialSpec,
+    belt: EncoderBeltSpeed,
+    on_command: Callable[[float, ActionCommand], None] | None = None,
+) -> TrialRecord:
+    """Reset the cell, run one trial with the policy until the judge decides, and record it.
+
+    Args:
+        cell: The simulated cell.
+        engine: Engine whose clock is ``cell.time_s`` and whose ``publish`` is unused here.
+        trial: Seed and condition.
+        belt: The belt-speed estimator (kept across trials, like the running belt_speed node).
+        on_command: Called with (cell time, command) for every command sent (tests, logging).
+
+    Returns:
+        The trial's record.
+
+    """
+    started_wall = time.perf_counter()
+    cell.reset(0)  # /trial/reset: robot home, belt clear
+    condition = "" if trial.condition == NOMINAL else trial.condition
+    cell.start_trial(trial.seed, condition)
+    engine.reset()
+    names = list(ALL_JOINT_NAMES)
+    commands = 0
+    next_tick_s = cell.time_s
+    limit_s = cell.world.task.trial_timeout_s + 10.0
+    trial_start_s = cell.time_s
+    while True:
+        step = cell.step_control()
+        engine.observe_joints(names, step.joint_positions)
+        if step.encoder_angle_rad is not None:
+            speed = belt.update(step.time_s, step.encoder_angle_rad)
+            if speed is not None:
+                engine.observe_belt_speed(speed)
+        for frame in step.frames:
+            key = CAMERA_KEYS.get(frame.camera_name)
+            if key in engine.spec.image_keys:
+                engine.observe_image(key, frame.rgb)
+        if step.outcome is not None:
+            outcome = step.outcome
+            return TrialRecord(
+                index=trial.index,
+                seed=trial.seed,
+                condition=trial.condition,
+                success=outcome.success,
+                reason=outcome.reason,
+                object_type=outcome.object_type,
+                duration_s=outcome.duration_s,
+                wall_s=time.perf_counter() - started_wall,
+                commands_sent=commands,
+            )
+        if step.time_s - trial_start_s > limit_s:
+            raise RuntimeError(
+                f"trial {trial.index} (seed {trial.seed}) undecided after {limit_s:.0f} s of cell "
+                "time: the trial judge never ruled"
+            )
+        if engine.config.trigger == "images":
+            due = engine.new_image_set() or step.time_s + 1e-9 >= next_tick_s
+        else:
+            due = step.time_s + 1e-9 >= next_tick_s
+        if due:
+            # As the worker thread: on a new frame set, else after 1.5 periods without one
+            # (timer: every period).
+            wait_s = engine.period_s * (1.5 if engine.config.trigger == "images" else 1.0)
+            next_tick_s = (
+                step.time_s if engine.config.trigger == "images" else next_tick_s
+            ) + wait_s
+            result = engine.step()
+            if result.command is not None:
+                for controller, (joints, positions) in result.command.by_controller().items():
+                    cell.command(controller, joints, result.command.times_s.tolist(), positions)
+                commands += 0 if result.command.hold else 1
+                if on_command is not None:
+                    on_command(step.time_s, result.command)
+
+
+def evaluate_in_process(
+    policy: Policy | str | Path,
+    config: EvaluationConfig | None = None,
+    twin_config_path: str | Path = "twin/default.yaml",
+    nominal_world_path: str | Path = "world/nominal.yaml",
+    inference: InferenceConfig | None = None,
+    belt_config_path: str | Path = "belt/belt_speed.yaml",
+    robot_spec: RobotSpec | None = None,
+    progress: Callable[[TrialRecord], None] | None = None,
+    on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
+) -> EvaluationReport:
+    """Evaluate a policy on the twin's cell in-process (see the module docstring).
+
+    Args:
+        policy: A loaded policy, or a checkpoint directory.
+        config: Protocol (default: 24 nominal + 26 shifted trials).
+        twin_config_path: The twin's world (relative: against ``config/``).
+        nominal_world_path: The published (nominal) world.
+        inference: Engine settings (stale limit, rate, velocity scale).
+        belt_config_path: ``belt_speed`` parameters for the encoder estimator.
+        robot_spec: When given, a checkpoint is refused unless it matches it.
+        progress: Called after each trial with its record.
+        on_command: Called with (trial, cell time, command) for every command sent.
+
+    Returns:
+        The report (``mode='in_process'``).
+
+    Raises:
+        r2s2r_policy.spec.SpecMismatchError: A checkpoint that does not match ``robot_spec``.
+        r2s2r_common.config.ConfigError: A world or belt config that cannot be loaded.
+
+    """
+    config = config or EvaluationConfig()
+    name = "policy"
+    if not isinstance(policy, Policy):
+        name = str(policy)
+        policy = load_checkpoint(policy, expected=robot_spec).policy
+    twin_path = resolve_config_path(twin_config_path)
+    cell = SimCell(
+        MujocoBackend(),
+        load_world(twin_path),
+        load_world(resolve_config_path(nominal_world_path)),
+        CellConfig(render_depth=False),
+    )
+    belt = EncoderBeltSpeed(load_belt_config(belt_config_path))
+    engine = InferenceEngine(policy, inference or InferenceConfig(), clock=lambda: cell.time_s)
+    report = EvaluationReport(
+        policy=name,
+        mode="in_process",
+        config=config,
+        metadata={"twin_config": twin_path.name, "engine_period_s": engine.period_s},
+    )
+    started = time.perf_counter()
+    try:
+        for trial in trial_plan(config):
+            hook = None
+            if on_command is not None:
+                hook = lambda t, c, trial=trial: on_command(trial, t, c)  # noqa: E731
+            record = run_trial(cell, engine, trial, belt, hook)
+            report.records.append(record)
+            if progress is not None:
+                progress(record)
+    finally:
+        cell.close()
+    report.wall_s = time.perf_counter() - started
+    stats = engine.stats()
+    report.metadata["safety_interventions"] = stats.interventions
+    report.metadata["inference_latency_p50_ms"] = stats.latency_p50_s * 1e3
+    return report

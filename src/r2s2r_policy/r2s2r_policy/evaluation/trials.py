@@ -1,0 +1,130 @@
+"""The evaluation protocol: which trials run (seed + condition), and what each one produced.
+
+The paper evaluates 50 trials on the real cell: 24 nominal and 26 under shifts the real
+demonstrations do not cover. The default :class:`EvaluationConfig` does the same with the twin's
+shift conditions (lighting 9, belt_speed 9, unseen_object 8). Trial ``i`` gets seed
+``base_seed + i``, so every policy of an experiment meets exactly the same trials, in the ROS
+harness and in the in-process evaluator alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+from r2s2r_common.config import ConfigModel
+
+NOMINAL = "nominal"
+DEFAULT_CONDITION_COUNTS: dict[str, int] = {
+    NOMINAL: 24,
+    "lighting": 9,
+    "belt_speed": 9,
+    "unseen_object": 8,
+}
+"""The paper's 24 nominal + 26 shifted trials, split over the twin's three shifts."""
+
+
+class EvaluationConfig(ConfigModel):
+    """Which trials an evaluation runs (``config/evaluation/default.yaml``)."""
+
+    trials_per_condition: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_CONDITION_COUNTS),
+        min_length=1,
+        description="Condition -> number of trials ('nominal' or a twin shift name).",
+    )
+    base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0; trial i: + i.")
+    interleave: bool = Field(
+        default=True,
+        description="Alternate conditions (round robin) instead of running them in blocks, so "
+        "drift over a session (temperature, wear) does not fall on one condition.",
+    )
+    trial_wall_timeout_s: float = Field(
+        default=120.0, gt=0.0, le=3600.0, description="ROS harness: wall-clock limit per trial."
+    )
+
+    @field_validator("trials_per_condition")
+    @classmethod
+    def _counts(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in value.items() if v < 0}
+        if bad:
+            raise ValueError(f"trial counts must be >= 0, got {bad}")
+        if sum(value.values()) == 0:
+            raise ValueError("at least one trial expected, all counts are 0")
+        return value
+
+    @property
+    def total_trials(self) -> int:
+        """Number of trials."""
+        return sum(self.trials_per_condition.values())
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial to run.
+
+    Attributes:
+        index: Position in the protocol (0-based).
+        seed: Trial seed (objects, arrival times, offsets).
+        condition: ``nominal`` or a shift name.
+
+    """
+
+    index: int
+    seed: int
+    condition: str
+
+    @property
+    def twin_condition(self) -> str:
+        """The condition as ``/trial/start`` takes it ('' for nominal is also accepted)."""
+        return self.condition
+
+
+def trial_plan(config: EvaluationConfig) -> list[TrialSpec]:
+    """List the ordered trials of an evaluation (deterministic from the config)."""
+    remaining = {k: v for k, v in config.trials_per_condition.items() if v > 0}
+    order: list[str] = []
+    if config.interleave:
+        while remaining:
+            for condition in list(remaining):
+                order.append(condition)
+                remaining[condition] -= 1
+                if remaining[condition] == 0:
+                    del remaining[condition]
+    else:
+        for condition, count in remaining.items():
+            order += [condition] * count
+    return [TrialSpec(index=i, seed=config.base_seed + i, condition=c) for i, c in enumerate(order)]
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What one trial produced (the operator's judgement plus bookkeeping).
+
+    Attributes:
+        index: Protocol position.
+        seed: Trial seed.
+        condition: Condition.
+        success: Operator's success judgement.
+        reason: ``success`` or the failure reason (``timeout``, ``dropped``...; the harness adds
+            ``harness_timeout`` / ``start_failed`` when the cell never answered).
+        object_type: Object type(s) of the trial.
+        duration_s: Simulated (cell) time from start to decision.
+        wall_s: Wall-clock time the trial took.
+        commands_sent: Action chunks sent during the trial (in-process path; -1 if unknown).
+
+    """
+
+    index: int
+    seed: int
+    condition: str
+    success: bool
+    reason: str
+    object_type: str = ""
+    duration_s: float = 0.0
+    wall_s: float = 0.0
+    commands_sent: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return asdict(self)

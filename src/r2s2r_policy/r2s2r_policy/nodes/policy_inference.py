@@ -1,0 +1,410 @@
+"""``policy_inference``: a lifecycle node that drives the arm and hand with a policy checkpoint.
+
+configure: parameters -> :class:`PolicyInferenceParams`; the checkpoint is loaded with
+``load_checkpoint(path, expected=RobotSpec)`` where the robot spec comes from the parameters
+(camera keys and the image size this node feeds, joint and action names, belt speed). A spec
+mismatch logs every mismatch and returns FAILURE: the node stays unconfigured and never
+commands. Subscriptions: ``/<camera>/image_raw`` per camera key (sensor-data QoS;
+``head_camera_rgb`` -> ``/head_camera/image_raw``), ``/joint_states``, ``/belt/speed``.
+
+activate: observations are cleared (the policy waits for fresh inputs) and the
+:class:`~r2s2r_policy.inference.InferenceEngine` worker thread starts; every action chunk is
+published as ONE JointTrajectory with several points (``time_from_start`` set, header stamp
+zero = start now) per controller on ``/arm_controller/joint_trajectory`` and
+``/hand_controller/joint_trajectory``. Safety (joint position and velocity limits, stale inputs
+-> one hold then nothing, NaN/Inf chunks dropped) is the engine's.
+
+deactivate: the worker stops at once and one hold at the measured position is sent. cleanup:
+the policy, subscriptions and publishers are freed. ``/diagnostics`` (1 Hz): inference latency
+p50/p99, observation ages, commands and holds sent, safety interventions by kind, dropped
+messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TwistStamped
+from pydantic import Field
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
+from r2s2r_common.ros.params import (
+    add_schema_validation,
+    config_from_parameters,
+    declare_schema_parameters,
+)
+from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+from sensor_msgs.msg import Image, JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from r2s2r_policy.checkpoint import CheckpointError, load_checkpoint
+from r2s2r_policy.inference import ActionCommand, InferenceConfig, InferenceEngine
+from r2s2r_policy.spec import DEFAULT_IMAGE_KEYS, ImageSpec, RobotSpec, SpecMismatchError
+
+
+class PolicyInferenceParams(ConfigModel):
+    """Parameters of the ``policy_inference`` node (each one a declared ROS parameter)."""
+
+    checkpoint_path: str = Field(
+        default="", description="Policy checkpoint directory (model.safetensors + config.yaml)."
+    )
+    stale_observation_s: float = Field(
+        default=0.2,
+        gt=0.0,
+        le=10.0,
+        description="An input older than this (wall clock since receipt) stops commanding.",
+    )
+    command_rate_hz: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1000.0,
+        description="Inference/command rate (wall clock); 0 = the checkpoint's control rate.",
+    )
+    velocity_limit_scale: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Fraction of the joint velocity limits allowed."
+    )
+    hold_time_s: float = Field(
+        default=0.1, gt=0.0, le=10.0, description="time_from_start of a hold command's point."
+    )
+    trigger: Literal["images", "timer"] = Field(
+        default="images",
+        description="images: infer when every camera has a new frame; timer: every period.",
+    )
+    camera_keys: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_IMAGE_KEYS),
+        min_length=1,
+        description="Camera inputs offered; key 'X_rgb' is read from /X/image_raw.",
+    )
+    image_height_px: int = Field(
+        default=128, ge=8, le=1024, description="Height the node resizes every image to."
+    )
+    image_width_px: int = Field(
+        default=128, ge=8, le=1024, description="Width the node resizes every image to."
+    )
+    joint_names: list[str] = Field(
+        default_factory=lambda: list(ALL_JOINT_NAMES),
+        min_length=1,
+        description="Joint state the robot offers (policy order).",
+    )
+    action_names: list[str] = Field(
+        default_factory=lambda: list(ALL_JOINT_NAMES),
+        min_length=1,
+        description="Commandable joints (policy order).",
+    )
+    has_belt_speed: bool = Field(default=True, description="Whether /belt/speed is available.")
+    joint_states_topic: str = Field(default="/joint_states", description="JointState input.")
+    belt_speed_topic: str = Field(default="/belt/speed", description="TwistStamped belt speed.")
+    diagnostics_period_s: float = Field(
+        default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics."
+    )
+    torch_threads: int = Field(
+        default=1, ge=0, le=64, description="torch intra-op threads (0 = torch default)."
+    )
+    autostart: bool = Field(
+        default=True, description="Configure and activate at start-up (no lifecycle manager)."
+    )
+
+    def robot_spec(self) -> RobotSpec:
+        """Return what this node offers a policy."""
+        return RobotSpec(
+            images=[
+                ImageSpec(key=key, height_px=self.image_height_px, width_px=self.image_width_px)
+                for key in self.camera_keys
+            ],
+            joint_names=list(self.joint_names),
+            action_names=list(self.action_names),
+            has_belt_speed=self.has_belt_speed,
+        )
+
+    def inference_config(self) -> InferenceConfig:
+        """Return the engine's settings."""
+        return InferenceConfig(
+            stale_observation_s=self.stale_observation_s,
+            command_rate_hz=self.command_rate_hz,
+            velocity_limit_scale=self.velocity_limit_scale,
+            hold_time_s=self.hold_time_s,
+            trigger=self.trigger,
+        )
+
+
+def camera_topic(key: str) -> str:
+    """Return the image topic of a camera key: ``head_camera_rgb`` -> ``/head_camera/image_raw``."""
+    return f"/{key.removesuffix('_rgb')}/image_raw"
+
+
+def duration_msg(seconds: float) -> Duration:
+    """``builtin_interfaces/Duration`` of ``seconds`` (≥ 0)."""
+    nanoseconds = round(seconds * 1e9)
+    return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
+def trajectory_messages(command: ActionCommand) -> dict[str, JointTrajectory]:
+    """One JointTrajectory per controller (header stamp zero: start on receipt)."""
+    messages: dict[str, JointTrajectory] = {}
+    durations = [duration_msg(float(t)) for t in command.times_s]
+    for controller, (names, positions) in command.by_controller().items():
+        msg = JointTrajectory(joint_names=list(names))
+        msg.points = [
+            JointTrajectoryPoint(positions=row.tolist(), time_from_start=durations[index])
+            for index, row in enumerate(np.asarray(positions, dtype=np.float64))
+        ]
+        messages[controller] = msg
+    return messages
+
+
+class PolicyInferenceNode(LifecycleNode):
+    """The policy inference node; see the module docstring.
+
+    Args:
+        node_name: ROS node name.
+        **kwargs: Passed to ``rclpy.lifecycle.Node`` (``context``, ``parameter_overrides``...).
+
+    """
+
+    def __init__(self, node_name: str = "policy_inference", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._schema = declare_schema_parameters(self, PolicyInferenceParams)
+        add_schema_validation(self, self._schema)
+        self.params: PolicyInferenceParams | None = None
+        self.engine: InferenceEngine | None = None
+        self.last_error = ""
+        self._pubs: dict[str, Any] = {}
+        self._subs: list[Any] = []
+        self._diagnostics_timer: Any = None
+        self._dropped: dict[str, int] = {}
+        self._dropped_lock = threading.Lock()
+        self._active = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        """Load the checkpoint against the robot spec; FAILURE (reason logged) if it misfits."""
+        try:
+            params = config_from_parameters(self, self._schema, PolicyInferenceParams)
+            if not params.checkpoint_path:
+                raise ConfigError("checkpoint_path: expected a checkpoint directory, got ''")
+            loaded = load_checkpoint(params.checkpoint_path, expected=params.robot_spec())
+            if params.torch_threads > 0:
+                import torch
+
+                torch.set_num_threads(params.torch_threads)
+            engine = InferenceEngine(
+                loaded.policy, params.inference_config(), publish=self._publish_command
+            )
+        except (ConfigError, CheckpointError, SpecMismatchError, KeyError, ValueError) as error:
+            self.last_error = str(error)
+            self.get_logger().error(f"configure failed: {error}")
+            return TransitionCallbackReturn.FAILURE
+        self.params, self.engine, self.last_error = params, engine, ""
+        self._dropped = {"image": 0, "joint_states": 0, "belt_speed": 0}
+        self._create_interfaces(params)
+        spec = loaded.policy.spec
+        self.get_logger().info(
+            f"configured: {loaded.path} ({spec.model.type}, chunk {spec.chunk_length} at "
+            f"{spec.control_rate_hz:g} Hz, commands every {engine.period_s * 1e3:.0f} ms)"
+        )
+        return TransitionCallbackReturn.SUCCESS
+
+    def _create_interfaces(self, params: PolicyInferenceParams) -> None:
+        self._pubs = {
+            controller: self.create_lifecycle_publisher(
+                JointTrajectory, f"/{controller}_controller/joint_trajectory", RELIABLE_QOS
+            )
+            for controller in ("arm", "hand")
+        }
+        self._pubs["diagnostics"] = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._subs = [
+            self.create_subscription(
+                Image,
+                camera_topic(key),
+                lambda msg, key=key: self._on_image(key, msg),
+                SENSOR_DATA_QOS,
+            )
+            for key in params.camera_keys
+        ]
+        self._subs.append(
+            self.create_subscription(
+                JointState, params.joint_states_topic, self._on_joint_states, DEFAULT_QOS
+            )
+        )
+        if params.has_belt_speed:
+            self._subs.append(
+                self.create_subscription(
+                    TwistStamped, params.belt_speed_topic, self._on_belt_speed, DEFAULT_QOS
+                )
+            )
+        self._diagnostics_timer = self.create_timer(
+            params.diagnostics_period_s, self._publish_diagnostics
+        )
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        """Clear observations and start the inference worker."""
+        result = super().on_activate(state)
+        assert self.engine is not None
+        self.engine.reset()
+        self._active = True
+        self.engine.start()
+        self.get_logger().info("active: commanding the arm and hand")
+        return result
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        """Stop commanding at once and send one hold at the measured position."""
+        self._active = False
+        if self.engine is not None:
+            self.engine.stop(send_hold=True)
+        self.get_logger().info("inactive: commands stopped, holding")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        """Free the policy, subscriptions and publishers."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        """Stop commanding (with a hold if active) and free everything."""
+        if self._active and self.engine is not None:
+            self._active = False
+            self.engine.stop(send_hold=True)
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _release(self) -> None:
+        if self.engine is not None:
+            self.engine.stop(send_hold=False)
+        self.engine = None
+        for subscription in self._subs:
+            self.destroy_subscription(subscription)
+        self._subs = []
+        if self._diagnostics_timer is not None:
+            self.destroy_timer(self._diagnostics_timer)
+            self._diagnostics_timer = None
+        for key, publisher in self._pubs.items():
+            if key == "diagnostics":
+                self.destroy_publisher(publisher)
+            else:
+                self.destroy_lifecycle_publisher(publisher)
+        self._pubs = {}
+        self.params = None
+
+    def autostart(self) -> bool:
+        """Configure and activate (no lifecycle manager needed); False if configure failed."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            return False
+        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+    # -- inputs (short callbacks: convert and store; inference runs on the engine's thread) ---
+    def _drop(self, what: str, reason: str) -> None:
+        with self._dropped_lock:
+            self._dropped[what] = self._dropped.get(what, 0) + 1
+        self.get_logger().warning(f"dropped {what} message: {reason}", throttle_duration_sec=5.0)
+
+    def _on_image(self, key: str, msg: Image) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        try:
+            array = from_image_msg(msg)
+            if msg.encoding == "bgr8":
+                array = np.ascontiguousarray(array[:, :, ::-1])
+            elif msg.encoding != "rgb8":
+                raise ImageConversionError(f"encoding {msg.encoding!r}: expected rgb8 or bgr8")
+            engine.observe_image(key, array)
+        except (ImageConversionError, ValueError) as error:
+            self._drop("image", f"{key}: {error}")
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        try:
+            engine.observe_joints(list(msg.name), list(msg.position))
+        except ValueError as error:
+            self._drop("joint_states", str(error))
+
+    def _on_belt_speed(self, msg: TwistStamped) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        try:
+            engine.observe_belt_speed(float(msg.twist.linear.x))
+        except ValueError as error:
+            self._drop("belt_speed", str(error))
+
+    # -- outputs -----------------------------------------------------------------------------
+    def _publish_command(self, command: ActionCommand) -> None:
+        for controller, msg in trajectory_messages(command).items():
+            publisher = self._pubs.get(controller)
+            if publisher is not None:
+                publisher.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        stats = engine.stats()
+        with self._dropped_lock:
+            dropped = dict(self._dropped)
+        values = {
+            "state": "active" if self._active else "inactive",
+            "inference_latency_p50_ms": f"{stats.latency_p50_s * 1e3:.2f}",
+            "inference_latency_p99_ms": f"{stats.latency_p99_s * 1e3:.2f}",
+            "commands_sent": str(stats.commands_sent),
+            "holds_sent": str(stats.holds_sent),
+            **{f"safety_{k}": str(v) for k, v in stats.interventions.items()},
+            **{
+                f"observation_age_ms.{k}": f"{v * 1e3:.1f}"
+                for k, v in stats.observation_age_s.items()
+            },
+            **{f"dropped_{k}": str(v) for k, v in dropped.items()},
+            "last_error": stats.last_error,
+        }
+        params = self.params
+        stale = params is not None and any(
+            age > params.stale_observation_s for age in stats.observation_age_s.values()
+        )
+        level, message = DiagnosticStatus.OK, "commanding" if self._active else "inactive"
+        if self._active and stale:
+            level, message = DiagnosticStatus.WARN, "stale observations: holding"
+        if stats.interventions.get("inference_error", 0) or stats.interventions.get(
+            "non_finite_action", 0
+        ):
+            level = DiagnosticStatus.WARN
+            message += " (chunks dropped)"
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: policy",
+            message=message,
+            hardware_id="policy_inference",
+            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._pubs["diagnostics"].publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the node; with ``autostart`` it configures and activates itself."""
+    rclpy.init(args=args)
+    node = PolicyInferenceNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        if node.get_parameter("autostart").value and not node.autostart():
+            node.get_logger().error("autostart failed; waiting for lifecycle transitions")
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node.engine is not None:
+            node.engine.stop(send_hold=node._active)
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
