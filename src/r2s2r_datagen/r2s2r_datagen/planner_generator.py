@@ -29,7 +29,7 @@ from r2s2r_sim.backend import SimBackend
 from r2s2r_datagen.generator import EpisodeJob, GenerationResult
 from r2s2r_datagen.recording import RecordingBackend
 
-DEFAULT_PLANNER_FUNCTION = "r2s2r_planner:plan_and_execute_pick"
+DEFAULT_PLANNER_FUNCTION = "r2s2r_planner.pick:plan_and_execute_pick"
 """Where the planner's pick function lives (option ``function`` overrides it)."""
 
 PlannerFunction = Callable[..., Any]
