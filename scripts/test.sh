@@ -19,5 +19,5 @@ MYPYPATH="$(find src -mindepth 1 -maxdepth 1 -type d | paste -sd:):$ROOT" \
   mypy --no-error-summary "${PACKAGES[@]}" r2s2r
 
 echo "== pytest"
-python -m pytest --import-mode=importlib -q tests src "$@"
+python -m pytest -q tests src "$@"
 echo "== tests finished in $(( $(date +%s) - STARTED )) s"

@@ -21,5 +21,5 @@ setup(
         "system identification, belt calibration."
     ),
     license="Apache-2.0",
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": ["calibration = r2s2r_calibration.nodes.calibration:main"]},
 )

@@ -22,6 +22,7 @@ setup(
         "console_scripts": [
             "real_twin = r2s2r_sim.nodes.real_twin:main",
             "sim_bridge = r2s2r_sim.nodes.sim_bridge:main",
+            "demonstrator = r2s2r_sim.demonstrator.node:main",
         ]
     },
 )

@@ -28,6 +28,7 @@ from scipy.special import ndtr
 
 from r2s2r_calibration.errors import BlurEstimationError
 from r2s2r_calibration.geometry import FloatArray, rvec_tvec_from_pose
+from r2s2r_calibration.intrinsics import CalibrationBoard, ChessboardConfig
 
 PIXEL_BOX_VARIANCE_PX2 = 1.0 / 12.0
 
@@ -79,9 +80,12 @@ class BlurResult:
     n_views: int
 
 
-def _black_squares(board: cv2.aruco.CharucoBoard) -> npt.NDArray[np.bool_]:
+def _black_squares(board: CalibrationBoard) -> npt.NDArray[np.bool_]:
     """Which chessboard squares are printed black, (rows, cols), read from the board image."""
     squares_x, squares_y = board.getChessboardSize()
+    if isinstance(board, ChessboardConfig):
+        rows, cols = np.mgrid[0:squares_y, 0:squares_x]
+        return np.asarray((rows + cols) % 2 == 0)
     texels = 20
     image = board.generateImage((squares_x * texels, squares_y * texels), marginSize=0)
     # Sample next to a square's corner: inside the white margin of marker squares.
@@ -151,7 +155,7 @@ def _board_coordinates(
 
 
 def estimate_blur(
-    board: cv2.aruco.CharucoBoard,
+    board: CalibrationBoard,
     images: list[npt.NDArray[np.uint8]],
     board_poses: list[FloatArray],
     camera_matrix: FloatArray,
@@ -161,7 +165,8 @@ def estimate_blur(
     """Estimate the Gaussian blur sigma from board edges in calibrated views.
 
     Args:
-        board: The board shown in the views.
+        board: The board shown in the views (ChArUco, or a plain chessboard: its edges are
+            black | white square | black, fitted within 0.45 squares of the edge).
         images: 8-bit grey (or BGR) views of the board.
         board_poses: ``T_camera_board`` of each view (e.g. from the intrinsics calibration).
         camera_matrix: 3x3 K (px).
@@ -185,9 +190,18 @@ def estimate_blur(
     dist = np.asarray(distortion, dtype=float).reshape(-1)
     squares_x, squares_y = board.getChessboardSize()
     square_m = float(board.getSquareLength())
-    marker_m = float(board.getMarkerLength())
-    margin_m = 0.5 * (square_m - marker_m)
-    bit_m = marker_m / (board.getDictionary().markerSize + 2)
+    if isinstance(board, ChessboardConfig):
+        # The "margin" is the whole white square; fit the middle of the edge, up to 0.45
+        # squares away from it (the next edge, a square away, stays out of the profile).
+        margin_m = square_m
+        along_lo_m = 0.2 * square_m
+        across_max_m = 0.45 * square_m
+    else:
+        marker_m = float(board.getMarkerLength())
+        margin_m = 0.5 * (square_m - marker_m)
+        bit_m = marker_m / (board.getDictionary().markerSize + 2)
+        along_lo_m = margin_m + 0.2 * (square_m - 2 * margin_m)
+        across_max_m = margin_m + 0.5 * bit_m
     black = _black_squares(board)
     sigmas: list[float] = []
     views_used = 0
@@ -198,7 +212,7 @@ def estimate_blur(
             np.asarray(pose, dtype=float),
             K,
             dist,
-            (squares_x, squares_y, square_m, margin_m, bit_m),
+            (squares_x, squares_y, square_m, margin_m, along_lo_m, across_max_m),
             black,
             cfg,
         )
@@ -245,11 +259,11 @@ def _view_edge_sigmas(
     pose: FloatArray,
     camera_matrix: FloatArray,
     distortion: FloatArray,
-    geometry: tuple[int, int, float, float, float],
+    geometry: tuple[int, int, float, float, float, float],
     black: npt.NDArray[np.bool_],
     cfg: BlurConfig,
 ) -> list[float]:
-    squares_x, squares_y, square_m, margin_m, bit_m = geometry
+    squares_x, squares_y, square_m, margin_m, along_lo, across_max = geometry
     height, width = grey.shape
     outline = np.array(
         [[0, 0, 0], [squares_x, 0, 0], [0, squares_y, 0], [squares_x, squares_y, 0]], float
@@ -265,7 +279,6 @@ def _view_edge_sigmas(
     pixels = np.column_stack([grid_u.ravel(), grid_v.ravel()])
     board_xy = _board_coordinates(pixels, camera_matrix, distortion, pose)
     values = grey[v0:v1, u0:u1].ravel()
-    along_lo = margin_m + 0.2 * (square_m - 2 * margin_m)
     along_hi = square_m - along_lo
     sigmas: list[float] = []
     # Vertical edges x = j*sq between columns j-1 and j; horizontal edges y = i*sq.
@@ -284,7 +297,7 @@ def _view_edge_sigmas(
             (along > along_lo)
             & (along < along_hi)
             & (across > -0.45 * square_m)
-            & (across < margin_m + 0.5 * bit_m)
+            & (across < across_max)
         )
         if np.count_nonzero(mask) < cfg.min_pixels_per_edge:
             continue

@@ -1,54 +1,47 @@
-"""``r2s2r ground``: run the world-grounding procedure and write the artifact and the report."""
+"""``r2s2r ground``: ground the simulator against a running cell over ROS.
+
+The cell runs in another terminal (``r2s2r launch real_deploy``), or this command starts a bring-up
+graph as separate, supervised processes with ``--launch GRAPH`` and ``--launch-arg NAME:=VALUE``
+(the values are handed to the graph as ``r2s2r launch`` would; this command never reads them).
+The procedure runs in the ``calibration`` lifecycle node, in this process, and writes the artifact
+and the grounding report.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
-from r2s2r_common.config import ConfigError
-from r2s2r_sim.world import WorldParams, load_world
-
-from r2s2r_calibration.artifact import format_residual_table, save_artifact
-from r2s2r_calibration.procedure import (
-    GroundingRun,
-    ProcedureConfig,
-    parse_steps,
-    run_grounding,
-)
-from r2s2r_calibration.report import build_report, format_report, save_report
 
 
-def ground_in_process_twin(
-    twin_config: str | Path,
-    nominal: WorldParams,
-    steps: list[str],
-    config: ProcedureConfig | None = None,
-    progress: object = None,
-) -> GroundingRun:
-    """Start a twin cell in this process (the twin reads its file) and ground against it.
+@contextlib.contextmanager
+def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> Iterator[None]:
+    """Run a bring-up graph (separate processes) for the duration of the block.
 
-    The procedure sees only what the cell publishes (:class:`SimCellClient`); the twin file is
-    handed to the cell, exactly as ``real_twin`` would get it as a launch argument.
+    Raises:
+        click.UsageError: Unknown graph or bad launch arguments.
+
     """
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    from r2s2r_sim.cell_runtime import SimCell
-    from r2s2r_sim.mujoco_backend import MujocoBackend
+    if graph is None:
+        yield
+        return
+    from r2s2r.graph import GraphError, load_graph, parse_launch_arguments, resolve_graph
+    from r2s2r.supervisor import GraphSupervisor
 
-    from r2s2r_calibration.sim_cell_client import SimCellClient
-
-    cell = SimCell(MujocoBackend(), load_world(twin_config), nominal)
     try:
-        return run_grounding(
-            SimCellClient(cell),
-            nominal,
-            steps,
-            config,
-            progress,  # type: ignore[arg-type]
-        )
+        nodes = resolve_graph(load_graph(graph), parse_launch_arguments(arguments))
+    except GraphError as error:
+        raise click.UsageError(str(error)) from None
+    supervisor = GraphSupervisor(nodes, log_dir)
+    supervisor.start()
+    try:
+        yield
     finally:
-        cell.close()
+        supervisor.shutdown()
 
 
 @click.command("ground")
@@ -60,36 +53,83 @@ def ground_in_process_twin(
 )
 @click.option(
     "--nominal",
-    default="config/world/nominal.yaml",
+    default="world/nominal.yaml",
     show_default=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Nominal world file.",
+    help="Nominal world file (relative paths resolve against config/).",
 )
 @click.option(
-    "--start-twin",
-    "twin_config",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Start an in-process twin cell from this twin file (the only cell supported yet).",
+    "--launch",
+    "graph",
+    default=None,
+    help="Start this bring-up graph (e.g. real_deploy) as separate processes first.",
 )
-def ground_command(output: str, steps: str, nominal: str, twin_config: str) -> None:
-    """Ground the simulator against a cell: write the artifact and the grounding report."""
+@click.option(
+    "--launch-arg",
+    "launch_arguments",
+    multiple=True,
+    help="NAME:=VALUE launch argument of --launch (repeatable), passed on unread.",
+)
+@click.option(
+    "--no-board-operator",
+    is_flag=True,
+    help="The cell has no board operator topic (board steps then fail with a reason).",
+)
+@click.option(
+    "--timeout-s", default=60.0, show_default=True, help="Limit of each wait on the cell (s)."
+)
+def ground_command(
+    output: str,
+    steps: str,
+    nominal: str,
+    graph: str | None,
+    launch_arguments: tuple[str, ...],
+    no_board_operator: bool,
+    timeout_s: float,
+) -> None:
+    """Ground the simulator against a running cell: write the artifact and the report."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from r2s2r_calibration.nodes.calibration import CalibrationNode, spin_until_done
+    from r2s2r_calibration.procedure import parse_steps
+
     try:
-        step_names = parse_steps(steps)
-        nominal_world = load_world(nominal)
-    except (ValueError, ConfigError) as error:
+        parse_steps(steps)
+    except ValueError as error:
         raise click.UsageError(str(error)) from None
+    log_dir = Path(output).with_suffix("").parent / "ground_logs"
     started = time.perf_counter()
-    run = ground_in_process_twin(twin_config, nominal_world, step_names, progress=click.echo)
-    wall = time.perf_counter() - started
-    save_artifact(run.artifact, output)
-    click.echo(format_residual_table(run.artifact))
-    figures, traces = build_report(run, nominal_world)
-    click.echo(format_report(figures))
-    for path in save_report(figures, traces, output):
-        click.echo(f"wrote {path}")
-    click.echo(f"wrote {output} (steps {run.steps_run}, {wall:.1f} s)")
-    if run.failures:
-        for step, message in run.failures.items():
+    with launched_graph(graph, list(launch_arguments), log_dir):
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        try:
+            node = CalibrationNode(
+                context=context,
+                progress=click.echo,
+                parameter_overrides=[
+                    Parameter("output_path", value=str(output)),
+                    Parameter("steps", value=steps),
+                    Parameter("nominal_world_path", value=nominal),
+                    Parameter("board_operator", value=not no_board_operator),
+                    Parameter("timeout_s", value=float(timeout_s)),
+                ],
+            )
+            executor = MultiThreadedExecutor(num_threads=3, context=context)
+            executor.add_node(node)
+            if not node.autostart():
+                raise click.UsageError("the calibration node failed to configure (see the log)")
+            spin_until_done(node, executor)
+            executor.shutdown()
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+    click.echo(f"r2s2r ground: {time.perf_counter() - started:.1f} s wall in all")
+    if node.error is not None:
+        click.echo(f"grounding failed: {node.error}", err=True)
+        raise SystemExit(1)
+    if node.run is not None and node.run.failures:
+        for step, message in node.run.failures.items():
             click.echo(f"step {step} failed: {message}", err=True)
         raise SystemExit(1)

@@ -1,9 +1,17 @@
-"""Camera intrinsics and distortion from ChArUco views, with coverage guidance and refusal.
+"""Camera intrinsics and distortion from board views, with coverage guidance and refusal.
 
-The board is a :class:`cv2.aruco.CharucoBoard` (OpenCV 5): board frame at the top-left corner
-of the printed chessboard, x along the squares to the right, y down the printed image, z into
-the board. Calibration uses ``CharucoDetector`` + ``board.matchImagePoints`` +
-``cv2.calibrateCameraExtended`` (pinhole, distortion ``k1, k2, p1, p2, k3``).
+Two kinds of board, one frame convention (board frame at the top-left corner of the printed
+chessboard, x along the squares to the right, y down the printed image, z into the board):
+
+- a :class:`cv2.aruco.CharucoBoard` (OpenCV 5): ``CharucoDetector`` + ``board.matchImagePoints``;
+  partial views work, but its markers need ~3 px per marker bit to decode;
+- a plain chessboard (:class:`ChessboardConfig`): ``cv2.findChessboardCornersSB``, which finds
+  the corners of squares only 6-8 px wide under 1-1.5 px of blur, where ChArUco markers are
+  unreadable (small, low-resolution cameras such as the 128 px cell cameras). The whole board
+  must be in view; with one odd and one even number of squares the colour of the first square
+  (black) fixes the board's orientation, so every view gets the same board frame.
+
+Calibration uses ``cv2.calibrateCameraExtended`` (pinhole, distortion ``k1, k2, p1, p2, k3``).
 
 A calibration is refused (specific :mod:`r2s2r_calibration.errors`) rather than returned poor:
 too few views detecting the board, too few *distinct* views, image regions or tilt directions
@@ -79,6 +87,48 @@ class CharucoBoardConfig(ConfigModel):
         return (self.square_length_m - self.marker_length_m) / (2.0 * self.square_length_m)
 
 
+class ChessboardConfig(ConfigModel):
+    """Geometry of a printed plain chessboard (the first, top-left square is black)."""
+
+    squares_x: int = Field(7, ge=3, le=64, description="Squares along the board x.")
+    squares_y: int = Field(6, ge=3, le=64, description="Squares along the board y.")
+    square_length_m: float = Field(
+        0.04, gt=0.0, le=1.0, description="Printed side of one square (m)."
+    )
+
+    @model_validator(mode="after")
+    def _orientation_fixed(self) -> ChessboardConfig:
+        if (self.squares_x + self.squares_y) % 2 == 0:
+            raise ValueError(
+                f"squares_x = {self.squares_x}, squares_y = {self.squares_y}: expected one odd "
+                "and one even count (otherwise the board's orientation is ambiguous)"
+            )
+        return self
+
+    @property
+    def pattern_size(self) -> tuple[int, int]:
+        """Inner corners (columns, rows), as OpenCV's chessboard functions take them."""
+        return (self.squares_x - 1, self.squares_y - 1)
+
+    def object_points(self) -> FloatArray:
+        """(N, 3) inner corners in the board frame, row-major (corner id = row * cols + col)."""
+        cols, rows = self.pattern_size
+        grid = np.mgrid[1 : rows + 1, 1 : cols + 1].reshape(2, -1).T[:, ::-1]
+        return np.column_stack([grid * self.square_length_m, np.zeros(len(grid))])
+
+    def getChessboardSize(self) -> tuple[int, int]:  # noqa: N802 (CharucoBoard's spelling)
+        """(squares_x, squares_y), like :meth:`cv2.aruco.CharucoBoard.getChessboardSize`."""
+        return (self.squares_x, self.squares_y)
+
+    def getSquareLength(self) -> float:  # noqa: N802 (CharucoBoard's spelling)
+        """Square side (m), like :meth:`cv2.aruco.CharucoBoard.getSquareLength`."""
+        return self.square_length_m
+
+
+CalibrationBoard = cv2.aruco.CharucoBoard | ChessboardConfig
+"""A board the calibrations accept."""
+
+
 def make_board(config: CharucoBoardConfig) -> cv2.aruco.CharucoBoard:
     """Build the OpenCV board object described by ``config``."""
     dictionary = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, config.dictionary))
@@ -124,6 +174,16 @@ class IntrinsicsConfig(ConfigModel):
     )
     max_principal_point_std_px: float = Field(
         1.0, gt=0.0, le=100.0, description="Refuse when std(cx) or std(cy) exceeds this (px)."
+    )
+    zero_tangential: bool = Field(
+        False,
+        description="Hold p1 = p2 = 0 (when tangential distortion moves corners by far less than "
+        "their noise it only correlates with the principal point).",
+    )
+    fix_k3: bool = Field(
+        False,
+        description="Hold k3 at 0 (few corners per view or a narrow lens: k3 is then not "
+        "observable and only inflates the focal length's uncertainty).",
     )
 
 
@@ -226,12 +286,12 @@ class IntrinsicsResult:
 
 
 def detect_board(
-    board: cv2.aruco.CharucoBoard, image: npt.NDArray[np.uint8], min_corners: int = 4
+    board: CalibrationBoard, image: npt.NDArray[np.uint8], min_corners: int = 4
 ) -> BoardDetection | None:
-    """Detect ChArUco corners in one image.
+    """Detect the board's corners in one image.
 
     Args:
-        board: The board.
+        board: A ChArUco board or a plain chessboard (:class:`ChessboardConfig`).
         image: 8-bit grey or BGR image.
         min_corners: Fewer corners than this counts as "not detected".
 
@@ -248,6 +308,8 @@ def detect_board(
             "expected uint8 grey (H, W) or BGR (H, W, 3)"
         )
     grey = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    if isinstance(board, ChessboardConfig):
+        return detect_chessboard(board, np.asarray(grey, dtype=np.uint8))
     detector = cv2.aruco.CharucoDetector(board)
     corners, ids, _, _ = detector.detectBoard(grey)
     if ids is None or corners is None or len(ids) < min_corners:
@@ -259,6 +321,62 @@ def detect_board(
         object_points_m=np.asarray(object_points, dtype=np.float64).reshape(-1, 3),
         image_size_px=(grey.shape[1], grey.shape[0]),
     )
+
+
+def detect_chessboard(
+    board: ChessboardConfig, grey: npt.NDArray[np.uint8], max_homography_error_px: float = 2.0
+) -> BoardDetection | None:
+    """Find a whole plain chessboard in a grey image, in the board's own corner order.
+
+    ``findChessboardCornersSB`` orders the corners from either end of the board; the square
+    next to the first corner must be black (the board definition), else the order is reversed.
+    A grid whose corners stray more than ``max_homography_error_px`` from a plane's projection
+    (lens distortion stays well below it over a board) is a false detection and refused.
+
+    Returns:
+        The detection (every inner corner), or None when the board is not (wholly) seen.
+
+    """
+    flags = cv2.CALIB_CB_EXHAUSTIVE | cv2.CALIB_CB_ACCURACY | cv2.CALIB_CB_NORMALIZE_IMAGE
+    found, corners = cv2.findChessboardCornersSB(grey, board.pattern_size, flags=flags)
+    if not found or corners is None:
+        return None
+    points = np.asarray(corners, dtype=np.float64).reshape(-1, 2)
+    objects = board.object_points()
+    # A grid latched onto other edges (the board's outline, the scene) is not a plane's
+    # projection: refuse views whose corners stray from the best homography.
+    homography, _ = cv2.findHomography(objects[:, :2], points)
+    if homography is None:
+        return None
+    mapped = cv2.perspectiveTransform(objects[:, :2].reshape(-1, 1, 2), homography).reshape(-1, 2)
+    if float(np.max(np.linalg.norm(mapped - points, axis=1))) > max_homography_error_px:
+        return None
+    if _first_square_brightness(board, grey, points, objects) > 0:
+        points = points[::-1].copy()
+    return BoardDetection(
+        charuco_ids=np.arange(len(points), dtype=np.int32),
+        image_points_px=points,
+        object_points_m=objects,
+        image_size_px=(grey.shape[1], grey.shape[0]),
+    )
+
+
+def _first_square_brightness(
+    board: ChessboardConfig, grey: npt.NDArray[np.uint8], points: FloatArray, objects: FloatArray
+) -> float:
+    """Mean grey of square (0, 0) minus square (0, 1) under the corners' homography."""
+    homography, _ = cv2.findHomography(objects[:, :2], points)
+    side = board.square_length_m
+    centres = np.array([[0.5 * side, 0.5 * side], [1.5 * side, 0.5 * side]])
+    offsets = np.array([[dx, dy] for dx in (-0.2, 0.0, 0.2) for dy in (-0.2, 0.0, 0.2)]) * side
+    samples = []
+    for centre in centres:
+        board_xy = (centre + offsets).reshape(-1, 1, 2)
+        pixels = cv2.perspectiveTransform(board_xy, homography).reshape(-1, 2)
+        cols = np.clip(np.rint(pixels[:, 0]).astype(int), 0, grey.shape[1] - 1)
+        rows = np.clip(np.rint(pixels[:, 1]).astype(int), 0, grey.shape[0] - 1)
+        samples.append(float(np.mean(grey[rows, cols])))
+    return samples[0] - samples[1]
 
 
 def _cell_counts(
@@ -343,14 +461,14 @@ def _is_duplicate(
 
 
 def calibrate_intrinsics(
-    board: cv2.aruco.CharucoBoard,
+    board: CalibrationBoard,
     images: list[npt.NDArray[np.uint8]],
     config: IntrinsicsConfig | None = None,
 ) -> IntrinsicsResult:
-    """Calibrate K and (k1, k2, p1, p2, k3) from ChArUco views.
+    """Calibrate K and (k1, k2, p1, p2, k3) from board views.
 
     Args:
-        board: The board shown in the views.
+        board: The board shown in the views (ChArUco or :class:`ChessboardConfig`).
         images: 8-bit images, all of the same size.
         config: Thresholds; defaults to :class:`IntrinsicsConfig`.
 
@@ -413,7 +531,14 @@ def calibrate_intrinsics(
     criteria = (cv2.TERM_CRITERIA_COUNT + cv2.TERM_CRITERIA_EPS, 100, 1e-12)
     (rms, camera_matrix, distortion, rvecs, tvecs, std_intrinsics, _, per_view) = (
         cv2.calibrateCameraExtended(  # type: ignore[call-overload]
-            object_points, image_points, image_size, None, None, criteria=criteria
+            object_points,
+            image_points,
+            image_size,
+            None,
+            None,
+            flags=(cv2.CALIB_FIX_K3 if cfg.fix_k3 else 0)
+            | (cv2.CALIB_ZERO_TANGENT_DIST if cfg.zero_tangential else 0),
+            criteria=criteria,
         )
     )
     poses = [pose_from_rvec_tvec(r, t) for r, t in zip(rvecs, tvecs, strict=True)]

@@ -15,9 +15,10 @@ Steps (each can run alone; later steps use earlier results when present):
   controller model fitted (:mod:`.sysid`).
 - ``belt``: encoder rate and the surface speed of an object on the belt, tracked in the head
   depth images (points above the registered belt surface), fitted with :mod:`.belt_model`.
-- ``intrinsics`` / ``extrinsics``: need ChArUco board views. A real cell has an operator who
-  holds the board; a cell client without a board operator (:attr:`CellClient.board_operator`)
-  makes these steps fail with a :class:`BoardUnavailableError` that says so.
+- ``intrinsics`` / ``extrinsics``: need board views (:mod:`.board_steps`). A real cell has an
+  operator who holds the board; a cell client without a board operator
+  (:attr:`CellClient.board_operator`) makes these steps fail with a
+  :class:`BoardUnavailableError` that says so.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from r2s2r_calibration.artifact import (
     scene_record,
 )
 from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_model
+from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError
 from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
+from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import (
     BoxPrimitive,
     ElementRegistration,
@@ -155,6 +158,10 @@ class CellClient(Protocol):
         """Return the camera's ``camera_info`` (nominal on an uncalibrated cell)."""
         ...
 
+    def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
+        """First RGB frame of ``camera`` stamped at or after ``after_s`` (default: now)."""
+        ...
+
     def capture_depth(self) -> tuple[float, npt_float32]:
         """Next head depth image: (stamp s, (H, W) float32 metres)."""
         ...
@@ -201,6 +208,7 @@ class ProcedureConfig(ConfigModel):
         0.01, gt=0.0, le=0.2, description="Points this far above the belt surface are object."
     )
     belt_min_points: int = Field(15, ge=3, le=100000, description="Object points per frame.")
+    board_steps: BoardStepsConfig = Field(default_factory=BoardStepsConfig)
 
 
 @dataclass
@@ -251,6 +259,11 @@ class GroundingRun:
     T_base_head_optical: FloatArray | None = None
     registrations: dict[str, ElementRegistration] = field(default_factory=dict)
     belt: BeltObservation | None = None
+    intrinsics: dict[str, IntrinsicsResult] = field(default_factory=dict)
+    board_views: dict[str, tuple[list[np.ndarray], list[float], list[FloatArray]]] = field(
+        default_factory=dict
+    )
+    T_base_head_optical_calibrated: FloatArray | None = None
 
 
 def parse_steps(text: str) -> list[str]:
@@ -526,22 +539,32 @@ def run_belt(
     )
 
 
-def run_board_step(client: CellClient, step: str) -> None:
+def run_board_step(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+    step: str,
+) -> None:
     """Board steps (intrinsics + blur, extrinsics): need a board operator.
 
     Raises:
-        BoardUnavailableError: Always when the cell has no board operator.
+        BoardUnavailableError: When the cell has no board operator.
 
     """
     if client.board_operator is None:
         raise BoardUnavailableError(
-            f"{step}: this cell offers no way to show a ChArUco board to the cameras (no board "
-            "operator); on hardware hold the board in front of each camera, on the twin a "
-            "/twin/operator/place_board service is needed"
+            f"{step}: this cell offers no way to show a calibration board to the cameras (no "
+            "board operator); on hardware hold the board in front of each camera, on the twin "
+            "the operator takes requests on /twin/operator/board_pose (place_board)"
         )
-    raise BoardUnavailableError(
-        f"{step}: board views at this camera resolution are not implemented (see the report)"
-    )
+    from r2s2r_calibration import board_steps  # board steps import this module
+
+    if step == "intrinsics":
+        board_steps.run_intrinsics_step(client, nominal, config, run, say)
+    else:
+        board_steps.run_extrinsics_step(client, nominal, config, run, say)
 
 
 _STEPS: dict[
@@ -588,7 +611,7 @@ def run_grounding(
             if step in _STEPS:
                 _STEPS[step](client, nominal, cfg, run, say)
             else:
-                run_board_step(client, step)
+                run_board_step(client, nominal, cfg, run, say, step)
             run.steps_run.append(step)
         except CalibrationError as error:
             run.failures[step] = str(error)

@@ -35,6 +35,7 @@ class SimCellClient:
         self._log_v: list[FloatArray] = []
         self._encoder: list[tuple[float, float]] = []
         self._depth: list[tuple[float, np.ndarray]] = []
+        self._frames: dict[str, tuple[float, np.ndarray]] = {}
         self._positions = cell.backend.joint_positions()
 
     @property
@@ -44,8 +45,8 @@ class SimCellClient:
 
     @property
     def board_operator(self) -> BoardOperator | None:
-        """The simulated cell has no calibration board."""
-        return None
+        """The cell's operator when the cell has a calibration board (``SimCell(board=...)``)."""
+        return _SimBoardOperator(self.cell) if self.cell.board is not None else None
 
     def _step(self) -> None:
         step = self.cell.step_control()
@@ -57,6 +58,7 @@ class SimCellClient:
         if step.encoder_angle_rad is not None:
             self._encoder.append((step.time_s, step.encoder_angle_rad))
         for frame in step.frames:
+            self._frames[frame.camera_name] = (frame.time_s, frame.rgb)
             if frame.depth_m is not None:
                 self._depth = [(frame.time_s, frame.depth_m)]
 
@@ -115,6 +117,13 @@ class SimCellClient:
             calibration.image_height,
         )
 
+    def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
+        """Step until ``camera`` captured a frame at or after ``after_s`` (default: now)."""
+        after = self.cell.time_s + 1e-9 if after_s is None else after_s
+        while camera not in self._frames or self._frames[camera][0] < after - 1e-9:
+            self._step()
+        return self._frames[camera]
+
     def capture_depth(self) -> tuple[float, np.ndarray]:
         """Step until the next head depth frame."""
         self._depth = []
@@ -145,6 +154,21 @@ class SimCellClient:
     def reset_cell(self) -> None:
         """Reset the cell to idle."""
         self.cell.reset()
+
+
+class _SimBoardOperator:
+    """The in-process cell's operator: places the board directly."""
+
+    def __init__(self, cell: SimCell):
+        self.cell = cell
+
+    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
+        """Put the board at a pose in a frame."""
+        self.cell.place_board(frame, T_frame_board)
+
+    def remove_board(self) -> None:
+        """Take the board away."""
+        self.cell.remove_board()
 
 
 def _matrix(translation: Sequence[float], quat_wxyz: Sequence[float]) -> FloatArray:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
 from r2s2r_common.config import ConfigError, ConfigModel
@@ -46,6 +48,19 @@ CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
 
 NOMINAL_CONDITIONS: tuple[str, ...] = ("", "nominal")
 """Trial conditions that mean "the world as it is" (no evaluation shift)."""
+
+BOARD_BODY = "operator_calibration_board"
+"""MuJoCo mocap body of the operator's calibration board."""
+
+BOARD_FRAMES_ATTACHED: tuple[str, ...] = ("flange", "palm_link")
+"""Board frames that move with the robot (the board is clamped to the hand)."""
+
+BOARD_FRAMES_PLACED: tuple[str, ...] = (
+    "world",
+    "head_camera_optical_frame",
+    "hand_camera_optical_frame",
+)
+"""Board frames where the operator puts the board down (it stays put in the world)."""
 
 
 class CommandRejected(TrajectoryError):  # noqa: N818 (named for what it is, as a result)
@@ -78,6 +93,90 @@ class CellConfig(ConfigModel):
     render_depth: bool = Field(
         default=True, description="Render registered depth with every head camera frame."
     )
+
+
+class OperatorBoardConfig(ConfigModel):
+    """The printed chessboard the twin's operator holds or places (a plain chessboard).
+
+    Board frame (OpenCV's object-point convention): origin at the outer corner of the first
+    square, x along ``squares_x``, y along ``squares_y``, z into the board (the printed face
+    looks along -z). Inner corner (row i, column j) is at ``((j + 1) s, (i + 1) s, 0)``.
+    """
+
+    squares_x: int = Field(default=7, ge=3, le=32, description="Squares along the board x.")
+    squares_y: int = Field(default=6, ge=3, le=32, description="Squares along the board y.")
+    square_length_m: float = Field(
+        default=0.04, gt=0.0, le=0.5, description="Printed side of one square (m)."
+    )
+    margin_squares: float = Field(
+        default=0.5, ge=0.1, le=5.0, description="White margin around the squares (squares)."
+    )
+    thickness_m: float = Field(default=0.004, gt=0.0, le=0.05, description="Board thickness.")
+    texels_per_square: int = Field(
+        default=64, ge=8, le=512, description="Texture resolution of one square."
+    )
+
+
+def board_texture(config: OperatorBoardConfig) -> npt.NDArray[np.uint8]:
+    """Grey texture of the printed board: squares (black where row + column is even), margin."""
+    texels = config.texels_per_square
+    rows = np.arange(config.squares_y * texels) // texels
+    cols = np.arange(config.squares_x * texels) // texels
+    squares = np.where((rows[:, None] + cols[None, :]) % 2 == 0, 0, 255).astype(np.uint8)
+    margin = round(config.margin_squares * texels)
+    return np.pad(squares, margin, constant_values=255)
+
+
+def board_scene_extra(config: OperatorBoardConfig) -> Callable[[Any], None]:
+    """Return a scene extra (``MujocoBackend(scene_extras=...)``) adding the board (mocap).
+
+    The board is a thin textured box without collisions, parked under the floor until placed.
+    """
+
+    def add(spec: Any) -> None:
+        import mujoco
+
+        texture = board_texture(config)
+        tex = spec.add_texture()
+        tex.name = f"{BOARD_BODY}_texture"
+        tex.type = mujoco.mjtTexture.mjTEXTURE_2D
+        tex.height, tex.width = texture.shape
+        tex.nchannel = 3
+        tex.data = np.repeat(texture[:, :, None], 3, axis=2).tobytes()
+        material = spec.add_material()
+        material.name = f"{BOARD_BODY}_material"
+        material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
+        material.texuniform = False
+        material.texrepeat = [1.0, 1.0]
+        body = spec.worldbody.add_body()
+        body.name = BOARD_BODY
+        body.mocap = True
+        body.pos = [0.0, 0.0, -2.0]
+        geom = body.add_geom()
+        geom.name = f"{BOARD_BODY}_geom"
+        geom.type = mujoco.mjtGeom.mjGEOM_BOX
+        margin = config.margin_squares * config.square_length_m
+        geom.size = [
+            0.5 * config.squares_x * config.square_length_m + margin,
+            0.5 * config.squares_y * config.square_length_m + margin,
+            0.5 * config.thickness_m,
+        ]
+        geom.material = material.name
+        geom.rgba = [1.0, 1.0, 1.0, 1.0]
+        geom.contype, geom.conaffinity = 0, 0
+
+    return add
+
+
+def board_body_from_board(config: OperatorBoardConfig) -> FloatArray:
+    """``T_body_board``: the board frame in the box body (printed face = the box's +z face)."""
+    pose = np.diag([1.0, -1.0, -1.0, 1.0])
+    pose[:3, 3] = (
+        -0.5 * config.squares_x * config.square_length_m,
+        0.5 * config.squares_y * config.square_length_m,
+        0.5 * config.thickness_m,
+    )
+    return pose
 
 
 @dataclass(frozen=True)
@@ -224,6 +323,10 @@ class RateSchedule:
         self.rate_hz = float(rate_hz)
         self._next_index = 1
 
+    def next_due(self, time_s: float) -> bool:
+        """Whether :meth:`due` would answer True at ``time_s`` (without consuming the instant)."""
+        return time_s * self.rate_hz + 1e-6 >= self._next_index
+
     def due(self, time_s: float) -> bool:
         """Whether an instant was reached at ``time_s`` (missed instants collapse into one)."""
         if time_s * self.rate_hz + 1e-6 < self._next_index:
@@ -315,6 +418,8 @@ class SimCell:
         nominal_world: The world the cell *publishes* (camera_info, ``/tf_static``).
         config: Stream settings.
         seed: Seed of the idle cell's reset.
+        board: The operator's calibration board; the backend must then have been built with
+            :func:`board_scene_extra` of the same board and offer ``set_mocap_pose``.
 
     """
 
@@ -325,8 +430,16 @@ class SimCell:
         nominal_world: WorldParams,
         config: CellConfig | None = None,
         seed: int = 0,
+        board: OperatorBoardConfig | None = None,
     ):
         self.backend = backend
+        self.board = board
+        self._board_placement: tuple[str, FloatArray] | None = None
+        if board is not None and not callable(getattr(backend, "set_mocap_pose", None)):
+            raise ValueError(
+                f"board = {board}: the backend {type(backend).__name__} cannot show a board "
+                "(expected a MujocoBackend built with board_scene_extra)"
+            )
         self.base_world = world
         self.nominal_world = nominal_world
         self.config = config or CellConfig()
@@ -482,6 +595,10 @@ class SimCell:
         velocities = self.backend.joint_velocities()
         encoder = self.encoder_angle_rad if self._encoder_schedule.due(now) else None
         rendered = time.perf_counter()
+        if self._board_placement is not None and any(
+            self._camera_schedules[name].next_due(now) for name in CAMERA_NAMES
+        ):
+            self._pose_board()
         frames = tuple(
             self._capture(name, now)
             for name in CAMERA_NAMES
@@ -494,6 +611,55 @@ class SimCell:
         self.costs.render_s += finished - rendered
         self.costs.sim_s += self.control_period_s
         return ControlStep(now, positions, velocities, encoder, frames, outcome)
+
+    # -- the operator's calibration board ------------------------------------------------------
+    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
+        """Put the board at ``T_frame_board`` in ``frame`` (the operator does it).
+
+        ``flange`` / ``palm_link``: clamped to the hand, it moves with the robot. ``world`` or a
+        camera's optical frame: put down there (relative to where the camera is now) and left.
+
+        Raises:
+            ValueError: No board on this cell, an unknown frame or a pose that is not rigid.
+
+        """
+        if self.board is None:
+            raise ValueError("this cell has no calibration board (SimCell(board=...))")
+        if frame not in BOARD_FRAMES_ATTACHED + BOARD_FRAMES_PLACED:
+            raise ValueError(
+                f"board frame = {frame!r}: expected one of "
+                f"{list(BOARD_FRAMES_ATTACHED + BOARD_FRAMES_PLACED)}"
+            )
+        pose = np.asarray(T_frame_board, dtype=float)
+        rotation = pose[:3, :3]
+        if pose.shape != (4, 4) or not np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-6):
+            raise ValueError("T_frame_board: expected a rigid 4x4 pose (orthonormal rotation)")
+        if frame in BOARD_FRAMES_PLACED and frame != "world":
+            pose = self.backend.body_pose(frame) @ pose
+            frame = "world"
+        self._board_placement = (frame, pose)
+        self._pose_board()
+
+    def remove_board(self) -> None:
+        """Take the board away (the operator parks it under the floor)."""
+        if self.board is None or self._board_placement is None:
+            return
+        self._board_placement = None
+        self.backend.set_mocap_pose(BOARD_BODY, (0.0, 0.0, -2.0), (1.0, 0.0, 0.0, 0.0))  # type: ignore[attr-defined]
+
+    @property
+    def board_placement(self) -> tuple[str, FloatArray] | None:
+        """Where the board is: (frame, ``T_frame_board``), or None when it is away."""
+        return self._board_placement
+
+    def _pose_board(self) -> None:
+        assert self.board is not None and self._board_placement is not None
+        frame, pose = self._board_placement
+        if frame != "world":
+            pose = self.backend.body_pose(frame) @ pose
+        body = pose @ np.linalg.inv(board_body_from_board(self.board))
+        quat = matrix_to_quat(body[:3, :3])
+        self.backend.set_mocap_pose(BOARD_BODY, body[:3, 3], quat)  # type: ignore[attr-defined]
 
     def _capture(self, camera_name: str, time_s: float) -> CameraFrame:
         rgb = self.backend.render(camera_name)

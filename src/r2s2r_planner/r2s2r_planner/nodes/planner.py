@@ -11,14 +11,13 @@ multi-threaded executor, so the subscriptions keep updating while it plans. The 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import rclpy
 from geometry_msgs.msg import TwistStamped
 from pydantic import Field
-from r2s2r_common.config import ConfigModel
+from r2s2r_common.config import ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
@@ -35,14 +34,13 @@ from r2s2r_planner.intercept import BeltObjectState
 from r2s2r_planner.motion import make_planner
 from r2s2r_planner.pick import JointCommand, PickError, PickPlanner
 
-REPO_WORLD = Path(__file__).resolve().parents[4] / "config" / "world" / "nominal.yaml"
-
 
 class PlannerNodeConfig(ConfigModel):
     """Parameters of the ``planner`` node."""
 
     world_path: str = Field(
-        default="", description="World YAML (nominal or grounded); empty: the nominal world."
+        default="world/nominal.yaml",
+        description="World YAML (nominal or grounded); relative paths are under config/.",
     )
     planner_config_path: str = Field(
         default="", description="Planner core YAML (config/planner/planner.yaml); empty: defaults."
@@ -84,7 +82,7 @@ class PlannerNode(Node):
     def __init__(self, node_name: str = "planner", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.config = declare_config(self, PlannerNodeConfig)
-        world = load_world(self.config.world_path or REPO_WORLD)
+        world = load_world(resolve_config_path(self.config.world_path))
         core = (
             load_planner_config(self.config.planner_config_path)
             if self.config.planner_config_path

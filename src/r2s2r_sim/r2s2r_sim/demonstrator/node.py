@@ -4,23 +4,41 @@ Reads ``/joint_states`` and the twin's operator view ``/twin/operator/object_pos
 operator's eyes; twin only), acts only through ``/arm_controller/joint_trajectory`` and
 ``/hand_controller/joint_trajectory``, starts trials with ``/trial/start`` (seed + i,
 condition) and reads ``/trial/outcome``. One demonstrator (seed + i) per trial.
+
+With ``recorder_node`` set, the node works the recorder like a teleoperator's foot pedal: it
+waits until the recorder is subscribed to ``recorder_topics``, then for every trial sets the
+recorder's ``episode.*`` parameters, calls ``/<recorder_node>/start_episode`` before
+``/trial/start``, and after the trial's outcome (plus ``recorder_settle_s``, so that the last
+messages reach the bag) stores the outcome and trial notes in ``episode.*`` and calls
+``/<recorder_node>/stop_episode``: one bag per trial. A trial that cannot start has its
+episode discarded. When all trials are done the node exits with code 0 (so a graph with it
+as the required node finishes); a recorder that fails or does not answer within
+``recorder_timeout_s`` ends it with code 1.
 """
 
 from __future__ import annotations
 
+import enum
+import sys
+import time
 from typing import Any
 
 import numpy as np
 import rclpy
+import rclpy.task
 from builtin_interfaces.msg import Duration
 from pydantic import Field
-from r2s2r_common.config import ConfigModel
+from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from rcl_interfaces.srv import SetParameters
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from r2s2r_sim.cell_runtime import resolve_config_path
@@ -32,6 +50,20 @@ from r2s2r_sim.demonstrator.core import (
     Observation,
 )
 from r2s2r_sim.world import load_world
+
+RECORDED_TOPICS: tuple[str, ...] = (
+    "/head_camera/image_raw",
+    "/hand_camera/image_raw",
+    "/joint_states",
+    "/arm_controller/joint_trajectory",
+    "/hand_controller/joint_trajectory",
+    "/belt/speed",
+    "/objects/tracks",
+    "/trial/outcome",
+)
+"""What a demonstration episode needs in its bag (bag → dataset conversion and MimicGen)."""
+
+EXIT_RECORDER_FAILED = 1
 
 OUTCOME_QOS = QoSProfile(
     depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
@@ -54,11 +86,48 @@ class DemonstratorNodeConfig(ConfigModel):
         "relative paths resolve against the config/ folder.",
     )
     style: DemonstratorStyle = Field(default_factory=DemonstratorStyle)
+    stamp_commands: bool = Field(
+        default=True,
+        description="Stamp commands with the cell time of the joint state they answer (a past "
+        "stamp starts at once, as a zero stamp does), so recorded actions line up with sensor "
+        "stamps at any real-time factor.",
+    )
+    recorder_node: str = Field(
+        default="",
+        pattern=r"^$|^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="Recorder node to start/stop one episode per trial ('' = no recording).",
+    )
+    recorder_topics: list[str] = Field(
+        default_factory=lambda: list(RECORDED_TOPICS),
+        description="Topics the recorder must be subscribed to before the first episode.",
+    )
+    recorder_settle_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=30.0,
+        description="Wall time from a trial's outcome to stopping its episode (last messages).",
+    )
+    recorder_timeout_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        le=3600.0,
+        description="Longest wait for the recorder: its topics at start-up, and each call.",
+    )
 
 
-def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
-    """Convert a :class:`JointCommand` to a JointTrajectory (zero stamp: start now)."""
+def to_trajectory_msg(command: JointCommand, stamp_s: float = 0.0) -> JointTrajectory:
+    """Convert a :class:`JointCommand` to a JointTrajectory.
+
+    Args:
+        command: The command (``time_from_start`` per point).
+        stamp_s: ``header.stamp`` in the cell's clock; 0 means "start now". A stamp at or
+            before the cell's current time also starts at once on the twin.
+
+    """
     msg = JointTrajectory()
+    if stamp_s > 0.0:
+        msg.header.stamp.sec = int(stamp_s)
+        msg.header.stamp.nanosec = min(round((stamp_s - int(stamp_s)) * 1e9), 999_999_999)
     msg.joint_names = list(command.joint_names)
     for t, positions in zip(command.times_s, command.positions, strict=True):
         seconds = int(t)
@@ -101,11 +170,57 @@ def stamp_s(stamp: Any) -> float:
     return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
 
 
-class DemonstratorNode(Node):
-    """Runs ``trials`` demonstrations on the twin through its controller topics."""
+class Stage(enum.Enum):
+    """Where the node is in its trial (and episode) sequence."""
 
-    def __init__(self) -> None:
-        super().__init__("demonstrator")
+    IDLE = "idle"
+    WAITING_RECORDER = "waiting_recorder"
+    STARTING_EPISODE = "starting_episode"
+    STARTING_TRIAL = "starting_trial"
+    RUNNING = "running"
+    SETTLING = "settling"
+    STOPPING_EPISODE = "stopping_episode"
+    DISCARDING_EPISODE = "discarding_episode"
+    DONE = "done"
+    FAILED = "failed"
+
+
+_RECORDER_STAGES = (
+    Stage.WAITING_RECORDER,
+    Stage.STARTING_EPISODE,
+    Stage.STOPPING_EPISODE,
+    Stage.DISCARDING_EPISODE,
+)
+"""Stages that wait on the recorder (bounded by ``recorder_timeout_s``)."""
+
+
+def recorder_service(recorder_node: str, name: str) -> str:
+    """Absolute name of a recorder service, e.g. ``/recorder/start_episode``."""
+    return f"/{recorder_node.strip('/')}/{name}"
+
+
+def trial_notes(outcome: Any) -> str:
+    """Operator notes stored with an episode: the trial's identity and the operator's verdict."""
+    return (
+        f"human-like demonstrator; trial_id={outcome.trial_id} seed={outcome.seed} "
+        f"condition={outcome.condition} object_type={outcome.object_type} "
+        f"reason={outcome.reason} duration_s={outcome.duration_s:.3f}"
+    )
+
+
+class DemonstratorNode(Node):
+    """Runs ``trials`` demonstrations on the twin through its controller topics.
+
+    Args:
+        **kwargs: Passed to :class:`rclpy.node.Node` (``context``, ``parameter_overrides``).
+
+    Raises:
+        ConfigError: If the parameters do not validate.
+
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("demonstrator", **kwargs)
         from r2s2r_interfaces.msg import ObjectTrackArray, TrialOutcome
         from r2s2r_interfaces.srv import StartTrial
 
@@ -130,9 +245,31 @@ class DemonstratorNode(Node):
         self.demonstrator: HumanLikeDemonstrator | None = None
         self.trial_index = 0
         self.trial_id: int | None = None
-        self.pending_start = False
+        self.stage = Stage.IDLE
         self.outcomes: list[tuple[int, bool, str, float]] = []
         self.commands_sent = 0
+        self.episodes_recorded: list[str] = []
+        self.exit_code = 0
+        self.finished: rclpy.task.Future[int] = rclpy.task.Future()
+        self._stage_since = time.monotonic()
+        self._recorder_ready = False
+        self._settle_timer: Any = None
+        self._last_outcome: Any = None
+        self._recorder: dict[str, Any] = {}
+        if self.config.recorder_node:
+            name = self.config.recorder_node
+            self._recorder = {
+                "set_parameters": self.create_client(
+                    SetParameters, recorder_service(name, "set_parameters")
+                ),
+                **{
+                    action: self.create_client(Trigger, recorder_service(name, action))
+                    for action in ("start_episode", "stop_episode", "discard_episode")
+                },
+            }
+            self.get_logger().info(
+                f"recording one episode per trial with {recorder_service(name, 'start_episode')}"
+            )
         self.create_timer(1.0 / self.config.act_rate_hz, self._tick)
 
     # -- inputs ----------------------------------------------------------------------------
@@ -158,53 +295,222 @@ class DemonstratorNode(Node):
         )
         self.trial_id = None
         self.demonstrator = None
-        self.trial_index += 1
+        self._last_outcome = msg
+        if self._recorder:
+            self._set_stage(Stage.SETTLING)
+            self._settle_timer = self.create_timer(
+                max(self.config.recorder_settle_s, 1e-3), self._on_settled
+            )
+        else:
+            self.trial_index += 1
+            self._set_stage(Stage.IDLE)
 
-    # -- trials ----------------------------------------------------------------------------
-    def _start_next_trial(self) -> None:
-        if self.pending_start or not self.start_client.service_is_ready():
+    # -- sequence --------------------------------------------------------------------------
+    def _set_stage(self, stage: Stage) -> None:
+        self.stage = stage
+        self._stage_since = time.monotonic()
+
+    def _finish(self, code: int, reason: str) -> None:
+        if self.finished.done():
             return
+        self.exit_code = code
+        self._set_stage(Stage.DONE if code == 0 else Stage.FAILED)
+        log = self.get_logger().info if code == 0 else self.get_logger().error
+        log(reason)
+        self.finished.set_result(code)
+
+    def _call(self, client: Any, request: Any, on_done: Any) -> None:
+        """Call a service; ``on_done(response)`` runs with the response or None on failure."""
+
+        def done(future: Any) -> None:
+            try:
+                response = future.result()
+            except Exception as error:  # rclpy raises what the transport raised
+                self._finish(EXIT_RECORDER_FAILED, f"{client.srv_name}: call failed: {error}")
+                return
+            on_done(response)
+
+        client.call_async(request).add_done_callback(done)
+
+    def _check_recorder_ready(self) -> bool:
+        """Return True once the recorder's services are up and it has ``recorder_topics``."""
+        if self._recorder_ready:
+            return True
+        if not all(client.service_is_ready() for client in self._recorder.values()):
+            return False
+        name = self.config.recorder_node.strip("/")
+        node_name = name.rsplit("/", 1)[-1]
+        namespace = "/" + name.rsplit("/", 1)[0] if "/" in name else "/"
+        for topic in self.config.recorder_topics:
+            endpoints = self.get_subscriptions_info_by_topic(topic)
+            if not any(
+                e.node_name == node_name and e.node_namespace == namespace for e in endpoints
+            ):
+                return False
+        self._recorder_ready = True
+        self.get_logger().info(
+            f"recorder ready: subscribed to all {len(self.config.recorder_topics)} topics"
+        )
+        return True
+
+    def _set_episode_parameters(self, values: dict[str, str], on_done: Any) -> None:
+        request = SetParameters.Request()
+        request.parameters = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+
+        def done(response: Any) -> None:
+            failed = [
+                f"{p.name}: {r.reason}"
+                for p, r in zip(request.parameters, response.results, strict=False)
+                if not r.successful
+            ]
+            if failed or len(response.results) != len(request.parameters):
+                self._finish(EXIT_RECORDER_FAILED, f"recorder refused parameters: {failed}")
+                return
+            on_done()
+
+        self._call(self._recorder["set_parameters"], request, done)
+
+    def _begin_episode(self) -> None:
+        """Reset the recorder's outcome (no stale verdict), start the episode, then the trial."""
+        self._set_stage(Stage.STARTING_EPISODE)
+        seed = self.config.seed + self.trial_index
+        notes = f"human-like demonstrator; seed={seed} condition={self.config.condition}"
+
+        def start_episode() -> None:
+            self._call(self._recorder["start_episode"], Trigger.Request(), on_started)
+
+        def on_started(response: Any) -> None:
+            if not response.success:
+                self._finish(EXIT_RECORDER_FAILED, f"start_episode failed: {response.message}")
+                return
+            self.get_logger().info(f"episode recording: {response.message}")
+            self._start_trial()
+
+        self._set_episode_parameters(
+            {"episode.outcome": "unknown", "episode.operator_notes": notes}, start_episode
+        )
+
+    def _on_settled(self) -> None:
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self.destroy_timer(self._settle_timer)
+            self._settle_timer = None
+        outcome = self._last_outcome
+        self._set_stage(Stage.STOPPING_EPISODE)
+
+        def stop_episode() -> None:
+            self._call(self._recorder["stop_episode"], Trigger.Request(), on_stopped)
+
+        def on_stopped(response: Any) -> None:
+            if not response.success:
+                self._finish(EXIT_RECORDER_FAILED, f"stop_episode failed: {response.message}")
+                return
+            self.episodes_recorded.append(str(response.message))
+            self.get_logger().info(f"episode stopped: {response.message}")
+            self.trial_index += 1
+            self._set_stage(Stage.IDLE)
+
+        self._set_episode_parameters(
+            {
+                "episode.outcome": "success" if outcome.success else "failure",
+                "episode.operator_notes": trial_notes(outcome),
+            },
+            stop_episode,
+        )
+
+    def _start_trial(self) -> None:
+        self._set_stage(Stage.STARTING_TRIAL)
         request = self._start_type.Request()
         request.seed = self.config.seed + self.trial_index
         request.condition = self.config.condition
-        self.pending_start = True
         self.start_client.call_async(request).add_done_callback(self._on_started)
 
     def _on_started(self, future: Any) -> None:
-        self.pending_start = False
         response = future.result()
         if response is None or not response.success:
             self.get_logger().error(f"/trial/start failed: {getattr(response, 'message', '')}")
+            if self._recorder:  # no trial: the open episode is not a demonstration
+                self._set_stage(Stage.DISCARDING_EPISODE)
+                self._call(
+                    self._recorder["discard_episode"],
+                    Trigger.Request(),
+                    lambda _response: self._set_stage(Stage.IDLE),
+                )
+            else:
+                self._set_stage(Stage.IDLE)
             return
         self.trial_id = int(response.trial_id)
         self.objects = ()
         self.demonstrator = HumanLikeDemonstrator(
             self.reach_world, self.config.seed + self.trial_index, self.config.style
         )
+        self._set_stage(Stage.RUNNING)
 
     def _tick(self) -> None:
-        if self.trial_id is None:
-            if self.trial_index < self.config.trials:
-                self._start_next_trial()
+        if self.stage == Stage.RUNNING:
+            self._act()
             return
+        waiting = time.monotonic() - self._stage_since
+        if self.stage in _RECORDER_STAGES and waiting > self.config.recorder_timeout_s:
+            self._finish(
+                EXIT_RECORDER_FAILED,
+                f"recorder {self.config.recorder_node!r}: no progress in stage "
+                f"{self.stage.value} for {waiting:.0f} s (recorder_timeout_s)",
+            )
+            return
+        if self.stage not in (Stage.IDLE, Stage.WAITING_RECORDER):
+            return
+        if self.trial_index >= self.config.trials:
+            self._finish(0, f"all {self.config.trials} trials done: {self.summary()}")
+            return
+        if not self.start_client.service_is_ready():
+            return
+        if self._recorder:
+            if not self._check_recorder_ready():
+                if self.stage == Stage.IDLE:
+                    self._set_stage(Stage.WAITING_RECORDER)
+                return
+            self._begin_episode()
+        else:
+            self._start_trial()
+
+    def _act(self) -> None:
         if self.demonstrator is None or self.joints is None:
             return
         observation = Observation(self.joints_time_s, self.joints, self.objects)
+        stamp = self.joints_time_s if self.config.stamp_commands else 0.0
         for command in self.demonstrator.act(observation):
             publisher = self.arm_pub if command.controller == "arm" else self.hand_pub
-            publisher.publish(to_trajectory_msg(command))
+            publisher.publish(to_trajectory_msg(command, stamp))
             self.commands_sent += 1
+
+    def summary(self) -> str:
+        """One line: successes, trials and recorded episodes."""
+        successes = sum(1 for o in self.outcomes if o[1])
+        text = f"{successes}/{len(self.outcomes)} successes"
+        if self._recorder:
+            text += f", {len(self.episodes_recorded)} episodes recorded"
+        return text
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the demonstrator node."""
+    """Run the demonstrator node until its trials are done (exit 0) or it fails (exit 1, 2)."""
     rclpy.init(args=args)
-    node = DemonstratorNode()
+    node: DemonstratorNode | None = None
+    code = 0
     try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
+        node = DemonstratorNode()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin_until_future_complete(node.finished)
+        code = node.exit_code
+    except ConfigError as error:
+        print(f"[ERROR] invalid configuration: {error}", file=sys.stderr, flush=True)
+        code = 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        code = 0
     finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    sys.exit(code)

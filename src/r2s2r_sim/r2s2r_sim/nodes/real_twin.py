@@ -8,6 +8,13 @@ NOMINAL description, ``/clock`` (the twin is the time source; it does not use si
 itself), ``/trial/outcome``, the ``/trial/start`` and ``/trial/reset`` services, the
 demonstrator-only ``/twin/operator/object_poses`` and ``/diagnostics``.
 
+The operator also holds the calibration board (on hardware a person with a printed chessboard):
+``/twin/operator/board_pose`` (geometry_msgs/PoseStamped, reliable) puts the board at the pose in
+``header.frame_id`` (``world``, ``flange``/``palm_link`` = clamped to the hand, or a camera's
+optical frame = put down in front of it); an empty frame_id takes it away. The board's geometry
+comes from the ``board_*`` parameters (the print's datasheet; the calibration node is given the
+same values), it is rendered in every camera and in depth.
+
 configure: parameters -> :class:`RealTwinParams`, load the twin and nominal worlds (a bad file
 logs the ConfigError and returns FAILURE; the node stays unconfigured), build the
 :class:`~r2s2r_sim.cell_runtime.SimCell`, publishers, subscriptions and services. activate:
@@ -23,16 +30,18 @@ it has a subscriber (the demonstrator).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from typing import Any
 
-import rclpy
+import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import (
     Point,
     Pose,
+    PoseStamped,
     Quaternion,
     Transform,
     TransformStamped,
@@ -49,9 +58,11 @@ from r2s2r_common.ros.params import (
     declare_schema_parameters,
 )
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_description.transforms import quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -67,10 +78,12 @@ from r2s2r_sim.cell_runtime import (
     CellConfig,
     CommandRejected,
     ControlStep,
+    OperatorBoardConfig,
     RealTimePacer,
     SimCell,
     TrialRequestError,
     TrialResult,
+    board_scene_extra,
     resolve_config_path,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -136,6 +149,15 @@ class RealTwinParams(ConfigModel):
     base_frame_id: str = Field(
         default="base_link", description="Frame of /twin/operator/object_poses."
     )
+    board_enabled: bool = Field(
+        default=True,
+        description="The operator has a calibration board (/twin/operator/board_pose).",
+    )
+    board_squares_x: int = Field(default=7, ge=3, le=32, description="Board squares along x.")
+    board_squares_y: int = Field(default=6, ge=3, le=32, description="Board squares along y.")
+    board_square_length_m: float = Field(
+        default=0.04, gt=0.0, le=0.5, description="Printed side of one board square (m)."
+    )
 
 
 def time_msg(seconds: float) -> Time:
@@ -189,14 +211,24 @@ class RealTwinNode(LifecycleNode):
             nominal_path = resolve_config_path(params.nominal_world_path)
             twin_world = load_world(twin_path)
             nominal_world = load_world(nominal_path)
+            board = (
+                OperatorBoardConfig(
+                    squares_x=params.board_squares_x,
+                    squares_y=params.board_squares_y,
+                    square_length_m=params.board_square_length_m,
+                )
+                if params.board_enabled
+                else None
+            )
             cell = SimCell(
-                MujocoBackend(),
+                MujocoBackend(scene_extras=[board_scene_extra(board)] if board else []),
                 twin_world,
                 nominal_world,
                 CellConfig(
                     encoder_rate_hz=params.encoder_rate_hz, render_depth=params.publish_depth
                 ),
                 seed=params.seed,
+                board=board,
             )
         except ConfigError as error:
             self.get_logger().error(f"configure failed: {error}")
@@ -250,6 +282,16 @@ class RealTwinNode(LifecycleNode):
             ),
             self.create_service(Trigger, "/trial/reset", self._on_reset, callback_group=group),
         ]
+        if params.board_enabled:
+            self._entities.append(
+                self.create_subscription(
+                    PoseStamped,
+                    "/twin/operator/board_pose",
+                    self._on_board_pose,
+                    RELIABLE_QOS,
+                    callback_group=group,
+                )
+            )
         self._diagnostics_timer = self.create_timer(
             1.0 / params.diagnostics_rate_hz, self._publish_diagnostics, callback_group=group
         )
@@ -472,6 +514,27 @@ class RealTwinNode(LifecycleNode):
                     f"trajectory rejected: {error}", throttle_duration_sec=2.0
                 )
 
+    def _on_board_pose(self, msg: PoseStamped) -> None:
+        """Move the board as asked (empty frame_id: take it away); log refused requests."""
+        position, orientation = msg.pose.position, msg.pose.orientation
+        pose = np.eye(4)
+        pose[:3, :3] = quat_to_matrix((orientation.w, orientation.x, orientation.y, orientation.z))
+        pose[:3, 3] = (position.x, position.y, position.z)
+        with self._lock:
+            cell = self.cell
+            if cell is None:
+                return
+            try:
+                if msg.header.frame_id == "":
+                    cell.remove_board()
+                else:
+                    cell.place_board(msg.header.frame_id, pose)
+            except ValueError as error:
+                self.get_logger().warning(f"board pose refused: {error}")
+                return
+        where = msg.header.frame_id or "away"
+        self.get_logger().info(f"operator: calibration board {where}")
+
     def _on_start_trial(
         self, request: StartTrial.Request, response: StartTrial.Response
     ) -> StartTrial.Response:
@@ -551,21 +614,11 @@ class RealTwinNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the real twin; with ``autostart`` it configures and activates itself."""
-    rclpy.init(args=args)
-    node = RealTwinNode()
+    """Run the real twin; with ``autostart`` it configures and activates itself.
+
+    Exits with code 2 when autostart fails (bad parameters or configuration files).
+    """
     # Single-threaded on purpose: MuJoCo's EGL contexts are bound to the thread that made them
     # current, so rendering must stay on one thread (a multi-threaded executor moves the timer
     # callback between threads and fails with EGL_BAD_ACCESS; see bench/bench_twin.py).
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        if node.get_parameter("autostart").value:
-            node.autostart()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    sys.exit(run_lifecycle_node(RealTwinNode, SingleThreadedExecutor, args))

@@ -1,0 +1,47 @@
+"""Settings of the board steps (kept apart from :mod:`.board_steps` to avoid an import cycle)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+
+from r2s2r_calibration.blur import BlurConfig
+from r2s2r_calibration.extrinsics import ExtrinsicsConfig
+from r2s2r_calibration.intrinsics import ChessboardConfig, IntrinsicsConfig
+
+
+class BoardStepsConfig(ConfigModel):
+    """Board, view plans and acceptance thresholds of the board steps."""
+
+    board: ChessboardConfig = Field(default_factory=ChessboardConfig)
+    intrinsics: IntrinsicsConfig = Field(
+        default_factory=lambda: IntrinsicsConfig(
+            min_corners_per_view=12, min_views=8, fix_k3=True, zero_tangential=True
+        )
+    )
+    blur: BlurConfig = Field(default_factory=lambda: BlurConfig(min_pixels_per_edge=15))
+    extrinsics: ExtrinsicsConfig = Field(default_factory=ExtrinsicsConfig)
+    head_distances_m: list[float] = Field(
+        default_factory=lambda: [0.5, 0.62, 0.75],
+        description="Head intrinsics board distances (m).",
+    )
+    tilt_rad: float = Field(0.6, ge=0.0, le=1.0, description="Board tilt of the views (rad).")
+    image_grid: int = Field(3, ge=2, le=5, description="Board positions per image axis.")
+    hand_board_position_m: tuple[float, float, float] = Field(
+        (0.45, 0.12, 0.93), description="Where the board is put down (nominal world, m)."
+    )
+    hand_view_distances_m: list[float] = Field(
+        default_factory=lambda: [0.36, 0.46], description="Hand camera to board (m)."
+    )
+    head_board_distances_m: list[float] = Field(
+        default_factory=lambda: [0.8, 0.95],
+        description="Head camera to the palm-held board for head extrinsics (m).",
+    )
+    palm_board_offset_m: float = Field(
+        0.17, gt=0.0, le=0.5, description="Board centre in front of the palm (m, palm z)."
+    )
+    move_s: float = Field(1.5, gt=0.1, le=10.0, description="Time of each robot move (s).")
+    settle_s: float = Field(0.4, ge=0.0, le=5.0, description="Wait after a move (s).")
+    frame_delay_s: float = Field(
+        0.15, ge=0.0, le=2.0, description="Use frames this long after a board/robot change (s)."
+    )

@@ -1,0 +1,468 @@
+"""Board steps of the grounding procedure: intrinsics + blur and extrinsics of both cameras.
+
+As on hardware, an operator holds or places a printed chessboard (:class:`ChessboardConfig`)
+and the robot moves; the procedure asks for board placements through the cell's
+:class:`~r2s2r_calibration.procedure.BoardOperator` but never uses the *requested* poses as
+measurements: every quantity comes from images, ``/joint_states`` and the nominal description.
+
+- Head intrinsics + blur: the operator holds the board in front of the head camera at a grid of
+  image positions, two distances and alternating tilts (the robot stays home).
+- Hand intrinsics + blur and hand-eye (eye-in-hand, ``T_palm_camera``): the board is put down
+  in the cell, the robot moves the hand camera around it (nominal IK of the optical frame).
+- Head extrinsics (eye-to-hand, ``T_base_camera``): the board is clamped to the palm and the
+  robot shows it to the head camera from several poses; the board's pose on the palm is solved
+  for with the camera's pose.
+
+Flange poses come from the measured joint positions through the nominal kinematics (the arm's
+geometry is the datasheet's; only mounts are uncertain).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from r2s2r_description.robot import ARM_JOINT_NAMES
+from r2s2r_sim.kinematics import IkError, PalmIk
+from r2s2r_sim.world import WorldParams
+from scipy.spatial.transform import Rotation
+
+from r2s2r_calibration.artifact import (
+    CameraPoseRecord,
+    CameraRecord,
+    Provenance,
+    blur_record,
+    camera_link_pose,
+    intrinsics_record,
+    pose_value,
+)
+from r2s2r_calibration.blur import estimate_blur
+from r2s2r_calibration.board_config import BoardStepsConfig
+from r2s2r_calibration.errors import BoardNotDetectedError, CalibrationError
+from r2s2r_calibration.extrinsics import calibrate_hand_eye
+from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
+from r2s2r_calibration.intrinsics import (
+    ChessboardConfig,
+    IntrinsicsResult,
+    calibrate_intrinsics,
+    detect_board,
+)
+from r2s2r_calibration.procedure import (
+    BoardUnavailableError,
+    CameraModel,
+    CellClient,
+    GroundingRun,
+    ProcedureConfig,
+    ProgressFn,
+)
+
+CAMERA_KEYS = {"head_camera": "head", "hand_camera": "hand"}
+
+
+def _fit_centre(
+    camera: CameraModel, target_px: FloatArray, corners_board: FloatArray, T: FloatArray
+) -> FloatArray:
+    """Shift the board (pose T in the camera) towards the image centre until it fits."""
+    K = camera.camera_matrix
+    centre = np.array([K[0, 2], K[1, 2]])
+    depth = float(T[2, 3])
+    for alpha in np.linspace(1.0, 0.0, 11):
+        pixel = centre + alpha * (target_px - centre)
+        ray = np.linalg.solve(K, np.array([pixel[0], pixel[1], 1.0]))
+        candidate = T.copy()
+        middle = candidate[:3, :3] @ corners_board.mean(axis=0)
+        candidate[:3, 3] = ray / ray[2] * depth - middle
+        points = corners_board @ candidate[:3, :3].T + candidate[:3, 3]
+        projected = (points[:, :2] / points[:, 2:3]) * [K[0, 0], K[1, 1]] + centre
+        inside = (projected >= 3).all() and (projected[:, 0] <= camera.width_px - 4).all()
+        if inside and (projected[:, 1] <= camera.height_px - 4).all():
+            return candidate
+    return candidate
+
+
+def _board_outline(board: ChessboardConfig, margin_squares: float = 0.5) -> FloatArray:
+    side = board.square_length_m
+    lo, hi = -margin_squares * side, np.array(board.getChessboardSize()) * side
+    hi = hi + margin_squares * side
+    return np.array([[lo, lo, 0], [hi[0], lo, 0], [lo, hi[1], 0], [hi[0], hi[1], 0]], float)
+
+
+def head_view_plan(camera: CameraModel, cfg: BoardStepsConfig) -> list[FloatArray]:
+    """``T_camera_board`` requests for the head intrinsics: positions x distances x tilts."""
+    outline = _board_outline(cfg.board, 0.25)
+    fractions = np.linspace(0.0, 1.0, cfg.image_grid)
+    tilts = [(1, 0), (0, 1), (-1, 0), (0, -1)]
+    plan = []
+    for d_index, distance in enumerate(cfg.head_distances_m):
+        for index, (fy, fx) in enumerate((a, b) for a in fractions for b in fractions):
+            tx, ty = tilts[(index + d_index) % len(tilts)]
+            pose = np.eye(4)
+            pose[:3, :3] = Rotation.from_euler(
+                "xyz", [tx * cfg.tilt_rad, ty * cfg.tilt_rad, 0.1 * index]
+            ).as_matrix()
+            pose[2, 3] = distance
+            target = np.array([fx * camera.width_px, fy * camera.height_px])
+            plan.append(_fit_centre(camera, target, outline, pose))
+    return plan
+
+
+def _arm(q: FloatArray) -> FloatArray:
+    return np.asarray(q, dtype=float)[: len(ARM_JOINT_NAMES)]
+
+
+def move_arm(client: CellClient, target: FloatArray, cfg: BoardStepsConfig, lead_s: float) -> None:
+    """Move the arm to ``target`` (rad) in ``move_s`` and let it settle."""
+    start = client.now_s() + lead_s
+    current = _arm(client.joint_positions())
+    client.send_trajectory(
+        "arm",
+        ARM_JOINT_NAMES,
+        np.array([0.0, cfg.move_s]),
+        np.vstack([current, target]),
+        start,
+    )
+    client.wait_until(start + cfg.move_s + cfg.settle_s)
+
+
+def _capture(client: CellClient, camera: str, delay_s: float) -> tuple[float, np.ndarray]:
+    return client.capture_image(camera, client.now_s() + delay_s)
+
+
+def _intrinsics_and_blur(
+    client: CellClient,
+    camera: str,
+    images: list[np.ndarray],
+    stamps: list[float],
+    cfg: BoardStepsConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> IntrinsicsResult:
+    result = calibrate_intrinsics(cfg.board, images, cfg.intrinsics)
+    provenance = Provenance(
+        source=client.source,
+        start_stamp_s=min(stamps),
+        end_stamp_s=max(stamps),
+        n_samples=len(result.used_view_indices),
+        sample_kind=f"{camera} board views",
+        solver="chessboard corners (findChessboardCornersSB) + cv2.calibrateCameraExtended",
+    )
+    record = run.artifact.cameras.setdefault(CAMERA_KEYS[camera], CameraRecord())
+    record.intrinsics = intrinsics_record(result, provenance)
+    say(
+        f"intrinsics: {camera}: fx {result.fx_px:.2f} fy {result.fy_px:.2f} cx "
+        f"{result.cx_px:.2f} cy {result.cy_px:.2f} px, rms {result.rms_px:.3f} px from "
+        f"{len(result.used_view_indices)} of {len(images)} views"
+    )
+    used = [images[i] for i in result.used_view_indices]
+    try:
+        blur = estimate_blur(
+            cfg.board, used, result.board_poses, result.camera_matrix, result.distortion, cfg.blur
+        )
+    except CalibrationError as error:
+        say(f"intrinsics: {camera}: blur not estimated: {error}")
+    else:
+        blur_provenance = provenance.model_copy(
+            update={"solver": "edge-spread fit on chessboard edges (blur.estimate_blur)"}
+        )
+        record.blur = blur_record(blur, blur_provenance)
+        say(f"intrinsics: {camera}: blur sigma {blur.sigma_px:.3f} px from {blur.n_edges} edges")
+    run.intrinsics[camera] = result
+    return result
+
+
+def run_head_intrinsics(
+    client: CellClient,
+    config: ProcedureConfig,
+    cfg: BoardStepsConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Head camera intrinsics + blur from boards the operator holds in front of it."""
+    operator = client.board_operator
+    if operator is None:
+        raise BoardUnavailableError("no board operator")
+    camera = client.camera_model("head_camera")
+    images, stamps = [], []
+    for pose in head_view_plan(camera, cfg):
+        operator.place_board("head_camera_optical_frame", pose)
+        stamp, rgb = _capture(client, "head_camera", cfg.frame_delay_s)
+        images.append(rgb)
+        stamps.append(stamp)
+    operator.remove_board()
+    _intrinsics_and_blur(client, "head_camera", images, stamps, cfg, run, say)
+
+
+def hand_view_plan(
+    nominal: WorldParams, camera: CameraModel, cfg: BoardStepsConfig
+) -> tuple[FloatArray, list[FloatArray]]:
+    """Board pose in world and ``T_world_hand_optical`` requests around it."""
+    side = cfg.board.square_length_m
+    middle = np.array(cfg.board.getChessboardSize(), dtype=float) * side / 2.0
+    board = np.eye(4)
+    board[:3, :3] = np.diag([1.0, -1.0, -1.0])  # printed face up, board x along world x
+    board[:3, 3] = np.asarray(cfg.hand_board_position_m) - board[:3, :3] @ [*middle, 0.0]
+    centre = np.asarray(cfg.hand_board_position_m, dtype=float)
+    K = camera.camera_matrix
+    outline = _board_outline(cfg.board, 0.25) @ board[:3, :3].T + board[:3, 3]
+    fractions = np.linspace(0.25, 0.75, 3)
+    targets = [np.array([fx, fy]) for fy in fractions for fx in fractions]
+    poses = []
+    for d_index, distance in enumerate(cfg.hand_view_distances_m):
+        for k in range(12):
+            azimuth = 2.0 * np.pi * (k + 0.5 * d_index) / 12.0
+            polar = cfg.tilt_rad * (0.4 + 0.4 * (k % 2))
+            eye = centre + distance * np.array(
+                [np.sin(polar) * np.cos(azimuth), np.sin(polar) * np.sin(azimuth), np.cos(polar)]
+            )
+            up = np.array([np.cos(0.7 * k), np.sin(0.7 * k), 0.0])
+            looking = look_at_pose(eye, centre, up)
+            # Turn the camera so that the board centre lands on an image target (coverage).
+            target = targets[(k + 4 * d_index) % len(targets)] * [camera.width_px, camera.height_px]
+            middle = np.array([K[0, 2], K[1, 2]])
+            for alpha in np.linspace(1.0, 0.0, 6):
+                pixel = middle + alpha * (target - middle)
+                ray = np.linalg.solve(K, np.array([pixel[0], pixel[1], 1.0]))
+                turn = Rotation.align_vectors([ray / np.linalg.norm(ray)], [[0.0, 0.0, 1.0]])[0]
+                pose = looking.copy()
+                pose[:3, :3] = looking[:3, :3] @ turn.as_matrix().T
+                local = (outline - pose[:3, 3]) @ pose[:3, :3]
+                projected = local[:, :2] / local[:, 2:3] * [K[0, 0], K[1, 1]] + middle
+                if (projected >= 3).all() and (
+                    projected <= [camera.width_px - 4, camera.height_px - 4]
+                ).all():
+                    break
+            poses.append(pose)
+    return board, poses
+
+
+def _solve_ik(ik: PalmIk, T_world_link: FloatArray, seed: FloatArray) -> FloatArray | None:
+    try:
+        return ik.solve(T_world_link, seed_q=seed, max_iterations=300)
+    except IkError:
+        return None
+
+
+def _capture_hand_views(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    cfg: BoardStepsConfig,
+    say: ProgressFn,
+) -> tuple[list[np.ndarray], list[float], list[FloatArray]]:
+    """Board put down in the cell; robot moves the hand camera around it: images + palm poses."""
+    operator = client.board_operator
+    if operator is None:
+        raise BoardUnavailableError("no board operator")
+    camera = client.camera_model("hand_camera")
+    T_world_board, views = hand_view_plan(nominal, camera, cfg)
+    layout = nominal.layout()
+    ik = PalmIk(layout, "hand_camera_optical_frame")
+    fk = PalmIk(layout, "palm_link")
+    T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
+    home = _arm(client.joint_positions())
+    operator.place_board("world", T_world_board)
+    images, stamps, palms = [], [], []
+    seed = home
+    for view in views:
+        q = _solve_ik(ik, view, seed)
+        if q is None:
+            say("hand camera: a view pose is out of reach; skipped")
+            continue
+        seed = q
+        move_arm(client, q, cfg, config.command_lead_s)
+        measured = _arm(client.joint_positions())
+        stamp, rgb = _capture(client, "hand_camera", cfg.frame_delay_s)
+        images.append(rgb)
+        stamps.append(stamp)
+        palms.append(T_base_world @ fk.forward(measured))
+    operator.remove_board()
+    move_arm(client, home, cfg, config.command_lead_s)
+    say(f"hand camera: {len(images)} views captured")
+    return images, stamps, palms
+
+
+def run_hand_camera(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    cfg: BoardStepsConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+    extrinsics: bool,
+) -> None:
+    """Hand camera: intrinsics + blur (if not yet) and eye-in-hand extrinsics."""
+    operator = client.board_operator
+    if operator is None:
+        raise BoardUnavailableError("no board operator")
+    if "hand_camera" not in run.board_views:
+        run.board_views["hand_camera"] = _capture_hand_views(client, nominal, config, cfg, say)
+    images, stamps, palms = run.board_views["hand_camera"]
+    if "hand_camera" not in run.intrinsics:
+        _intrinsics_and_blur(client, "hand_camera", images, stamps, cfg, run, say)
+    if not extrinsics:
+        return
+    intr = run.intrinsics["hand_camera"]
+    detections, flanges = [], []
+    for image, palm in zip(images, palms, strict=True):
+        detection = detect_board(cfg.board, image)
+        if detection is not None:
+            detections.append(detection)
+            flanges.append(palm)
+    result = calibrate_hand_eye(
+        flanges, detections, intr.camera_matrix, intr.distortion, True, cfg.extrinsics
+    )
+    provenance = Provenance(
+        source=client.source,
+        start_stamp_s=min(stamps),
+        end_stamp_s=max(stamps),
+        n_samples=result.n_views,
+        sample_kind="hand camera board views + joint states",
+        solver="eye-in-hand (extrinsics.calibrate_hand_eye), nominal arm kinematics",
+    )
+    record = run.artifact.cameras.setdefault("hand", CameraRecord())
+    record.pose = CameraPoseRecord(
+        pose=pose_value(camera_link_pose(result.X), "palm_link", "hand_camera_link"),
+        reprojection_rms_px=result.rms_px,
+        translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
+        rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
+        provenance=provenance,
+    )
+    say(
+        f"extrinsics: hand camera in palm_link from {result.n_views} views, rms "
+        f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"
+    )
+
+
+def head_extrinsics_plan(
+    nominal: WorldParams, cfg: BoardStepsConfig
+) -> tuple[FloatArray, list[FloatArray]]:
+    """``T_palm_board`` (the clamp) and ``T_world_palm`` requests in front of the head camera."""
+    side = cfg.board.square_length_m
+    middle = np.array([*(np.array(cfg.board.getChessboardSize()) * side / 2.0), 0.0])
+    T_palm_board = np.eye(4)
+    T_palm_board[:3, :3] = np.diag([1.0, -1.0, -1.0])  # printed face along palm +z
+    T_palm_board[:3, 3] = (
+        np.array([0.0, 0.0, cfg.palm_board_offset_m]) - np.diag([1.0, -1.0, -1.0]) @ middle
+    )
+    head = nominal.cameras.head.pose.to_pose().matrix()
+    eye = head[:3, 3]
+    T_link_optical = np.eye(4)
+    T_link_optical[:3, :3] = Rotation.from_euler("xyz", [-np.pi / 2, 0.0, -np.pi / 2]).as_matrix()
+    optical = head @ T_link_optical
+    poses = []
+    for d_index, distance in enumerate(cfg.head_board_distances_m):
+        for k in range(6):
+            angle = 2.0 * np.pi * (k + 0.5 * d_index) / 6.0
+            direction = optical[:3, :3] @ np.array(
+                [0.18 * np.cos(angle), 0.18 * np.sin(angle), 1.0]
+            )
+            centre = eye + distance * direction / np.linalg.norm(direction)
+            # Board centre here, facing the camera (its printed face toward the camera) with
+            # alternating tilts; the palm sits behind the board.
+            tilt = Rotation.from_euler(
+                "xyz",
+                [cfg.tilt_rad * np.cos(angle + 0.7), cfg.tilt_rad * np.sin(angle + 0.7), 0.0],
+            ).as_matrix()
+            T_world_board = np.eye(4)
+            T_world_board[:3, :3] = optical[:3, :3] @ tilt
+            T_world_board[:3, 3] = centre - T_world_board[:3, :3] @ middle
+            poses.append(T_world_board @ invert_pose(T_palm_board))
+    return T_palm_board, poses
+
+
+def run_head_extrinsics(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    cfg: BoardStepsConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Head camera in ``base_link`` (eye-to-hand) with the board clamped to the palm."""
+    operator = client.board_operator
+    if operator is None:
+        raise BoardUnavailableError("no board operator")
+    intr = run.intrinsics.get("head_camera")
+    if intr is not None:
+        K, dist = intr.camera_matrix, intr.distortion
+    else:
+        published = client.camera_model("head_camera")
+        K, dist = published.camera_matrix, published.distortion
+        say("extrinsics: head intrinsics from camera_info (intrinsics step not run)")
+    T_palm_board, views = head_extrinsics_plan(nominal, cfg)
+    ik = PalmIk(nominal.layout(), "palm_link")
+    T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
+    home = _arm(client.joint_positions())
+    operator.place_board("palm_link", T_palm_board)
+    detections, palms, stamps = [], [], []
+    seed = home
+    for view in views:
+        q = _solve_ik(ik, view, seed)
+        if q is None:
+            say("head extrinsics: a board pose is out of reach; skipped")
+            continue
+        seed = q
+        move_arm(client, q, cfg, config.command_lead_s)
+        measured = _arm(client.joint_positions())
+        stamp, rgb = _capture(client, "head_camera", cfg.frame_delay_s)
+        detection = detect_board(cfg.board, rgb)
+        if detection is None:
+            say("head extrinsics: board not detected in a view; skipped")
+            continue
+        detections.append(detection)
+        palms.append(T_base_world @ ik.forward(measured))
+        stamps.append(stamp)
+    operator.remove_board()
+    move_arm(client, home, cfg, config.command_lead_s)
+    if not detections:
+        raise BoardNotDetectedError(
+            f"the head camera saw the palm-held board in 0 of {len(views)} poses; check the "
+            "board clamp and that the poses are in the head camera's view"
+        )
+    result = calibrate_hand_eye(palms, detections, K, dist, False, cfg.extrinsics)
+    T_world_base = client.frame_pose("base_link")
+    provenance = Provenance(
+        source=client.source,
+        start_stamp_s=min(stamps),
+        end_stamp_s=max(stamps),
+        n_samples=result.n_views,
+        sample_kind="head camera views of the palm-held board + joint states",
+        solver="eye-to-hand (extrinsics.calibrate_hand_eye), nominal arm kinematics",
+    )
+    record = run.artifact.cameras.setdefault("head", CameraRecord())
+    record.pose = CameraPoseRecord(
+        pose=pose_value(camera_link_pose(T_world_base @ result.X), "world", "head_camera_link"),
+        reprojection_rms_px=result.rms_px,
+        translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
+        rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
+        provenance=provenance,
+    )
+    run.T_base_head_optical_calibrated = result.X
+    say(
+        f"extrinsics: head camera in base_link from {result.n_views} views, rms "
+        f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"
+    )
+
+
+def run_intrinsics_step(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Both cameras' intrinsics and blur (the hand camera's views also serve hand-eye)."""
+    cfg = config.board_steps
+    run_head_intrinsics(client, config, cfg, run, say)
+    run_hand_camera(client, nominal, config, cfg, run, say, extrinsics=False)
+
+
+def run_extrinsics_step(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Head camera in ``base_link`` and hand camera in ``palm_link``."""
+    cfg = config.board_steps
+    run_head_extrinsics(client, nominal, config, cfg, run, say)
+    run_hand_camera(client, nominal, config, cfg, run, say, extrinsics=True)

@@ -1,0 +1,201 @@
+"""``calibration``: a lifecycle node that grounds the simulator against a running cell over ROS.
+
+configure: parameters -> :class:`CalibrationParams` (a bad value or an unreadable nominal world
+returns FAILURE with the reason), the :class:`~.ros_client.RosCellClient` subscriptions,
+publishers and service clients. activate: the procedure
+(:func:`r2s2r_calibration.procedure.run_grounding`) starts in a worker thread; when it ends the
+artifact and the grounding report are written next to ``output_path`` and :attr:`done` is set.
+deactivate/cleanup: a running procedure is not interrupted mid-step (it finishes its step);
+cleanup releases the camera streams. The node reads no twin file: everything comes from the
+cell's topics and the nominal world (the datasheet).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Any
+
+import rclpy
+from pydantic import Field
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.ros.params import (
+    add_schema_validation,
+    config_from_parameters,
+    declare_schema_parameters,
+)
+from r2s2r_sim.cell_runtime import resolve_config_path
+from r2s2r_sim.world import load_world
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+
+from r2s2r_calibration.artifact import format_residual_table, save_artifact
+from r2s2r_calibration.board_config import BoardStepsConfig
+from r2s2r_calibration.intrinsics import ChessboardConfig
+from r2s2r_calibration.nodes.ros_client import RosCellClient
+from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, parse_steps, run_grounding
+from r2s2r_calibration.report import build_report, format_report, save_report
+
+
+class CalibrationParams(ConfigModel):
+    """Parameters of the ``calibration`` node (each one a declared ROS parameter)."""
+
+    output_path: str = Field(
+        default="runs/grounding/artifact.yaml", description="Grounding artifact YAML to write."
+    )
+    steps: str = Field(default="all", description="Comma-separated steps, or 'all'.")
+    nominal_world_path: str = Field(
+        default="world/nominal.yaml",
+        description="Nominal world (datasheet); relative paths resolve against config/.",
+    )
+    board_operator: bool = Field(
+        default=True,
+        description="The cell's operator places the board on /twin/operator/board_pose.",
+    )
+    board_squares_x: int = Field(default=7, ge=3, le=64, description="Board squares along x.")
+    board_squares_y: int = Field(default=6, ge=3, le=64, description="Board squares along y.")
+    board_square_length_m: float = Field(
+        default=0.04, gt=0.0, le=1.0, description="Printed side of one board square (m)."
+    )
+    timeout_s: float = Field(
+        default=30.0, gt=0.0, le=600.0, description="Wall-clock limit of each wait on the cell."
+    )
+    autostart: bool = Field(
+        default=True, description="Configure and activate at start-up (no lifecycle manager)."
+    )
+    shutdown_when_done: bool = Field(
+        default=True, description="Shut down (exit) once the artifact is written."
+    )
+
+
+class CalibrationNode(LifecycleNode):
+    """The grounding procedure as a lifecycle node; see the module docstring.
+
+    Args:
+        node_name: ROS node name.
+        progress: Extra progress callback (the CLI prints with it); the log always gets it.
+        **kwargs: Passed to ``rclpy.lifecycle.Node`` (``context``, ``parameter_overrides``...).
+
+    """
+
+    def __init__(self, node_name: str = "calibration", progress: Any = None, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._schema = declare_schema_parameters(self, CalibrationParams)
+        add_schema_validation(self, self._schema)
+        self.params: CalibrationParams | None = None
+        self.client: RosCellClient | None = None
+        self._progress = progress
+        self._steps: list[str] = []
+        self._nominal: Any = None
+        self._worker: threading.Thread | None = None
+        self.done = threading.Event()
+        self.run: GroundingRun | None = None
+        self.error: str | None = None
+        self.wall_s = 0.0
+
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        """Parameters, nominal world and the cell client; FAILURE (logged) on bad input."""
+        try:
+            params = config_from_parameters(self, self._schema, CalibrationParams)
+            self._steps = parse_steps(params.steps)
+            self._nominal = load_world(resolve_config_path(params.nominal_world_path))
+            board = ChessboardConfig(
+                squares_x=params.board_squares_x,
+                squares_y=params.board_squares_y,
+                square_length_m=params.board_square_length_m,
+            )
+        except (ConfigError, ValueError) as error:
+            self.get_logger().error(f"configure failed: {error}")
+            return TransitionCallbackReturn.FAILURE
+        self.params = params
+        self.procedure_config = ProcedureConfig(board_steps=BoardStepsConfig(board=board))
+        self.client = RosCellClient(self, params.board_operator, params.timeout_s)
+        self.get_logger().info(f"configured: steps {self._steps} -> {params.output_path}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        """Start the procedure in a worker thread."""
+        self.done.clear()
+        self._worker = threading.Thread(target=self._work, name="grounding", daemon=True)
+        self._worker.start()
+        return super().on_activate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        """Release the camera streams."""
+        if self.client is not None:
+            self.client.release_streams()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _say(self, message: str) -> None:
+        self.get_logger().info(message)
+        if self._progress is not None:
+            self._progress(message)
+
+    def _work(self) -> None:
+        params, client = self.params, self.client
+        assert params is not None and client is not None
+        started = time.perf_counter()
+        try:
+            client.wait_for_cell()
+            run = run_grounding(
+                client, self._nominal, self._steps, self.procedure_config, self._say
+            )
+            self.wall_s = time.perf_counter() - started
+            save_artifact(run.artifact, params.output_path)
+            self._say(format_residual_table(run.artifact))
+            figures, traces = build_report(run, self._nominal)
+            self._say(format_report(figures))
+            for path in save_report(figures, traces, params.output_path):
+                self._say(f"wrote {path}")
+            self._say(
+                f"wrote {params.output_path} (steps {run.steps_run}, {self.wall_s:.1f} s wall)"
+            )
+            for step, message in run.failures.items():
+                self.get_logger().error(f"step {step} failed: {message}")
+            self.run = run
+        except Exception as error:
+            self.error = f"{type(error).__name__}: {error}"
+            self.get_logger().error(f"grounding failed: {self.error}\n{traceback.format_exc()}")
+        finally:
+            self.wall_s = time.perf_counter() - started
+            self.done.set()
+
+    def autostart(self) -> bool:
+        """Configure and activate; False if configure failed."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            return False
+        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+
+def spin_until_done(node: CalibrationNode, executor: MultiThreadedExecutor) -> None:
+    """Spin until the procedure finished (or ROS shuts down)."""
+    while rclpy.ok(context=node.context) and not node.done.is_set():
+        executor.spin_once(timeout_sec=0.1)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits."""
+    rclpy.init(args=args)
+    node = CalibrationNode()
+    executor = MultiThreadedExecutor(num_threads=3)
+    executor.add_node(node)
+    failed = False
+    try:
+        if node.get_parameter("autostart").value:
+            failed = not node.autostart()
+        if node.get_parameter("shutdown_when_done").value and not failed:
+            spin_until_done(node, executor)
+            failed = node.error is not None or bool(node.run and node.run.failures)
+        elif not failed:
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    if failed:
+        raise SystemExit(1)

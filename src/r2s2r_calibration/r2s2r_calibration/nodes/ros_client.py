@@ -1,0 +1,422 @@
+"""A :class:`~r2s2r_calibration.procedure.CellClient` over ROS: a running cell's contract topics.
+
+It uses only what a real cell exposes (DESIGN.md section 4): camera images and ``camera_info``,
+head depth, ``/joint_states``, the two joint_trajectory_controller topics, ``/belt/encoder``,
+``/tf_static`` and the ``/trial/start`` / ``/trial/reset`` services. The board operator (a person
+on hardware) is reached through ``/twin/operator/board_pose`` when ``board_operator`` is on.
+
+The procedure runs in a worker thread and blocks on this client; the node is spun by an
+executor in another thread, whose callbacks fill the buffers below under one condition
+variable. Cell time is the stamp of the latest ``/joint_states`` message. Camera and depth
+subscriptions are made on first use (a lazy twin renders a camera only while it has
+subscribers).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from r2s2r_common.camera_info import from_camera_info_msg
+from r2s2r_common.image_conversion import from_image_msg
+from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from r2s2r_calibration.errors import CalibrationError
+from r2s2r_calibration.geometry import FloatArray
+from r2s2r_calibration.procedure import BoardOperator, CameraModel
+from r2s2r_calibration.sysid import JointStateLog
+from r2s2r_interfaces.srv import StartTrial
+from tf2_msgs.msg import TFMessage
+
+BOARD_POSE_TOPIC = "/twin/operator/board_pose"
+"""The operator stand-in's board topic (geometry_msgs/PoseStamped; empty frame_id: remove)."""
+
+
+class CellTimeoutError(CalibrationError):
+    """The cell did not deliver what was asked for in time (not running, or not publishing)."""
+
+
+def stamp_s(stamp: Any) -> float:
+    """Seconds of a ``builtin_interfaces/Time``."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def stamp_msg(seconds: float, template: Any) -> Any:
+    """Fill a ``builtin_interfaces/Time`` (``template``) with ``seconds``."""
+    nanoseconds = round(seconds * 1e9)
+    template.sec, template.nanosec = nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000
+    return template
+
+
+def pose_stamped(frame: str, pose: FloatArray) -> PoseStamped:
+    """Build a PoseStamped of a 4x4 pose in ``frame``."""
+    msg = PoseStamped()
+    msg.header.frame_id = frame
+    p, o = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in pose[:3, 3])
+    o.w, o.x, o.y, o.z = (float(v) for v in matrix_to_quat(pose[:3, :3]))
+    return msg
+
+
+def _has_subscriber(publisher: Any) -> Callable[[], bool]:
+    """Predicate: the publisher is matched with at least one subscription."""
+    return lambda: bool(publisher.get_subscription_count() > 0)
+
+
+class RosBoardOperator:
+    """Asks the operator (the twin's stand-in) to place or remove the board over ROS."""
+
+    def __init__(self, publish: Callable[[PoseStamped], None]):
+        self._publish = publish
+
+    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
+        """Publish the requested board pose."""
+        self._publish(pose_stamped(frame, np.asarray(T_frame_board, dtype=float)))
+
+    def remove_board(self) -> None:
+        """Publish an empty frame_id (board away)."""
+        self._publish(pose_stamped("", np.eye(4)))
+
+
+class RosCellClient:
+    """Serve a running cell to the grounding procedure over ROS (see the module docstring).
+
+    Args:
+        node: The node to make subscriptions, publishers and clients on (spun elsewhere).
+        board_operator: Offer the twin's board operator (``/twin/operator/board_pose``).
+        timeout_s: Wall-clock limit of every wait (s).
+
+    """
+
+    def __init__(self, node: Node, board_operator: bool = True, timeout_s: float = 30.0):
+        self.node = node
+        self.timeout_s = float(timeout_s)
+        self._cond = threading.Condition()
+        self._index = {name: i for i, name in enumerate(ALL_JOINT_NAMES)}
+        self._time_s = -1.0
+        self._positions: FloatArray | None = None
+        self._logging = False
+        self._log: list[tuple[float, FloatArray, FloatArray]] = []
+        self._encoder: list[tuple[float, float]] = []
+        self._images: dict[str, list[tuple[float, np.ndarray]]] = {}
+        self._received: dict[str, int] = {}
+        self._infos: dict[str, CameraInfo] = {}
+        self._static: dict[str, tuple[str, FloatArray]] = {}
+        self._subscriptions: dict[str, Any] = {}
+        # Joint states arrive at the control rate (500 Hz): a deep reader queue and their own
+        # callback group, so that image callbacks never make the sysid log drop samples.
+        streams = ReentrantCallbackGroup()
+        joint_qos = QoSProfile(
+            depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
+        )
+        node.create_subscription(
+            JointState, "/joint_states", self._on_joints, joint_qos, callback_group=streams
+        )
+        encoder_qos = QoSProfile(
+            depth=200, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST
+        )
+        node.create_subscription(
+            JointState, "/belt/encoder", self._on_encoder, encoder_qos, callback_group=streams
+        )
+        node.create_subscription(TFMessage, "/tf_static", self._on_tf_static, LATCHED_QOS)
+        self._trajectory = {
+            name: node.create_publisher(
+                JointTrajectory, f"/{name}_controller/joint_trajectory", RELIABLE_QOS
+            )
+            for name in ("arm", "hand")
+        }
+        self._start: Any = node.create_client(StartTrial, "/trial/start")
+        self._reset: Any = node.create_client(Trigger, "/trial/reset")
+        self._board: RosBoardOperator | None = None
+        self._board_publisher: Any = None
+        if board_operator:
+            self._board_publisher = node.create_publisher(
+                PoseStamped, BOARD_POSE_TOPIC, RELIABLE_QOS
+            )
+            self._board = RosBoardOperator(self._board_publisher.publish)
+
+    # -- callbacks (executor thread) -----------------------------------------------------------
+    def _on_joints(self, msg: JointState) -> None:
+        if len(msg.name) != len(msg.position):
+            return
+        stamp = stamp_s(msg.header.stamp)
+        positions = np.full(len(ALL_JOINT_NAMES), np.nan)
+        velocities = np.zeros(len(ALL_JOINT_NAMES))
+        for k, name in enumerate(msg.name):
+            index = self._index.get(name)
+            if index is not None:
+                positions[index] = msg.position[k]
+                if k < len(msg.velocity):
+                    velocities[index] = msg.velocity[k]
+        with self._cond:
+            self._time_s = max(self._time_s, stamp)
+            self._positions = positions
+            if self._logging:
+                self._log.append((stamp, positions, velocities))
+            self._cond.notify_all()
+
+    def _on_encoder(self, msg: JointState) -> None:
+        if len(msg.position) < 1:
+            return
+        with self._cond:
+            self._encoder.append((stamp_s(msg.header.stamp), float(msg.position[0])))
+
+    def _on_tf_static(self, msg: TFMessage) -> None:
+        with self._cond:
+            for transform in msg.transforms:
+                t, q = transform.transform.translation, transform.transform.rotation
+                pose = np.eye(4)
+                pose[:3, :3] = quat_to_matrix((q.w, q.x, q.y, q.z))
+                pose[:3, 3] = (t.x, t.y, t.z)
+                self._static[transform.child_frame_id] = (transform.header.frame_id, pose)
+            self._cond.notify_all()
+
+    def _on_image(self, key: str, msg: Image) -> None:
+        try:
+            array = from_image_msg(msg)
+        except ValueError as error:
+            self.node.get_logger().warning(f"{key}: image dropped: {error}")
+            return
+        with self._cond:
+            frames = self._images.setdefault(key, [])
+            frames.append((stamp_s(msg.header.stamp), array))
+            del frames[:-4]
+            self._received[key] = self._received.get(key, 0) + 1
+            self._cond.notify_all()
+
+    def _on_info(self, camera: str, msg: CameraInfo) -> None:
+        with self._cond:
+            self._infos[camera] = msg
+            self._cond.notify_all()
+
+    # -- waiting -----------------------------------------------------------------------------
+    def _wait(self, predicate: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        with self._cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0.0:
+                    raise CellTimeoutError(
+                        f"waited {self.timeout_s:.0f} s for {what}; is the cell running "
+                        "(`r2s2r launch real_deploy`) and publishing?"
+                    )
+                self._cond.wait(min(remaining, 0.5))
+
+    def wait_for_cell(self) -> None:
+        """Block until ``/joint_states`` and ``/tf_static`` arrived.
+
+        Raises:
+            CellTimeoutError: Nothing within ``timeout_s``.
+
+        """
+        self._wait(lambda: self._positions is not None, "/joint_states")
+        self._wait(lambda: "base_link" in self._static, "/tf_static (base_link)")
+        # Reliable messages sent before discovery matched a subscriber are lost: wait for the
+        # controllers (and the board operator) to be listening before the first command.
+        publishers = dict(self._trajectory)
+        if self._board_publisher is not None:
+            publishers["board"] = self._board_publisher
+        for name, publisher in publishers.items():
+            self._wait(
+                _has_subscriber(publisher), f"a subscriber of {publisher.topic_name} ({name})"
+            )
+
+    def _subscribe(
+        self, key: str, msg_type: Any, topic: str, callback: Callable[[Any], None]
+    ) -> None:
+        if key not in self._subscriptions:
+            self._subscriptions[key] = self.node.create_subscription(
+                msg_type, topic, callback, SENSOR_DATA_QOS
+            )
+
+    def release_streams(self) -> None:
+        """Unsubscribe from cameras and depth (the twin stops rendering what nobody watches)."""
+        for subscription in self._subscriptions.values():
+            self.node.destroy_subscription(subscription)
+        self._subscriptions = {}
+        with self._cond:
+            self._images = {}
+
+    # -- CellClient --------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """Provenance source."""
+        return "live"
+
+    @property
+    def board_operator(self) -> BoardOperator | None:
+        """The twin's board operator when enabled."""
+        return self._board
+
+    def now_s(self) -> float:
+        """Cell time of the latest ``/joint_states`` (s)."""
+        self._wait(lambda: self._positions is not None, "/joint_states")
+        with self._cond:
+            return self._time_s
+
+    def wait_until(self, time_s: float) -> None:
+        """Block until the cell clock reached ``time_s``."""
+        self._wait(lambda: self._time_s >= time_s - 1e-9, f"cell time {time_s:.3f} s")
+
+    def joint_positions(self) -> FloatArray:
+        """Latest joint positions (rad)."""
+        self._wait(lambda: self._positions is not None, "/joint_states")
+        with self._cond:
+            assert self._positions is not None
+            return self._positions.copy()
+
+    def start_joint_log(self) -> None:
+        """Start logging joint states."""
+        with self._cond:
+            self._logging = True
+            self._log = []
+
+    def stop_joint_log(self) -> JointStateLog:
+        """Stop logging; return the log."""
+        with self._cond:
+            self._logging = False
+            log, self._log = self._log, []
+        if not log:
+            return JointStateLog(np.zeros(0), np.zeros((0, 18)), np.zeros((0, 18)))
+        return JointStateLog(
+            np.array([t for t, _, _ in log]),
+            np.array([q for _, q, _ in log]),
+            np.array([v for _, _, v in log]),
+        )
+
+    def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:
+        """Return the encoder samples since the last call plus ``duration_s`` more."""
+        if duration_s > 0.0:
+            self.wait_until(self.now_s() + duration_s)
+        with self._cond:
+            samples, self._encoder = self._encoder, []
+        if not samples:
+            return np.zeros(0), np.zeros(0)
+        data = np.asarray(sorted(samples))
+        return data[:, 0], data[:, 1]
+
+    def send_trajectory(
+        self,
+        controller: str,
+        joint_names: Sequence[str],
+        times_s: FloatArray,
+        positions: FloatArray,
+        start_time_s: float,
+    ) -> None:
+        """Publish a JointTrajectory starting at ``start_time_s`` (cell clock)."""
+        msg = JointTrajectory(joint_names=list(joint_names))
+        stamp_msg(start_time_s, msg.header.stamp)
+        for t, row in zip(np.asarray(times_s, dtype=float), np.asarray(positions), strict=True):
+            point = JointTrajectoryPoint(positions=[float(v) for v in row])
+            stamp_msg(float(t), point.time_from_start)
+            msg.points.append(point)
+        self._trajectory[controller].publish(msg)
+
+    def camera_model(self, camera: str) -> CameraModel:
+        """Return the camera's published ``camera_info``."""
+        self._subscribe(
+            f"{camera}/info",
+            CameraInfo,
+            f"/{camera}/camera_info",
+            lambda msg: self._on_info(camera, msg),
+        )
+        self._wait(lambda: camera in self._infos, f"/{camera}/camera_info")
+        calibration = from_camera_info_msg(self._infos[camera], camera)
+        return CameraModel(
+            calibration.camera_matrix.to_array(),
+            calibration.distortion_coefficients.to_array().reshape(-1)[:5],
+            calibration.image_width,
+            calibration.image_height,
+        )
+
+    def _next_frame(self, key: str, after_s: float) -> tuple[float, np.ndarray]:
+        """First frame stamped at/after ``after_s`` that is also the 2nd+ frame received now.
+
+        Cell time here comes from ``/joint_states``, which may arrive late under load; a frame
+        received two frames after the request was rendered after the cell saw any command or
+        board request sent before it (the cell serves messages between camera periods).
+        """
+        with self._cond:
+            baseline = self._received.get(key, 0)
+
+        def arrived() -> bool:
+            fresh = self._received.get(key, 0) - baseline
+            frames = self._images.get(key, [])[-max(fresh - 1, 0) :] if fresh >= 2 else []
+            return any(stamp >= after_s for stamp, _ in frames)
+
+        self._wait(arrived, f"a {key} frame after cell time {after_s:.3f} s")
+        with self._cond:
+            fresh = self._received.get(key, 0) - baseline
+            frames = self._images[key][-max(fresh - 1, 1) :]
+            return next((s, a) for s, a in frames if s >= after_s)
+
+    def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
+        """Return the first RGB frame of ``camera`` stamped at/after ``after_s`` (default: now)."""
+        key = f"{camera}/image"
+        self._subscribe(key, Image, f"/{camera}/image_raw", lambda msg: self._on_image(key, msg))
+        return self._next_frame(key, self.now_s() + 1e-6 if after_s is None else after_s)
+
+    def capture_depth(self) -> tuple[float, np.ndarray]:
+        """Return the next head depth image: (stamp s, (H, W) float32 m)."""
+        key = "head_camera/depth"
+        self._subscribe(
+            key,
+            Image,
+            "/head_camera/depth/image_raw",
+            lambda msg: self._on_image(key, msg),
+        )
+        return self._next_frame(key, self.now_s() + 1e-6)
+
+    def frame_pose(self, frame: str) -> FloatArray:
+        """``T_world_frame`` composed from ``/tf_static``.
+
+        Raises:
+            KeyError: The frame is not connected to ``world``.
+
+        """
+        self._wait(lambda: "base_link" in self._static, "/tf_static")
+        with self._cond:
+            parents = dict(self._static)
+        pose = np.eye(4)
+        current = frame
+        while current != "world":
+            if current not in parents:
+                raise KeyError(f"frame {frame!r} is not connected to 'world' in /tf_static")
+            parent, matrix = parents[current]
+            pose = matrix @ pose
+            current = parent
+        return pose
+
+    def _call(self, client: Any, request: Any, what: str) -> Any:
+        if not client.wait_for_service(timeout_sec=self.timeout_s):
+            raise CellTimeoutError(f"{what}: service not available; is the cell running?")
+        future = client.call_async(request)
+        done = threading.Event()
+        future.add_done_callback(lambda _future: done.set())
+        if not done.wait(self.timeout_s):
+            raise CellTimeoutError(f"{what}: no answer within {self.timeout_s:.0f} s")
+        return future.result()
+
+    def start_trial(self, seed: int) -> None:
+        """Start a trial through ``/trial/start``."""
+        response = self._call(self._start, StartTrial.Request(seed=seed), "/trial/start")
+        if not response.success:
+            raise CalibrationError(f"/trial/start refused: {response.message}")
+
+    def reset_cell(self) -> None:
+        """Reset the cell through ``/trial/reset``."""
+        response = self._call(self._reset, Trigger.Request(), "/trial/reset")
+        if not response.success:
+            raise CalibrationError(f"/trial/reset refused: {response.message}")
