@@ -394,13 +394,13 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
             )
         )
     if artifact.controller is not None:
-        for joint, record in sorted(artifact.controller.gains.items()):
+        for joint, gains in sorted(artifact.controller.gains.items()):
             rows.append(
                 (
                     f"controller.gains.{joint}",
-                    f"kp {record.kp:.1f} kd {record.kd:.2f}",
-                    f"held-out rms {record.residual_rms_rad:.4f} rad",
-                    _provenance_text(record.provenance),
+                    f"kp {gains.kp:.1f} kd {gains.kd:.2f}",
+                    f"held-out rms {gains.residual_rms_rad:.4f} rad",
+                    _provenance_text(gains.provenance),
                 )
             )
         if artifact.controller.latency_s is not None:

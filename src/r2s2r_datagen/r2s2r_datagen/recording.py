@@ -265,7 +265,7 @@ class RecordingBackend:
     def command_trajectory(
         self,
         joint_names: Sequence[str],
-        times_s: Sequence[float],
+        times_s: Sequence[float] | FloatArray,
         positions: Sequence[Sequence[float]] | FloatArray,
         velocities: Sequence[Sequence[float]] | FloatArray | None = None,
     ) -> None:

@@ -63,7 +63,7 @@ def rot_z(angle_rad: float) -> FloatArray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def rpy_to_matrix(rpy_rad: Sequence[float]) -> FloatArray:
+def rpy_to_matrix(rpy_rad: Vector) -> FloatArray:
     """URDF roll-pitch-yaw (fixed axes X, Y, Z) to a rotation matrix."""
     roll, pitch, yaw = (float(v) for v in rpy_rad)
     return rot_z(yaw) @ rot_y(pitch) @ rot_x(roll)
@@ -90,7 +90,7 @@ def axis_angle_matrix(axis: Vector, angle_rad: float) -> FloatArray:
     return np.eye(3) + np.sin(angle_rad) * skew + (1.0 - np.cos(angle_rad)) * (skew @ skew)
 
 
-def make_transform(xyz: Sequence[float], rotation: FloatArray) -> FloatArray:
+def make_transform(xyz: Vector, rotation: FloatArray) -> FloatArray:
     """Homogeneous 4x4 transform from a translation and a rotation matrix."""
     transform = np.eye(4)
     transform[:3, :3] = rotation
@@ -126,7 +126,7 @@ def matrix_to_quat(rotation: FloatArray) -> FloatArray:
     return quat if quat[0] >= 0.0 else -quat
 
 
-def quat_to_matrix(quat_wxyz: Sequence[float]) -> FloatArray:
+def quat_to_matrix(quat_wxyz: Vector) -> FloatArray:
     """Convert a unit quaternion ``(w, x, y, z)`` to a rotation matrix."""
     w, x, y, z = np.asarray(quat_wxyz, dtype=float) / np.linalg.norm(quat_wxyz)
     return np.array(

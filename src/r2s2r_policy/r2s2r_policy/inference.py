@@ -483,7 +483,9 @@ class InferenceEngine:
         counts = self.buffer.image_counts()
         return all(counts[key] > self._consumed.get(key, 0) for key in counts)
 
-    def observe_joints(self, names: Sequence[str], positions_rad: Sequence[float]) -> None:
+    def observe_joints(
+        self, names: Sequence[str], positions_rad: Sequence[float] | np.ndarray
+    ) -> None:
         """Store joint positions, received now."""
         self.buffer.set_joint_positions(names, positions_rad, self.clock())
 

@@ -114,7 +114,7 @@ class SimBackend(Protocol):
     def command_trajectory(
         self,
         joint_names: Sequence[str],
-        times_s: Sequence[float],
+        times_s: Sequence[float] | FloatArray,
         positions: Sequence[Sequence[float]] | FloatArray,
         velocities: Sequence[Sequence[float]] | FloatArray | None = None,
     ) -> None:

@@ -673,7 +673,7 @@ class SimCell:
         self,
         controller: str,
         joint_names: Sequence[str],
-        times_s: Sequence[float],
+        times_s: Sequence[float] | FloatArray,
         positions: Sequence[Sequence[float]] | FloatArray,
         velocities: Sequence[Sequence[float]] | FloatArray | None = None,
         start_time_s: float | None = None,

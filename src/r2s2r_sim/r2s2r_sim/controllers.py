@@ -43,7 +43,7 @@ class Trajectory:
 def make_trajectory(
     controller_joints: Sequence[str],
     joint_names: Sequence[str],
-    times_s: Sequence[float],
+    times_s: Sequence[float] | FloatArray,
     positions: Sequence[Sequence[float]] | FloatArray,
     velocities: Sequence[Sequence[float]] | FloatArray | None = None,
 ) -> Trajectory:
@@ -171,7 +171,7 @@ class JointTrajectoryController:
         self,
         now_s: float,
         joint_names: Sequence[str],
-        times_s: Sequence[float],
+        times_s: Sequence[float] | FloatArray,
         positions: Sequence[Sequence[float]] | FloatArray,
         velocities: Sequence[Sequence[float]] | FloatArray | None = None,
     ) -> None:

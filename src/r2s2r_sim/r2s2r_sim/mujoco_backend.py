@@ -264,7 +264,7 @@ class MujocoBackend:
     def command_trajectory(
         self,
         joint_names: Sequence[str],
-        times_s: Sequence[float],
+        times_s: Sequence[float] | FloatArray,
         positions: Sequence[Sequence[float]] | FloatArray,
         velocities: Sequence[Sequence[float]] | FloatArray | None = None,
     ) -> None:

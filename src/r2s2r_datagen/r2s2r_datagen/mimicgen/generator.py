@@ -107,7 +107,7 @@ def _object_in_base(
 ) -> tuple[FloatArray, float, bool]:
     """Position, yaw and activity of an object in base_link (simulator state)."""
     pose = backend.object_poses()[name]
-    base_inverse = np.linalg.inv(world.robot.base_pose.to_pose().matrix())
+    base_inverse: np.ndarray = np.linalg.inv(world.robot.base_pose.to_pose().matrix())
     w, x, y, z = (float(v) for v in pose.quat_wxyz)
     world_yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
     position = (base_inverse @ np.append(pose.position_m, 1.0))[:3]
