@@ -78,7 +78,8 @@ class ResolvedNode:
             args += ["--params-file", str(path)]
         for key, value in self.parameter_overrides.items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            args += ["-p", f"{key}:={text}"]
+            # rcl rejects `-p key:=` with nothing after it: an empty string is written as ''.
+            args += ["-p", f"{key}:={text or repr('')}"]
         for source, target in self.remappings.items():
             args += ["-r", f"{source}:={target}"]
         return args
@@ -195,18 +196,23 @@ def resolve_graph(
         def replace(match: re.Match[str]) -> str:
             if match.group(3):
                 return str(base)
+            if match.group(2) not in values:
+                raise GraphError(
+                    f"graph '{spec.name}': '{text}' uses $(arg {match.group(2)}), which is not "
+                    "declared before it"
+                )
             return values[match.group(2)]
 
         return _SUBSTITUTION.sub(replace, text)
 
     for argument in spec.arguments:
-        value = given.get(argument.name, argument.default)
+        value = substitute(given.get(argument.name, argument.default))
         if argument.choices is not None and value not in argument.choices:
             raise GraphError(
                 f"launch argument {argument.name}:={value} is not allowed "
                 f"(choices: {', '.join(argument.choices)})"
             )
-        values[argument.name] = substitute(value)
+        values[argument.name] = value
         if argument.file and not Path(values[argument.name]).is_file():
             raise GraphError(
                 f"launch argument {argument.name}:={values[argument.name]}: file not found"

@@ -39,7 +39,7 @@ nodes:
     package: pkg_a
     executable: talk
     parameters: ["$(arg params)"]
-    parameter_overrides: {rate_hz: "$(arg rate)", enabled: true}
+    parameter_overrides: {rate_hz: "$(arg rate)", enabled: true, label: ""}
     remappings: {chatter: /demo/chatter}
   - name: listener
     package: pkg_b
@@ -71,10 +71,10 @@ def test_resolution_substitutes_arguments_and_conditions(tmp_path: Path) -> None
     assert [n.name for n in nodes] == ["talker", "listener"]
     talker = nodes[0]
     assert talker.parameter_files == (base / "nodes" / "talker.yaml",)
-    assert talker.parameter_overrides == {"rate_hz": "2.0", "enabled": True}
+    assert talker.parameter_overrides == {"rate_hz": "2.0", "enabled": True, "label": ""}
     args = talker.ros_arguments()
     assert args[:3] == ["--ros-args", "-r", "__node:=talker"]
-    assert "rate_hz:=2.0" in args and "enabled:=true" in args
+    assert "rate_hz:=2.0" in args and "enabled:=true" in args and "label:=''" in args
     assert "chatter:=/demo/chatter" in args
     assert [n.name for n in resolve_graph(spec, {"with_listener": "false"}, base)] == ["talker"]
 
