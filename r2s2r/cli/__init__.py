@@ -21,7 +21,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "bag2dataset": "r2s2r_recorder.cli:bag2dataset",
     "dataset": "r2s2r_recorder.cli:dataset_group",
     "bag": "r2s2r_recorder.cli:bag_group",
-    "record-demos": "r2s2r_recorder.cli:record_demos_command",
+    "record-demos": "r2s2r_recorder.demos:record_demos_command",
     "ground": "r2s2r_calibration.cli:ground_command",
     "generate": "r2s2r_datagen.cli:generate_command",
     "train": "r2s2r_policy.cli:train_command",

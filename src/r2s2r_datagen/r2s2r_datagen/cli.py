@@ -57,6 +57,16 @@ NODE_NAME = "sim_generate"
 )
 @click.option("--merge/--no-merge", default=None, help="Merge shards per configuration.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr.")
+@click.option(
+    "--prepare-demos/--no-prepare-demos",
+    default=None,
+    help="Record MimicGen's source demonstrations on the real twin if missing.",
+)
+@click.option(
+    "--prepare-grounding/--no-prepare-grounding",
+    default=None,
+    help="Run `r2s2r ground` against the real twin if the artifact is missing.",
+)
 def generate_command(params_file: Path | None, **options: Any) -> None:
     """Generate simulated episodes for the four configurations (world × behavior)."""
     values: dict[str, Any] = {}

@@ -166,6 +166,38 @@ class GenerateConfig(ConfigModel):
     )
     merge: bool = Field(default=True, description="Merge the shards into one file per config.")
     progress: bool = Field(default=True, description="Show a progress bar on stderr.")
+    prepare_demos: bool = Field(
+        default=False,
+        description="If MimicGen's source demonstrations are missing, record them on the real "
+        "twin first (`r2s2r record-demos`) and use them.",
+    )
+    demos_dataset_path: str = Field(
+        default="runs/demos/dataset.hdf5",
+        description="Source demonstrations when neither the configurations file nor the "
+        "MimicGen config names one (recorded there by prepare_demos).",
+    )
+    demos_episodes: int = Field(
+        default=6, ge=1, le=100000, description="Demonstrations prepare_demos records."
+    )
+    demos_seed: int = Field(
+        default=0, ge=0, le=2**31 - 1, description="Seed of the first recorded demonstration."
+    )
+    demos_real_time_factor: float = Field(
+        default=1.0, gt=0.0, le=50.0, description="Real twin speed while recording demos."
+    )
+    cell_launch_args: list[str] = Field(
+        default_factory=list,
+        description="NAME:=VALUE launch arguments for the cell graphs that prepare_demos and "
+        "prepare_grounding start (record_demos, real_deploy), passed on unread.",
+    )
+    prepare_grounding: bool = Field(
+        default=False,
+        description="If the grounding artifact is missing, run `r2s2r ground` against the real "
+        "twin first (when that command can start the twin).",
+    )
+    prepare_timeout_s: float = Field(
+        default=1800.0, gt=0.0, le=86400.0, description="Wall-clock limit of each preparation."
+    )
 
     @field_validator("generator_overrides")
     @classmethod

@@ -3,8 +3,10 @@
 :func:`run_generation` is the whole main job, shared by ``r2s2r generate`` and the
 ``sim_generate`` node:
 
-1. load the configurations, build their worlds, check which generators exist here (those
-   that do not are reported and not run — nothing is faked);
+1. load the configurations; with ``prepare_demos`` / ``prepare_grounding`` find or produce
+   the real demonstrations and the grounding artifact (:mod:`r2s2r_datagen.prerequisites`);
+   build the worlds, check which generators exist here (those that do not are reported and
+   not run — nothing is faked);
 2. read the run directory's ledger and shards: episodes already finished are skipped
    (resume); a success whose shard became unreadable is run again;
 3. run the remaining jobs on a local process pool, or on Ray when given an address, one job
@@ -21,6 +23,7 @@ Run directory layout::
     shards/<config>/shard_<worker>.hdf5
     datasets/<config>.hdf5 merged, one copy of each success
     summary.json
+    prerequisites.json     what was found, produced or skipped before generating (+ logs/)
     ray/                   Ray's temp dir (Ray runs only)
 """
 
@@ -43,6 +46,7 @@ from r2s2r_datagen.generator import EpisodeJob
 from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger
 from r2s2r_datagen.merge import merge_configuration, scan_shards
 from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
+from r2s2r_datagen.prerequisites import CommandRunner, prepare_prerequisites
 from r2s2r_datagen.summary import EXIT_NOTHING_RAN, ConfigurationSummary, RunSummary
 from r2s2r_datagen.worker import JobReport, WorkerSetup
 
@@ -208,6 +212,7 @@ def run_generation(
     config: GenerateConfig,
     progress: ProgressCallback | None = None,
     log: Callable[[str], None] | None = None,
+    command_runner: CommandRunner | None = None,
 ) -> RunSummary:
     """Run the main job (see the module docstring).
 
@@ -215,6 +220,7 @@ def run_generation(
         config: Sizes and placement of the run.
         progress: Extra progress callback (e.g. the node's diagnostics).
         log: Where messages go (default: stderr).
+        command_runner: How prerequisite commands run (default: subprocesses).
 
     Returns:
         The run summary (also saved as ``<output_dir>/summary.json``).
@@ -228,6 +234,14 @@ def run_generation(
     started = time.monotonic()
     configurations_path = Path(config.configurations_path or bundled_configurations_path())
     datagen = load_datagen_config(configurations_path)
+    prerequisites = prepare_prerequisites(
+        config,
+        datagen,
+        Path(config.output_dir).resolve() / "logs",
+        say,
+        command_runner,
+    )
+    datagen = prerequisites.datagen
     overrides = config.overrides()
     nominal, prepared = prepare_configurations(
         datagen,
@@ -244,6 +258,9 @@ def run_generation(
     ledger = Ledger(run_dir / "ledger.jsonl")
     executor = "ray" if config.ray_address else "process"
     summary = RunSummary(str(run_dir), session, 0.0, config.workers, executor)
+    summary.notes.extend(prerequisites.notes())
+    if prerequisites.steps:
+        prerequisites.save(run_dir / "prerequisites.json")
     for entry in prepared:
         if entry.unavailable:
             summary.notes.append(f"{entry.spec.name}: not run: {entry.unavailable}")

@@ -179,3 +179,107 @@ def test_sidecar_overrides_and_skips(tmp_path: Path, nominal):
     assert by_index[2] == SubtaskAnnotation(
         REACH_START, GRASP_CLOSED, 70, RELEASE, FRAMES, "manual"
     )
+
+
+# -- the real tracker's episodes: the object track ends at the grasp ----------------------------
+
+TRACK_END = 61  # last valid tracker frame: the hand covers the object as it closes (60-64)
+GRASP_Z_M = 0.075 + 0.07  # palm height over the cube on the belt
+
+
+def _palm_path(nominal, lift: bool, drop_bin: str) -> np.ndarray:
+    """(T, 3) palm positions (base_link): rest, reach onto the moving cube (frames 30-55),
+    follow it while the hand closes, lift 2 cm per frame from frame 68, carry over
+    ``drop_bin`` (frames 75-95), hold; hand opens at frame 100."""
+    times = np.arange(FRAMES) * DT_S
+    cube_xy = np.stack([np.full(FRAMES, -0.55), 0.75 - 0.1 * times], axis=1)
+    path = np.zeros((FRAMES, 3))
+    start = np.array([-0.40, -0.10, 0.35])
+    path[:30] = start
+    grasp_55 = np.array([*cube_xy[55], GRASP_Z_M])
+    for k in range(30, 56):
+        path[k] = start + (k - 29) / 26.0 * (grasp_55 - start)
+    path[55:68, :2] = cube_xy[55:68]
+    path[55:, 2] = GRASP_Z_M
+    path[68:, :2] = cube_xy[67]
+    if lift:
+        path[68:, 2] = GRASP_Z_M + 0.02 * np.minimum(np.arange(68, FRAMES) - 67, 8)
+    bin_xy = bin_poses_in_base(nominal)[drop_bin][:2, 3]
+    for k in range(75, FRAMES):
+        s = min((k - 74) / 21.0, 1.0)
+        path[k, :2] = cube_xy[67] + s * (bin_xy - cube_xy[67])
+    return path
+
+
+def tracked_episode(nominal, lift: bool = True, drop_bin: str = "bin_0") -> Episode:
+    """A cube demo as the real cell records it: arm commands from IK of a palm path, the
+    object track valid from frame 5 to TRACK_END only (zeros after, like the tracker)."""
+    from r2s2r_datagen.mimicgen.kinematics import BaseLinkArm
+    from r2s2r_description.robot import ARM_JOINT_NAMES
+    from r2s2r_sim.kinematics import top_down_palm_pose
+
+    episode = synthetic_episode(nominal)
+    arm = BaseLinkArm(nominal)
+    actions = episode.actions.astype(float)
+    columns = [ALL_JOINT_NAMES.index(j) for j in ARM_JOINT_NAMES]
+    q, previous = actions[0, columns], None
+    for k, position in enumerate(_palm_path(nominal, lift, drop_bin)):
+        if previous is None or not np.array_equal(position, previous):  # held: same command
+            q = arm.solve(top_down_palm_pose(position, 0.0), q, 1e-5, 1e-4)
+        actions[k, columns], previous = q, position
+    times = episode.timestamps_s
+    pose = np.zeros((FRAMES, 7))
+    pose[:, 0], pose[:, 1], pose[:, 2], pose[:, 6] = -0.55, 0.75 - 0.1 * times, 0.075, 1.0
+    valid = (np.arange(FRAMES) >= 5) & (np.arange(FRAMES) <= TRACK_END)
+    pose[~valid] = 0.0
+    return Episode(
+        metadata=episode.metadata,
+        timestamps_s=times,
+        images=episode.images,
+        joint_pos_rad=actions.astype(np.float32),
+        belt_speed_mps=episode.belt_speed_mps,
+        actions=actions.astype(np.float32),
+        object_pose=pose.astype(np.float32),
+        object_pose_valid=valid,
+    )
+
+
+@pytest.fixture(scope="module")
+def tracked(nominal):
+    return {
+        "ok": tracked_episode(nominal),
+        "no_lift": tracked_episode(nominal, lift=False),
+        "wrong_bin": tracked_episode(nominal, drop_bin="bin_2"),
+    }
+
+
+def test_track_ending_at_the_grasp_annotates_from_the_palm(nominal, tracked):
+    episode = tracked["ok"]
+    assert not episode.object_pose_valid[TRACK_END + 1 :].any()  # as the tracker gives it
+    annotation = annotate(signals(episode), nominal, AnnotationConfig())
+    assert annotation.reach_start == REACH_START
+    assert annotation.grasp_closed == GRASP_CLOSED
+    # palm 2 cm above its closing height at 68, 4 cm (> lift_margin_m 3 cm) at 69
+    assert annotation.grasp_end == GRASP_END
+    assert annotation.release == RELEASE  # hand opens with the palm over bin_0
+    assert annotation.end == FRAMES
+    library = SourceLibrary.from_episodes([episode], nominal, AnnotationConfig())
+    assert dict(library.skipped) == {}
+    demo = library.demos[0]
+    assert demo.annotation == annotation  # palm from the library's FK gives the same
+    # object motion from the track before the grasp only
+    assert demo.belt_speed_mps == pytest.approx(0.1, abs=1e-3)
+    expected = np.array([-0.55, 0.75 - 0.1 * REACH_START * DT_S])
+    np.testing.assert_allclose(demo.motion.position_m[:2], expected, atol=1e-4)
+    np.testing.assert_allclose(demo.palm_poses[RELEASE, :2, 3], [0.4, 0.32], atol=0.03)
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [("no_lift", "no_detectable_grasp"), ("wrong_bin", "released_outside_bin")],
+)
+def test_track_ending_at_the_grasp_still_rejects_bad_demos(nominal, tracked, case, reason):
+    with pytest.raises(AnnotationError) as error:
+        annotate(signals(tracked[case]), nominal, AnnotationConfig())
+    assert error.value.reason == reason
+    assert "palm" in error.value.detail

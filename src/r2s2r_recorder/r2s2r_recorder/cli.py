@@ -2,7 +2,8 @@
 
 ``python -m r2s2r_recorder.cli bag2dataset BAGS... -o out.hdf5``,
 ``... dataset-info PATH``, ``... contact-sheet PATH EPISODE out.png``,
-``... inspect-bag BAG``, ``... repair-bag BAG``.
+``... inspect-bag BAG``, ``... repair-bag BAG``,
+``r2s2r record-demos`` (recording on the cell) lives in :mod:`r2s2r_recorder.demos`.
 """
 
 from __future__ import annotations

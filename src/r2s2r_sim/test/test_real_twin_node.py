@@ -353,12 +353,17 @@ PIPELINE_PACKAGES = (
 )
 FORBIDDEN_TEXT = ("config/twin", "twin_config", "twin/operator/object_poses", "twin/default.yaml")
 FORBIDDEN_MODULE = "r2s2r_sim.nodes.real_twin"
-# The experimenter's harness stands on the hardware side: it chooses which cell (twin file) to
-# start and scores trials by the twin's outcome signal, as an operator does on the real cell. It
-# never hands twin parameters to the pipeline under test (the policy sees only observations), so
-# these modules may name the twin's file; every module that grounds, senses, records, generates
-# or learns may not.
-HARDWARE_SIDE_MODULES = ("r2s2r_policy.evaluation", "r2s2r_policy.experiment")
+# The operator's and experimenter's harnesses stand on the hardware side: they choose which
+# cell (twin file) to start, drive it as a teleoperator would, and score trials by its outcome
+# signal, as people do on the real cell. They never hand twin parameters to the pipeline (the
+# policy, grounding and generation see only what the cell publishes), so these modules may name
+# the twin's file; every module that grounds, senses, records, converts, generates or learns
+# may not.
+HARDWARE_SIDE_MODULES = (
+    "r2s2r_policy.evaluation",  # starts the cell for evaluation, scores by its outcome signal
+    "r2s2r_policy.experiment",  # orchestrates demos, grounding, evaluation on the cell
+    "r2s2r_recorder.demos",  # the teleoperator's session on the cell (record-demos)
+)
 
 
 def twin_leaks(source: str) -> list[str]:

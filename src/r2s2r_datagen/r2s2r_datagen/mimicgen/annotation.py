@@ -16,6 +16,17 @@ poses are the recorded object *tracks*, never simulator state):
 - object over bin: tracked object xy inside the footprint of its target bin, from the NOMINAL
   world's bin poses (what the cell's drawings say), when the hand opens again.
 
+The real cell's object tracker only follows objects resting on the belt: its track ends when
+the hand takes the object (``obs/object_pose_valid`` false from about the grasp on). The track
+is used only while it is valid; on the frames after its last valid frame the *palm* stands in
+for the held object, its pose from forward kinematics of the commanded arm joints
+(:attr:`DemoSignals.palm_positions_m`):
+
+- lifted: palm z above its height when the hand closed by ``lift_margin_m``;
+- over bin: palm xy inside the target bin's footprint when the hand opens.
+
+An episode whose track stays valid throughout is annotated from the track alone.
+
 A demonstration without these (no grasp, no lift, released elsewhere, no track) raises
 :class:`AnnotationError` with a machine-readable reason, which the source library counts.
 
@@ -39,6 +50,7 @@ from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_sim.world import WorldParams
 
 from r2s2r_datagen.mimicgen.config import AnnotationConfig
+from r2s2r_datagen.mimicgen.kinematics import BaseLinkArm
 
 ANNOTATION_SKIP_REASONS: tuple[str, ...] = (
     "no_object_track",
@@ -78,6 +90,9 @@ class DemoSignals:
         object_pose: ``(T, 7)`` tracked object pose (xyz, quaternion xyzw) or None.
         object_valid: ``(T,)`` where the track is valid, or None.
         object_type: Object type name (selects the target bin).
+        palm_positions_m: ``(T, 3)`` palm positions (FK of the commanded arm joints), read on
+            the frames after the object track has ended; None: computed by :func:`annotate`
+            from the NOMINAL world's kinematics when needed.
 
     """
 
@@ -87,6 +102,7 @@ class DemoSignals:
     object_pose: NDArray[np.float64] | None
     object_valid: NDArray[np.bool_] | None
     object_type: str
+    palm_positions_m: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,14 +212,35 @@ def closure_signal(
     return np.asarray(actions[:, columns], dtype=float).mean(axis=1)
 
 
+def palm_positions(signals: DemoSignals, nominal_world: WorldParams) -> NDArray[np.float64]:
+    """``(T, 3)`` palm positions in base_link: the signals' own, else FK of the arm commands.
+
+    Raises:
+        ValueError: If an arm joint is not among the episode's ``action_names``.
+
+    """
+    if signals.palm_positions_m is not None:
+        return np.asarray(signals.palm_positions_m, dtype=float)
+    names = list(signals.action_names)
+    missing = [j for j in ARM_JOINT_NAMES if j not in names]
+    if missing:
+        raise ValueError(f"arm joints {missing} not in the episode's action_names {names}")
+    arm_q = np.asarray(signals.actions[:, [names.index(j) for j in ARM_JOINT_NAMES]], dtype=float)
+    return BaseLinkArm(nominal_world).forward_many(arm_q)[:, :3, 3]  # type: ignore[no-any-return]
+
+
 def annotate(
     signals: DemoSignals, nominal_world: WorldParams, config: AnnotationConfig
 ) -> SubtaskAnnotation:
     """Find the subtask boundaries of one demonstration from its recorded signals.
 
+    The object track is read while it is valid; after its last valid frame (the tracker lost
+    the object to the hand) the palm pose stands in for the held object (see the module doc).
+
     Args:
-        signals: The episode's commands and object track.
-        nominal_world: The NOMINAL world (bin footprints, target bin of each object type).
+        signals: The episode's commands, object track and (optionally) palm positions.
+        nominal_world: The NOMINAL world (bin footprints, target bin of each object type,
+            kinematics for the palm when ``signals.palm_positions_m`` is None).
         config: Thresholds.
 
     Raises:
@@ -232,32 +269,44 @@ def annotate(
     if not before.any():
         raise AnnotationError("no_object_track", "no valid object pose before the grasp")
     rest_z = float(np.median(signals.object_pose[: closed + 1][before, 2]))
-    lifted = (
-        valid
-        & (signals.object_pose[:, 2] > rest_z + config.lift_margin_m)
-        & (np.arange(n) > closed)
-        & (signals.times_s <= signals.times_s[closed] + config.lift_window_s)
+    frames = np.arange(n)
+    track_end = int(np.flatnonzero(valid)[-1])
+    untracked = frames > track_end  # the tracker lost the object (to the hand): use the palm
+    in_window = (frames > closed) & (
+        signals.times_s <= signals.times_s[closed] + config.lift_window_s
     )
+    lifted = valid & (signals.object_pose[:, 2] > rest_z + config.lift_margin_m) & in_window
+    palm: NDArray[np.float64] | None = None
+    if (untracked & in_window).any():
+        palm = palm_positions(signals, nominal_world)
+        palm_rest_z = float(palm[closed, 2])  # the palm's height as the hand closed
+        lifted |= untracked & (palm[:, 2] > palm_rest_z + config.lift_margin_m) & in_window
     if not lifted.any():
+        what = "the object" if palm is None else f"the object (tracked to {track_end}) or palm"
         raise AnnotationError(
             "no_detectable_grasp",
-            f"hand closed at frame {closed} but the object never rose {config.lift_margin_m} m "
+            f"hand closed at frame {closed} but {what} never rose {config.lift_margin_m} m "
             f"above its rest within {config.lift_window_s} s",
         )
     lift = int(np.argmax(lifted))
-    opened = (closure < low + config.open_fraction * rise) & (np.arange(n) > lift)
+    opened = (closure < low + config.open_fraction * rise) & (frames > lift)
     if not opened.any():
         raise AnnotationError("no_release", f"the hand never opens after the lift at {lift}")
     release = int(np.argmax(opened))
-    tracked = np.flatnonzero(valid[: release + 1])
     target = nominal_world.objects[signals.object_type].target_bin
     bin_pose = bin_poses_in_base(nominal_world)[target]
-    if tracked.size == 0 or not inside_footprint(
-        bin_pose, signals.object_pose[tracked[-1], :3], config.bin_margin_m
-    ):
+    if untracked[release]:  # the hand holds the object: the palm is over where it drops
+        if palm is None:
+            palm = palm_positions(signals, nominal_world)
+        where, held = palm[release], "palm"
+    else:
+        tracked = np.flatnonzero(valid[: release + 1])  # non-empty: valid before the grasp
+        where, held = signals.object_pose[tracked[-1], :3], "object"
+    if not inside_footprint(bin_pose, where, config.bin_margin_m):
         raise AnnotationError(
             "released_outside_bin",
-            f"object not over {target} when the hand opened (frame {release})",
+            f"{held} not over {target} when the hand opened (frame {release}, xy "
+            f"{np.round(where[:2], 3).tolist()})",
         )
     arm_columns = [list(signals.action_names).index(j) for j in ARM_JOINT_NAMES]
     arm = np.asarray(signals.actions[:, arm_columns], dtype=float)

@@ -30,7 +30,10 @@ class AnnotationConfig(ConfigModel):
     Signals (all from the episode, never from simulator state): hand closure = mean commanded
     flexion of ``closure_joints``; object lifted = tracked object z above its resting height
     on the belt by ``lift_margin_m``; object over bin = tracked object xy inside the footprint
-    of its target bin (bin poses from the NOMINAL world).
+    of its target bin (bin poses from the NOMINAL world). On the frames after the object track
+    has ended (the real tracker loses the object to the hand) the palm (FK of the commanded arm
+    joints) stands in: lifted = palm z above its height at closure by ``lift_margin_m``; over
+    bin = palm xy in the footprint.
     """
 
     closure_joints: list[str] = Field(

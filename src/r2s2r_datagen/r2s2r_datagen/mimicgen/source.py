@@ -139,8 +139,13 @@ def signals_of(
     metadata: EpisodeMetadata,
     object_pose: FloatArray | None,
     object_valid: NDArray[np.bool_] | None,
+    palm_positions_m: FloatArray | None = None,
 ) -> DemoSignals:
-    """Bundle an episode's arrays for :func:`annotate`."""
+    """Bundle an episode's arrays for :func:`annotate`.
+
+    ``palm_positions_m`` (``(T, 3)``, base_link, FK of the arm commands) stands in for the
+    object once its track has ended (the real tracker loses it when the hand takes it).
+    """
     return DemoSignals(
         times_s=np.asarray(times_s, dtype=float),
         actions=np.asarray(actions, dtype=float),
@@ -148,6 +153,9 @@ def signals_of(
         object_pose=None if object_pose is None else np.asarray(object_pose, dtype=float),
         object_valid=None if object_valid is None else np.asarray(object_valid, dtype=bool),
         object_type=metadata.object_type,
+        palm_positions_m=(
+            None if palm_positions_m is None else np.asarray(palm_positions_m, dtype=float)
+        ),
     )
 
 
@@ -159,8 +167,9 @@ def fit_object_motion(
 ) -> ObjectMotion:
     """Constant-velocity fit of the object track before the grasp (on the belt, untouched).
 
-    Uses the valid track frames up to two frames before the hand counts as closed; with fewer
-    than three of them, the last valid pose and ``fallback_speed_mps`` along the belt.
+    Uses the valid track frames up to two frames before the hand counts as closed (the track
+    is never read after the grasp: the real tracker loses the object to the hand); with fewer
+    than three of them, the first valid pose and ``fallback_speed_mps`` along the belt.
     """
     assert signals.object_pose is not None and signals.object_valid is not None
     last = max(annotation.grasp_closed - 2, 1)
@@ -214,7 +223,17 @@ def build_source_demo(
     """
     if metadata.outcome == "failure":
         raise AnnotationError("failed_demo", "the episode's outcome is failure")
-    signals = signals_of(times_s, actions, metadata, object_pose, object_valid)
+    names = list(metadata.action_names)
+    missing = [j for j in (*ARM_JOINT_NAMES, *HAND_JOINT_NAMES) if j not in names]
+    if missing:
+        raise ValueError(f"joints {missing} not in the episode's action_names {names}")
+    commands = np.asarray(actions, dtype=float)
+    arm_commands = commands[:, [names.index(j) for j in ARM_JOINT_NAMES]]
+    hand_commands = commands[:, [names.index(j) for j in HAND_JOINT_NAMES]]
+    palm_poses = arm.forward_many(arm_commands)
+    signals = signals_of(
+        times_s, commands, metadata, object_pose, object_valid, palm_poses[:, :3, 3]
+    )
     automatic: SubtaskAnnotation | None
     try:
         automatic = annotate(signals, nominal_world, annotation_config)
@@ -234,9 +253,6 @@ def build_source_demo(
         or not signals.object_valid.any()
     ):
         raise AnnotationError("no_object_track", "the episode has no valid object pose")
-    names = list(metadata.action_names)
-    arm_commands = signals.actions[:, [names.index(j) for j in ARM_JOINT_NAMES]]
-    hand_commands = signals.actions[:, [names.index(j) for j in HAND_JOINT_NAMES]]
     direction = belt_direction_in_base(nominal_world)
     motion = fit_object_motion(signals, annotation, metadata.belt_speed_mps, direction)
     speed = float(np.linalg.norm(motion.velocity_mps))
@@ -248,7 +264,7 @@ def build_source_demo(
         times_s=signals.times_s,
         arm_commands=arm_commands,
         hand_commands=hand_commands,
-        palm_poses=arm.forward_many(arm_commands),
+        palm_poses=palm_poses,
         annotation=annotation,
         motion=motion,
         belt_direction=direction,

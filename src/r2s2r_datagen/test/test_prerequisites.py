@@ -1,0 +1,201 @@
+"""Main-job prerequisites with a fake command runner: missing → produced, present → reused,
+failing → reported and its configurations not run."""
+
+import json
+import sys
+from pathlib import Path
+
+from r2s2r_datagen.config import GenerateConfig
+from r2s2r_datagen.configurations import load_datagen_config
+from r2s2r_datagen.prerequisites import (
+    EXIT_TIMEOUT,
+    ground_command,
+    prepare_prerequisites,
+)
+from r2s2r_datagen.runner import run_generation
+from r2s2r_datagen.summary import EXIT_NOTHING_RAN
+
+HELP_LAUNCH = """Options:
+  -o, --output FILE    Artifact YAML.  [required]
+  --launch TEXT        Start this bring-up graph (e.g. real_deploy) first.
+  --launch-arg TEXT    NAME:=VALUE launch argument of --launch (repeatable).
+"""
+HELP_NONE = "Options:\n  -o, --output FILE    Artifact YAML.  [required]\n"
+
+
+class FakeRunner:
+    """Plays the commands: answers ``--help``, writes the output file or fails."""
+
+    def __init__(self, code: int = 0, help_text: str = HELP_LAUNCH, write: bool = True) -> None:
+        self.code, self.help_text, self.write = code, help_text, write
+        self.commands: list[list[str]] = []
+
+    def __call__(self, command: list[str], timeout_s: float, log: Path) -> tuple[int, str]:
+        self.commands.append(command)
+        assert command[:3] == [sys.executable, "-m", "r2s2r.cli"] and timeout_s > 0
+        if "--help" in command:
+            return 0, self.help_text
+        if self.code == 0 and self.write:
+            target = command[
+                command.index("--dataset" if "--dataset" in command else "--output") + 1
+            ]
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            Path(target).write_text("written by the command\n")
+            return 0, "bag2dataset → x: 6 converted (600 frames), 0 skipped {}, 0 errors"
+        return self.code, "line 1\nrecord-demos: no episode converted; the dataset is empty"
+
+
+class _WritesThenFails(FakeRunner):
+    """``r2s2r ground`` that writes a partial artifact and exits 1 (steps failed)."""
+
+    def __call__(self, command: list[str], timeout_s: float, log: Path) -> tuple[int, str]:
+        if "--help" in command:
+            return 0, HELP_LAUNCH
+        target = Path(command[command.index("--output") + 1])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("schema_version: 1\n")
+        return 1, "step belt failed: residual 17.8 %\nsome traceback line"
+
+
+def _config(tmp_path: Path, configurations_file: Path, **fields: object) -> GenerateConfig:
+    return GenerateConfig(
+        configurations_path=str(configurations_file),
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+        demos_dataset_path=str(tmp_path / "demos" / "dataset.hdf5"),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_missing_demos_are_recorded_then_used(tmp_path: Path, configurations_file: Path) -> None:
+    config = _config(
+        tmp_path, configurations_file, prepare_demos=True, demos_episodes=4, demos_seed=9
+    )
+    datagen = load_datagen_config(configurations_file)
+    runner = FakeRunner()
+    report = prepare_prerequisites(config, datagen, tmp_path / "logs", lambda _: None, runner)
+    dataset = tmp_path / "demos" / "dataset.hdf5"
+    (command,) = runner.commands
+    assert command[3:] == [
+        "record-demos", "--episodes", "4", "--out", str(dataset.parent), "--dataset",
+        str(dataset), "--seed", "9", "--real-time-factor", "1.0", "--quiet",
+    ]  # fmt: skip
+    (step,) = report.steps
+    assert step.status == "produced" and step.path == str(dataset)
+    assert step.affects == ["grounded_mimicgen", "nominal_mimicgen"]
+    assert "6 converted" in step.detail
+    assert report.datagen.behavior_options["mimicgen"]["source_dataset"] == str(dataset)
+    assert datagen.behavior_options == {}  # the loaded file's content is not changed
+
+
+def test_present_demos_are_reused_without_recording(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    dataset = tmp_path / "demos" / "dataset.hdf5"
+    dataset.parent.mkdir()
+    dataset.write_text("recorded earlier\n")
+    config = _config(tmp_path, configurations_file, prepare_demos=True)
+    runner = FakeRunner()
+    report = prepare_prerequisites(
+        config, load_datagen_config(configurations_file), tmp_path, lambda _: None, runner
+    )
+    assert runner.commands == []
+    assert [s.status for s in report.steps] == ["present"]
+    assert report.datagen.behavior_options["mimicgen"]["source_dataset"] == str(dataset)
+
+
+def test_nothing_is_prepared_when_disabled_or_not_needed(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    datagen = load_datagen_config(configurations_file)
+    runner = FakeRunner()
+    disabled = prepare_prerequisites(
+        _config(tmp_path, configurations_file), datagen, tmp_path, print, runner
+    )
+    assert disabled.steps == [] and disabled.datagen is datagen
+    planner_only = _config(
+        tmp_path,
+        configurations_file,
+        configurations=["nominal_planner"],
+        prepare_demos=True,
+        prepare_grounding=True,
+    )
+    report = prepare_prerequisites(planner_only, datagen, tmp_path, print, runner)
+    assert [s.status for s in report.steps] == ["not_needed", "not_needed"]
+    assert report.notes() == [] and runner.commands == []
+
+
+def test_failed_demos_are_reported_and_mimicgen_not_run(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    config = _config(
+        tmp_path, configurations_file, configurations=["nominal_mimicgen"], prepare_demos=True
+    )
+    summary = run_generation(config, log=lambda _: None, command_runner=FakeRunner(code=1))
+    assert summary.exit_code == EXIT_NOTHING_RAN
+    (note,) = [n for n in summary.notes if n.startswith("prerequisite demos")]
+    assert "failed (exit code 1)" in note and "no episode converted" in note
+    assert note.endswith(
+        "nominal_mimicgen not run (log: "
+        + str(tmp_path / "run" / "logs" / "record_demos.log")
+        + ")"
+    )
+    assert any(n.startswith("nominal_mimicgen: not run: ") for n in summary.notes)
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert note in saved["notes"]
+    steps = json.loads((tmp_path / "run" / "prerequisites.json").read_text())["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [("demos", "failed")]
+
+
+def test_grounding_runs_ground_with_the_cell_or_says_why_not(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    artifact = tmp_path / "grounding" / "artifact.yaml"
+    twin = tmp_path / "twin.yaml"
+    config = _config(
+        tmp_path,
+        configurations_file,
+        configurations=["grounded_planner"],
+        prepare_grounding=True,
+        grounding_artifact_path=str(artifact),
+        cell_launch_args=[f"cell_file:={twin}"],
+    )
+    datagen = load_datagen_config(configurations_file)
+
+    runner = FakeRunner(help_text=HELP_LAUNCH)
+    (step,) = prepare_prerequisites(config, datagen, tmp_path, print, runner).steps
+    assert step.status == "produced" and artifact.is_file()
+    assert runner.commands[-1][3:] == [
+        "ground", "--output", str(artifact), "--launch", "real_deploy",
+        "--launch-arg", f"cell_file:={twin}",
+    ]  # fmt: skip
+    artifact.unlink()
+
+    (skipped,) = prepare_prerequisites(
+        config, datagen, tmp_path, print, FakeRunner(help_text=HELP_NONE)
+    ).steps
+    assert skipped.status == "skipped" and "no --launch/--launch-arg options" in skipped.detail
+    assert skipped.note().endswith("-> grounded_planner not run")
+
+    partial_step = prepare_prerequisites(config, datagen, tmp_path, print, _WritesThenFails()).steps
+    assert partial_step[0].status == "failed" and not artifact.exists()
+    assert "step belt failed: residual" in partial_step[0].detail
+    assert (artifact.parent / "artifact.failed.yaml").is_file()  # set aside, not used
+
+    summary = run_generation(
+        config, log=lambda _: None, command_runner=FakeRunner(code=EXIT_TIMEOUT)
+    )
+    assert summary.exit_code == EXIT_NOTHING_RAN
+    (note,) = [n for n in summary.notes if n.startswith("prerequisite grounding")]
+    assert "failed (timed out)" in note
+    assert any(n.startswith("grounded_planner: not run: ") for n in summary.notes)
+
+
+def test_ground_command_passes_cell_launch_args_on() -> None:
+    command = ground_command(HELP_LAUNCH, Path("/a.yaml"), ["x:=1", "y:=2"])
+    assert command is not None
+    assert command[3:] == [
+        "ground", "--output", "/a.yaml", "--launch", "real_deploy",
+        "--launch-arg", "x:=1", "--launch-arg", "y:=2",
+    ]  # fmt: skip
+    assert ground_command(HELP_NONE, Path("/a.yaml")) is None

@@ -1,0 +1,169 @@
+"""Typed configuration of the 2×2 co-training experiment (``config/experiment/*.yaml``).
+
+Three presets ship with the workspace:
+
+- ``reduced`` (default): sized to finish on a 2-core CPU machine in about two hours
+  (20 real demonstrations, 200 simulated episodes per configuration, 2,000 training steps at
+  64×64 px, the full 50-trial protocol);
+- ``paper``: the paper's scale (100 real demonstrations, 1,500 simulated episodes per
+  configuration) with longer training at 128×128 px: a GPU/cluster job;
+- ``smoke``: tiny sizes that check the whole pipeline in minutes.
+
+Every size is also a command-line option of ``r2s2r experiment``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from r2s2r_common.config import ConfigModel, load_config
+
+from ..evaluation.trials import DEFAULT_CONDITION_COUNTS
+from .results import BEHAVIOR_LEVELS, WORLD_LEVELS, configuration_name
+
+PRESETS: tuple[str, ...] = ("reduced", "paper", "smoke")
+"""Shipped presets (``config/experiment/<preset>.yaml``)."""
+
+ALL_CONFIGURATIONS: tuple[str, ...] = tuple(
+    configuration_name(w, b) for w in WORLD_LEVELS for b in BEHAVIOR_LEVELS
+)
+"""The four simulated configurations, world × behavior."""
+
+DEFAULT_DEMOS_COMMAND: list[str] = [
+    "r2s2r",
+    "record-demos",
+    "--out",
+    "{out_dir}",
+    "--episodes",
+    "{episodes}",
+    "--seed",
+    "{seed}",
+    "--twin-config",
+    "{twin_config}",
+]
+DEFAULT_GROUND_COMMAND: list[str] = [
+    "r2s2r",
+    "ground",
+    "--output",
+    "{artifact}",
+    "--launch",
+    "real_deploy",
+    "--launch-arg",
+    "twin_config:={twin_config}",
+]
+
+
+class ExperimentConfig(ConfigModel):
+    """Sizes, seeds, inputs and evaluator of one experiment run."""
+
+    preset: str = Field(default="reduced", description="Name of the preset this derives from.")
+    real_demos: int = Field(default=20, ge=1, le=100000, description="Real demonstrations.")
+    demo_seed: int = Field(default=0, ge=0, description="Seed of demonstration 0 (i: + i).")
+    sim_episodes_per_configuration: int = Field(
+        default=200, ge=1, le=1000000, description="Simulated episodes per configuration."
+    )
+    generation_seed: int = Field(default=0, ge=0, description="Generation base seed.")
+    generation_workers: int = Field(default=2, ge=1, le=1024, description="Generation workers.")
+    configurations: list[str] = Field(
+        default_factory=lambda: list(ALL_CONFIGURATIONS),
+        description="Co-trained policies (simulated configurations) to run.",
+    )
+    train_config: str = Field(
+        default="policy/cotrain.yaml",
+        description="Base TrainConfig YAML (relative: against config/).",
+    )
+    train_steps: int = Field(default=2000, ge=1, description="Optimizer steps per policy.")
+    image_px: int = Field(default=64, ge=16, le=1024, description="Policy input size (square).")
+    batch_size: int = Field(default=32, ge=1, le=4096, description="Training batch size.")
+    sim_ratio: float = Field(
+        default=0.5, gt=0.0, lt=1.0, description="Co-training: share of samples from sim."
+    )
+    seed: int = Field(default=0, ge=0, description="Training seed (the same for every policy).")
+    train_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra TrainConfig fields merged last (e.g. policy.model for tiny models).",
+    )
+    trials_per_condition: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_CONDITION_COUNTS),
+        description="Evaluation trials per condition (default: the paper's 24 + 26).",
+    )
+    evaluation_base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0.")
+    evaluator: Literal["in_process", "ros"] = Field(
+        default="in_process", description="in_process (fast) or ros (the graph, as on hardware)."
+    )
+    twin_config: str = Field(
+        default="twin/default.yaml", description="The real twin's world (relative: config/)."
+    )
+    real_time_factor: float = Field(
+        default=1.0, gt=0.0, le=100.0, description="ROS evaluator: speed of the launched twin."
+    )
+    real_dataset: str = Field(
+        default="", description="Use this real dataset instead of recording demonstrations."
+    )
+    grounding_artifact: str = Field(
+        default="", description="Use this grounding artifact instead of running r2s2r ground."
+    )
+    sim_datasets: dict[str, str] = Field(
+        default_factory=dict,
+        description="Configuration -> simulated dataset to use instead of generating it.",
+    )
+    demos_command: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_DEMOS_COMMAND),
+        description="Command recording the real demos into {out_dir}/dataset.hdf5 "
+        "(placeholders: out_dir, episodes, seed, twin_config).",
+    )
+    ground_command: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_GROUND_COMMAND),
+        description="Command writing the grounding artifact {artifact} (placeholders: "
+        "artifact, twin_config).",
+    )
+    command_timeout_s: float = Field(
+        default=7200.0, gt=0.0, description="Wall-clock limit of the demos/ground commands."
+    )
+
+    @field_validator("configurations")
+    @classmethod
+    def _known_configurations(cls, value: list[str]) -> list[str]:
+        unknown = [c for c in value if c not in ALL_CONFIGURATIONS]
+        if unknown:
+            raise ValueError(f"unknown configurations {unknown}; expected {ALL_CONFIGURATIONS}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"configurations {value}: duplicates")
+        return value
+
+    @field_validator("sim_datasets")
+    @classmethod
+    def _known_datasets(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = [c for c in value if c not in ALL_CONFIGURATIONS]
+        if unknown:
+            raise ValueError(f"sim_datasets: unknown configurations {unknown}")
+        return value
+
+    @field_validator("trials_per_condition")
+    @classmethod
+    def _trials(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(v < 0 for v in value.values()) or sum(value.values()) == 0:
+            raise ValueError(f"trials_per_condition {value}: expected counts >= 0, not all 0")
+        return value
+
+
+def preset_path(name: str) -> Path:
+    """``config/experiment/<name>.yaml`` (installed share, else source tree).
+
+    Raises:
+        r2s2r_common.config.ConfigError: Unknown preset or file not found.
+
+    """
+    from r2s2r_common.config import ConfigError
+    from r2s2r_sim.cell_runtime import resolve_config_path
+
+    if name not in PRESETS:
+        raise ConfigError(f"preset {name!r}: unknown; expected one of {list(PRESETS)}")
+    return resolve_config_path(f"experiment/{name}.yaml")
+
+
+def load_preset(name: str) -> ExperimentConfig:
+    """Load a shipped preset."""
+    return load_config(ExperimentConfig, preset_path(name))

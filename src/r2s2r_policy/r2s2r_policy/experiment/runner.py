@@ -1,0 +1,586 @@
+"""The 2×2 co-training experiment end to end, as resumable cached stages.
+
+Stages (each in its own folder of the experiment directory, see :mod:`.stages`)::
+
+    demos/                 real demonstrations on the twin (``r2s2r record-demos``)
+    grounding/             grounding artifact (``r2s2r ground`` against the twin)
+    generation/<config>/   simulated episodes of one configuration (world × behavior)
+    policies/<policy>/     training: real_only, and real + each configuration
+    evaluation/<policy>/   the 50-trial protocol on the real twin
+
+Every policy uses the same real demonstrations, the same training seed and the same trials.
+An input that cannot be produced (the demos command fails, grounding fails, a generator is
+unavailable or yields no episode) marks the policies that need it as *not run*, with the
+reason; nothing is substituted for it. The results (table, plot, JSON, the command that
+reproduces them) are written to the experiment directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from r2s2r_common.config import ConfigError, dump_yaml, load_config, parse_config
+
+from ..evaluation.report import ALL, SHIFTED
+from ..evaluation.trials import NOMINAL, EvaluationConfig
+from .config import ExperimentConfig
+from .results import (
+    GROUPS,
+    REAL_ONLY,
+    ExperimentResults,
+    GroupResult,
+    PolicyResult,
+)
+from .stages import StageError, StageOutcome, StageRunner, file_fingerprint
+
+Log = Callable[[str], None]
+
+
+def content_hash(path: str | Path) -> str:
+    """SHA-256 of a (small) file's bytes: config files are identified by content."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _resolve_config(path: str) -> Path:
+    from r2s2r_sim.cell_runtime import resolve_config_path
+
+    return resolve_config_path(path).resolve()
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def split_world_behavior(configuration: str) -> tuple[str, str]:
+    """``grounded_mimicgen`` -> ``("grounded", "mimicgen")``."""
+    world, _, behavior = configuration.partition("_")
+    return world, behavior
+
+
+@dataclass
+class Dataset:
+    """A dataset the experiment uses: its path and the fingerprint downstream stages hash."""
+
+    path: str
+    fingerprint: str
+
+
+@dataclass
+class Unavailable:
+    """An input that could not be produced, and why."""
+
+    reason: str
+
+
+@dataclass
+class ExperimentState:
+    """What the stages produced so far (for the report).
+
+    Attributes:
+        stage_wall_s: Stage name -> wall time of the run that produced it.
+        stage_cached: Stage name -> skipped this session because up to date.
+        training: Policy -> training info (steps, loss, samples/s).
+        generation: Configuration -> generation info (episodes, yield, episodes/min).
+
+    """
+
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
+    stage_cached: dict[str, bool] = field(default_factory=dict)
+    training: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generation: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def note(self, name: str, outcome: StageOutcome) -> None:
+        """Remember a stage's wall time and whether it was cached."""
+        self.stage_wall_s[name] = outcome.record.wall_s
+        self.stage_cached[name] = outcome.cached
+
+
+def resolve_command(command: Sequence[str], values: dict[str, str]) -> list[str]:
+    """Fill ``{placeholders}`` of a command template; ``r2s2r`` runs as ``python -m r2s2r.cli``.
+
+    Raises:
+        ConfigError: On an unknown placeholder.
+
+    """
+    try:
+        filled = [part.format(**values) for part in command]
+    except (KeyError, IndexError) as error:
+        raise ConfigError(
+            f"command {list(command)}: unknown placeholder {error}; expected {sorted(values)}"
+        ) from None
+    if filled and filled[0] == "r2s2r":
+        # The same interpreter (and package paths) as this experiment, wherever PATH points.
+        filled = [sys.executable, "-m", "r2s2r.cli", *filled[1:]]
+    return filled
+
+
+def run_command(command: list[str], log_path: Path, timeout_s: float, what: str) -> None:
+    """Run an external step, its output to ``log_path``.
+
+    Raises:
+        StageError: Non-zero exit, timeout, or a missing executable; with the log's tail.
+
+    """
+    try:
+        with log_path.open("w") as stream:
+            completed = subprocess.run(
+                command, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+            )
+    except FileNotFoundError as error:
+        raise StageError(f"{what}: cannot run {shlex.join(command)}: {error}") from None
+    except subprocess.TimeoutExpired:
+        raise StageError(f"{what}: {shlex.join(command)} ran past {timeout_s:.0f} s") from None
+    if completed.returncode != 0:
+        tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
+        raise StageError(
+            f"{what}: {shlex.join(command)} exited with {completed.returncode} "
+            f"(log {log_path}): {tail}"
+        )
+
+
+def train_config_for(
+    config: ExperimentConfig, real: Dataset, sim: Dataset | None
+) -> dict[str, Any]:
+    """Build one policy's TrainConfig (as a dict): the base YAML + the experiment's sizes."""
+    from ..training import TrainConfig
+
+    base = load_config(TrainConfig, _resolve_config(config.train_config)).model_dump(mode="json")
+    base.update(
+        real_dataset=real.path,
+        sim_dataset=sim.path if sim is not None else None,
+        sim_ratio=config.sim_ratio if sim is not None else 0.0,
+        steps=config.train_steps,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        checkpoint_every_steps=min(base["checkpoint_every_steps"], config.train_steps),
+    )
+    base["policy"]["image_height_px"] = config.image_px
+    base["policy"]["image_width_px"] = config.image_px
+    merged = _deep_merge(base, config.train_overrides)
+    return parse_config(TrainConfig, merged, "experiment training config").model_dump(mode="json")
+
+
+def evaluation_protocol(config: ExperimentConfig) -> EvaluationConfig:
+    """Return the evaluation protocol of the experiment (same trials for every policy)."""
+    return EvaluationConfig(
+        trials_per_condition=dict(config.trials_per_condition),
+        base_seed=config.evaluation_base_seed,
+    )
+
+
+def policy_result_from_json(
+    name: str, data: dict[str, Any], world: str | None, behavior: str | None, checkpoint: str
+) -> PolicyResult:
+    """Rebuild a policy's table row from its ``evaluation.json`` (also for cached stages)."""
+    summary = data["summary"]
+    groups = {
+        group: GroupResult(int(summary[group]["successes"]), int(summary[group]["trials"]))
+        for group in GROUPS
+        if group in summary
+    }
+    return PolicyResult(
+        name=name,
+        world=world,
+        behavior=behavior,
+        groups=groups,
+        failure_reasons=dict(summary.get(ALL, {}).get("failure_reasons", {})),
+        checkpoint=checkpoint,
+    )
+
+
+class Experiment:
+    """One experiment directory: runs the stages and assembles the results.
+
+    Args:
+        config: The experiment's configuration.
+        directory: Experiment directory (created; stages cache their outputs here).
+        log: Progress lines (default: print to stdout).
+        progress_bars: Show training/generation progress bars.
+
+    """
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        directory: str | Path,
+        log: Log | None = None,
+        progress_bars: bool = True,
+    ) -> None:
+        self.config = config
+        self.directory = Path(directory).resolve()
+        self.log: Log = log or (lambda text: print(text, flush=True))
+        self.progress_bars = progress_bars
+        self.stages = StageRunner(self.directory, self.log)
+        self.state = ExperimentState()
+        self.twin_path = _resolve_config(config.twin_config)
+
+    # ---- inputs -------------------------------------------------------------------------
+    def real_demos(self) -> Dataset | Unavailable:
+        """Return the real dataset: given, or recorded on the twin by the demos command."""
+        if self.config.real_dataset:
+            path = Path(self.config.real_dataset).resolve()
+            if not path.exists():
+                return Unavailable(f"real_dataset {path}: not found")
+            return Dataset(str(path), file_fingerprint(path))
+        inputs = {
+            "episodes": self.config.real_demos,
+            "seed": self.config.demo_seed,
+            "twin": content_hash(self.twin_path),
+            "command": self.config.demos_command,
+        }
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            command = resolve_command(
+                self.config.demos_command,
+                {
+                    "out_dir": str(folder),
+                    "episodes": str(self.config.real_demos),
+                    "seed": str(self.config.demo_seed),
+                    "twin_config": str(self.twin_path),
+                },
+            )
+            run_command(command, folder / "demos.log", self.config.command_timeout_s, "demos")
+            dataset = folder / "dataset.hdf5"
+            if not dataset.exists():
+                raise StageError(f"demos: {shlex.join(command)} did not write {dataset}")
+            return {"dataset": str(dataset)}, {"command": shlex.join(command)}
+
+        try:
+            outcome = self.stages.run("demos", inputs, body)
+        except StageError as error:
+            return Unavailable(f"real demonstrations not recorded: {error}")
+        self.state.note("demos", outcome)
+        return Dataset(outcome.outputs["dataset"], outcome.fingerprint)
+
+    def grounding(self) -> Dataset | Unavailable:
+        """Return the grounding artifact: given, or produced by the ground command."""
+        if self.config.grounding_artifact:
+            path = Path(self.config.grounding_artifact).resolve()
+            if not path.is_file():
+                return Unavailable(f"grounding_artifact {path}: not found")
+            return Dataset(str(path), content_hash(path))
+        inputs = {"twin": content_hash(self.twin_path), "command": self.config.ground_command}
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            artifact = folder / "artifact.yaml"
+            command = resolve_command(
+                self.config.ground_command,
+                {"artifact": str(artifact), "twin_config": str(self.twin_path)},
+            )
+            run_command(command, folder / "ground.log", self.config.command_timeout_s, "grounding")
+            if not artifact.is_file():
+                raise StageError(f"grounding: {shlex.join(command)} did not write {artifact}")
+            return {"artifact": str(artifact)}, {"command": shlex.join(command)}
+
+        try:
+            outcome = self.stages.run("grounding", inputs, body)
+        except StageError as error:
+            return Unavailable(f"grounding artifact not produced: {error}")
+        self.state.note("grounding", outcome)
+        return Dataset(outcome.outputs["artifact"], content_hash(outcome.outputs["artifact"]))
+
+    def simulated(
+        self,
+        configuration: str,
+        real: Dataset | Unavailable,
+        artifact: Dataset | Unavailable | None,
+    ) -> Dataset | Unavailable:
+        """One configuration's simulated dataset: given, or generated (``run_generation``)."""
+        given = self.config.sim_datasets.get(configuration)
+        if given:
+            path = Path(given).resolve()
+            if not path.exists():
+                return Unavailable(f"sim dataset {path}: not found")
+            return Dataset(str(path), file_fingerprint(path))
+        world, behavior = split_world_behavior(configuration)
+        if behavior == "mimicgen" and isinstance(real, Unavailable):
+            return Unavailable(f"MimicGen needs the real demonstrations: {real.reason}")
+        if world == "grounded" and (artifact is None or isinstance(artifact, Unavailable)):
+            reason = artifact.reason if artifact is not None else "not requested"
+            return Unavailable(f"grounded world needs the grounding artifact: {reason}")
+        from r2s2r_datagen.config import bundled_configurations_path
+
+        bundled = bundled_configurations_path()
+        bundled_data = yaml.safe_load(bundled.read_text())
+        nominal_world = (bundled.parent / bundled_data["nominal_world_path"]).resolve()
+        mimicgen_file = bundled.parent / "mimicgen.yaml"
+        resume_inputs: dict[str, Any] = {
+            "configuration": configuration,
+            "seed": self.config.generation_seed,
+            "configurations_file": content_hash(bundled),
+            "nominal_world": content_hash(nominal_world),
+            "mimicgen_config": content_hash(mimicgen_file)
+            if behavior == "mimicgen" and mimicgen_file.is_file()
+            else "",
+            "real": real.fingerprint
+            if behavior == "mimicgen" and isinstance(real, Dataset)
+            else "",
+            "artifact": artifact.fingerprint if isinstance(artifact, Dataset) else "",
+        }
+        if world != "grounded":
+            resume_inputs["artifact"] = ""
+        inputs = {**resume_inputs, "episodes": self.config.sim_episodes_per_configuration}
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            from r2s2r_datagen.config import GenerateConfig
+            from r2s2r_datagen.runner import run_generation
+
+            data = copy.deepcopy(bundled_data)
+            data["nominal_world_path"] = str(nominal_world)
+            if isinstance(artifact, Dataset):
+                data["grounding_artifact_path"] = artifact.path
+            if isinstance(real, Dataset):
+                options = data.setdefault("behavior_options", {})
+                mimicgen = dict(options.get("mimicgen") or {})
+                mimicgen["source_dataset"] = real.path
+                options["mimicgen"] = mimicgen
+            configurations_path = folder / "configurations.yaml"
+            dump_yaml(data, configurations_path)
+            try:
+                summary = run_generation(
+                    GenerateConfig(
+                        configurations_path=str(configurations_path),
+                        configurations=[configuration],
+                        episodes_per_configuration=self.config.sim_episodes_per_configuration,
+                        base_seed=self.config.generation_seed,
+                        workers=self.config.generation_workers,
+                        output_dir=str(folder / "run"),
+                        progress=self.progress_bars,
+                    ),
+                    log=self.log,
+                )
+            except (ConfigError, RuntimeError) as error:  # bad artifact, workers that die
+                raise StageError(f"generation of {configuration}: {error}") from None
+            item = next(c for c in summary.configurations if c.name == configuration)
+            info = {
+                "successes": item.successes,
+                "failed": item.failed,
+                "skipped": item.skipped,
+                "attempts": item.attempts,
+                "yield": item.yield_fraction,
+                "failure_reasons": item.failure_reasons,
+                "episodes_per_min": item.episodes_per_min,
+                "dataset_episodes": item.dataset_episodes,
+            }
+            if item.unavailable:
+                raise StageError(f"generation of {configuration} unavailable: {item.unavailable}")
+            if not item.dataset or item.dataset_episodes == 0:
+                raise StageError(
+                    f"generation of {configuration}: no successful episode out of "
+                    f"{item.finished} (failures {item.failure_reasons})"
+                )
+            return {"dataset": item.dataset}, info
+
+        name = f"generation/{configuration}"
+        try:
+            outcome = self.stages.run(name, inputs, body, resume_inputs=resume_inputs)
+        except StageError as error:
+            return Unavailable(str(error))
+        self.state.note(name, outcome)
+        self.state.generation[configuration] = outcome.record.info
+        return Dataset(outcome.outputs["dataset"], outcome.fingerprint)
+
+    # ---- policies -----------------------------------------------------------------------
+    def train_policy(self, name: str, real: Dataset, sim: Dataset | None) -> Dataset:
+        """Train one policy (resuming its checkpoints); returns its checkpoint.
+
+        Raises:
+            StageError: Training failed (e.g. a dataset lacks a feature the policy needs).
+
+        """
+        from ..data import MissingFeatureError
+        from ..training import TrainConfig, train
+
+        train_data = train_config_for(self.config, real, sim)
+        cache_free = {"progress_bar", "num_workers", "num_threads", "log_every_steps"}
+        inputs = {
+            "config": {k: v for k, v in train_data.items() if k not in cache_free},
+            "real": real.fingerprint,
+            "sim": sim.fingerprint if sim is not None else "",
+        }
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            data = dict(train_data, progress_bar=self.progress_bars)
+            train_config = parse_config(TrainConfig, data, f"training {name}")
+            dump_yaml(train_config.model_dump(mode="json"), folder / "train_config.yaml")
+            try:
+                result = train(train_config, folder / "run")
+            except (MissingFeatureError, ValueError) as error:
+                raise StageError(f"training {name}: {error}") from None
+            if result.checkpoint is None:
+                raise StageError(f"training {name}: no checkpoint written")
+            info = {
+                "steps": result.step,
+                "resumed_from_step": result.start_step,
+                "final_loss": result.losses[-1] if result.losses else None,
+                "samples_per_s": result.samples_per_s,
+            }
+            return {"checkpoint": str(result.checkpoint)}, info
+
+        stage = f"policies/{name}"
+        outcome = self.stages.run(stage, inputs, body)
+        self.state.note(stage, outcome)
+        self.state.training[name] = outcome.record.info
+        return Dataset(outcome.outputs["checkpoint"], outcome.fingerprint)
+
+    def evaluate_policy(self, name: str, checkpoint: Dataset) -> dict[str, Any]:
+        """Evaluate one checkpoint on the protocol; returns the ``evaluation.json`` content.
+
+        Raises:
+            StageError: The evaluator failed (graph not up, checkpoint refused, ...).
+
+        """
+        protocol = evaluation_protocol(self.config)
+        inputs: dict[str, Any] = {
+            "checkpoint": checkpoint.fingerprint,
+            "protocol": protocol.model_dump(mode="json"),
+            "evaluator": self.config.evaluator,
+            "twin": content_hash(self.twin_path),
+            # What the evaluators read besides the twin: the published world, belt estimator.
+            "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
+            "belt_speed": content_hash(_resolve_config("belt/belt_speed.yaml")),
+        }
+        if self.config.evaluator == "ros":
+            inputs["real_time_factor"] = self.config.real_time_factor
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            from ..evaluation.report import EvaluationReport
+
+            def echo(record: Any) -> None:
+                mark = "ok  " if record.success else "FAIL"
+                self.log(
+                    f"  [{name}] trial {record.index:>2} {mark} {record.condition:<14} "
+                    f"{record.reason} ({record.wall_s:.1f} s wall)"
+                )
+
+            report: EvaluationReport
+            try:
+                if self.config.evaluator == "ros":
+                    from ..evaluation.ros import evaluate_ros
+
+                    report = evaluate_ros(
+                        checkpoint.path,
+                        protocol,
+                        launch=True,
+                        twin_config=str(self.twin_path),
+                        real_time_factor=self.config.real_time_factor,
+                        log_dir=folder / "logs",
+                        progress=echo,
+                    )
+                else:
+                    from ..evaluation.in_process import evaluate_in_process
+
+                    report = evaluate_in_process(
+                        checkpoint.path, protocol, twin_config_path=self.twin_path, progress=echo
+                    )
+            except (RuntimeError, ValueError) as error:
+                raise StageError(f"evaluation of {name}: {error}") from None
+            json_path, _ = report.save(folder, "evaluation")
+            return {"evaluation": str(json_path)}, {"wall_s": report.wall_s}
+
+        stage = f"evaluation/{name}"
+        outcome = self.stages.run(stage, inputs, body)
+        self.state.note(stage, outcome)
+        data: dict[str, Any] = json.loads(Path(outcome.outputs["evaluation"]).read_text())
+        return data
+
+    def policy(
+        self, name: str, real: Dataset | Unavailable, sim: Dataset | Unavailable | None
+    ) -> PolicyResult:
+        """Train and evaluate one policy, or say why it cannot run."""
+        world, behavior = (None, None) if name == REAL_ONLY else split_world_behavior(name)
+        if isinstance(real, Unavailable):
+            return PolicyResult.not_run(name, real.reason, world, behavior)
+        if isinstance(sim, Unavailable):
+            return PolicyResult.not_run(name, sim.reason, world, behavior)
+        try:
+            checkpoint = self.train_policy(name, real, sim)
+            data = self.evaluate_policy(name, checkpoint)
+        except StageError as error:
+            self.log(f"[{name}] NOT RUN: {error}")
+            return PolicyResult.not_run(name, str(error), world, behavior)
+        return policy_result_from_json(name, data, world, behavior, checkpoint.path)
+
+    # ---- everything ---------------------------------------------------------------------
+    def run(self, command: str = "") -> ExperimentResults:
+        """Run (or resume) every stage and write the results.
+
+        Args:
+            command: The command that reproduces this experiment (written with the results).
+
+        Returns:
+            The results (also saved to the experiment directory).
+
+        """
+        started = time.perf_counter()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        dump_yaml(self.config.model_dump(mode="json"), self.directory / "experiment.yaml")
+        config = self.config
+        real = self.real_demos()
+        if isinstance(real, Unavailable):
+            self.log(f"[demos] NOT AVAILABLE: {real.reason}")
+        needs_artifact = any(
+            split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
+            for c in config.configurations
+        )
+        artifact = self.grounding() if needs_artifact else None
+        if isinstance(artifact, Unavailable):
+            self.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
+        sims: dict[str, Dataset | Unavailable] = {}
+        for configuration in config.configurations:
+            sim = sims[configuration] = self.simulated(configuration, real, artifact)
+            if isinstance(sim, Unavailable):
+                self.log(f"[generation/{configuration}] NOT AVAILABLE: {sim.reason}")
+        policies = [self.policy(REAL_ONLY, real, None)]
+        policies += [self.policy(c, real, sims[c]) for c in config.configurations]
+        results = ExperimentResults(
+            policies=policies,
+            command=command,
+            metadata={
+                "experiment_dir": str(self.directory),
+                "config": config.model_dump(mode="json"),
+                "session_wall_s": time.perf_counter() - started,
+                "stage_wall_s": self.state.stage_wall_s,
+                "stage_cached": self.state.stage_cached,
+                "training": self.state.training,
+                "generation": self.state.generation,
+                "stages_run_this_session": list(self.stages.ran),
+                "stages_skipped_this_session": list(self.stages.skipped),
+                "groups": {NOMINAL: "nominal trials", SHIFTED: "shifted trials", ALL: "all"},
+            },
+        )
+        paths = results.save(self.directory)
+        self.log("")
+        self.log(results.table())
+        self.log("")
+        self.log(f"reproduce: {command}")
+        self.log(f"wrote {', '.join(str(p) for p in paths.values())}")
+        return results
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    directory: str | Path,
+    command: str = "",
+    log: Log | None = None,
+    progress_bars: bool = True,
+) -> ExperimentResults:
+    """Run (or resume) the experiment in ``directory``; see :class:`Experiment`."""
+    return Experiment(config, directory, log, progress_bars).run(command)

@@ -1,0 +1,238 @@
+"""Resumable, cached stages of the experiment.
+
+Each stage (demonstrations, grounding, generation of one configuration, training of one
+policy, evaluation of one policy) writes its outputs into its own folder of the experiment
+directory and, when it finishes, a ``stage.json`` record: the hash of its inputs, the inputs
+themselves, its outputs and its wall time. A stage is skipped when that record exists, its
+inputs hash equals the current one and every output it names still exists; otherwise it runs
+again. A stage's inputs include the *fingerprints* of the files it reads (the producing
+stage's inputs hash, or for a file given from outside its size and modification time), so a
+change upstream re-runs everything downstream and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STAGE_RECORD = "stage.json"
+PENDING_RECORD = "stage.pending"
+
+
+class StageError(RuntimeError):
+    """A stage could not produce its outputs (the message says why)."""
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def inputs_hash(inputs: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a stage's inputs (sorted keys)."""
+    text = json.dumps(inputs, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """Identity of a file or folder given from outside: resolved path, size and mtime.
+
+    Folders (shard directories) fingerprint every file under them. Content hashing of
+    multi-GB datasets would cost minutes; size + nanosecond mtime changes when they are
+    rewritten.
+
+    Raises:
+        FileNotFoundError: If the path does not exist.
+
+    """
+    target = Path(path).resolve()
+    if not target.exists():
+        raise FileNotFoundError(f"{target}: not found")
+    files = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
+    digest = hashlib.sha256(str(target).encode())
+    for item in files:
+        stat = item.stat()
+        digest.update(f"{item}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class StageRecord:
+    """What a finished stage wrote in its ``stage.json``.
+
+    Attributes:
+        name: Stage name.
+        inputs_hash: :func:`inputs_hash` of its inputs.
+        inputs: The inputs.
+        outputs: Output name -> path.
+        wall_s: Wall time of the run that produced the outputs.
+        finished_unix_s: When it finished.
+        info: Anything the stage wants to keep (counts, losses, ...).
+
+    """
+
+    name: str
+    inputs_hash: str
+    inputs: dict[str, Any]
+    outputs: dict[str, str]
+    wall_s: float
+    finished_unix_s: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict."""
+        return {
+            "name": self.name,
+            "inputs_hash": self.inputs_hash,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "wall_s": self.wall_s,
+            "finished_unix_s": self.finished_unix_s,
+            "info": self.info,
+        }
+
+    @classmethod
+    def read(cls, path: Path) -> StageRecord | None:
+        """Read a record; None if missing or unreadable (the stage then runs again)."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(
+                name=str(data["name"]),
+                inputs_hash=str(data["inputs_hash"]),
+                inputs=dict(data["inputs"]),
+                outputs={str(k): str(v) for k, v in data["outputs"].items()},
+                wall_s=float(data["wall_s"]),
+                finished_unix_s=float(data["finished_unix_s"]),
+                info=dict(data.get("info", {})),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass
+class StageOutcome:
+    """Result of :meth:`StageRunner.run`.
+
+    Attributes:
+        record: The stage's record (fresh or cached).
+        cached: True when the stage was skipped because its outputs were up to date.
+
+    """
+
+    record: StageRecord
+    cached: bool
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """Output name -> path."""
+        return self.record.outputs
+
+    @property
+    def fingerprint(self) -> str:
+        """What downstream stages hash: this stage's inputs hash."""
+        return self.record.inputs_hash
+
+
+StageBody = Callable[[Path], tuple[dict[str, str], dict[str, Any]]]
+"""A stage's work: given its folder, produce ``(outputs, info)`` or raise :class:`StageError`."""
+
+
+class StageRunner:
+    """Runs stages in an experiment directory, skipping those that are up to date.
+
+    Args:
+        root: Experiment directory.
+        log: Where progress lines go.
+
+    Attributes:
+        ran: Names of stages that did work in this session.
+        skipped: Names of stages found up to date.
+
+    """
+
+    def __init__(self, root: str | Path, log: Callable[[str], None] | None = None) -> None:
+        self.root = Path(root)
+        self.log = log or (lambda text: None)
+        self.ran: list[str] = []
+        self.skipped: list[str] = []
+
+    def folder(self, name: str) -> Path:
+        """Return the folder of stage ``name`` (``a/b`` names nest)."""
+        return self.root / name
+
+    def cached(self, name: str, inputs: Mapping[str, Any]) -> StageRecord | None:
+        """Return the stage's record if it is up to date with ``inputs``, else None."""
+        record = StageRecord.read(self.folder(name) / STAGE_RECORD)
+        if record is None or record.inputs_hash != inputs_hash(inputs):
+            return None
+        if not all(Path(path).exists() for path in record.outputs.values()):
+            return None
+        return record
+
+    def run(
+        self,
+        name: str,
+        inputs: Mapping[str, Any],
+        body: StageBody,
+        resume_inputs: Mapping[str, Any] | None = None,
+    ) -> StageOutcome:
+        """Run stage ``name`` unless it is up to date.
+
+        The old record is removed before the body runs, so an interrupted stage is never
+        mistaken for a finished one. The body may resume from partial outputs left in its
+        folder (training and generation do) as long as ``resume_inputs`` (default: all
+        inputs) are unchanged; when they changed, the folder is emptied first.
+
+        Raises:
+            StageError: From the body (no record is written).
+
+        """
+        record = self.cached(name, inputs)
+        if record is not None:
+            self.skipped.append(name)
+            self.log(f"[{name}] up to date (inputs {record.inputs_hash[:12]}), skipped")
+            return StageOutcome(record, cached=True)
+        folder = self.folder(name)
+        resume_hash = inputs_hash(inputs if resume_inputs is None else resume_inputs)
+        pending = folder / PENDING_RECORD
+        if folder.exists() and _read_text(pending) != resume_hash:
+            # Partial outputs of different inputs (or of unknown origin) must not be resumed.
+            for item in folder.iterdir():
+                if item.is_dir() and not item.is_symlink():
+                    shutil.rmtree(item)
+                else:
+                    item.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        pending.write_text(resume_hash)
+        record_path = folder / STAGE_RECORD
+        record_path.unlink(missing_ok=True)
+        self.log(f"[{name}] running")
+        started = time.perf_counter()
+        outputs, info = body(folder)
+        missing = {k: v for k, v in outputs.items() if not Path(v).exists()}
+        if missing:
+            raise StageError(f"stage {name}: outputs not produced: {missing}")
+        record = StageRecord(
+            name=name,
+            inputs_hash=inputs_hash(inputs),
+            inputs=json.loads(json.dumps(dict(inputs), default=str)),
+            outputs={k: str(v) for k, v in outputs.items()},
+            wall_s=time.perf_counter() - started,
+            finished_unix_s=time.time(),
+            info=info,
+        )
+        temporary = record_path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(record.to_dict(), indent=2))
+        os.replace(temporary, record_path)
+        self.ran.append(name)
+        self.log(f"[{name}] done in {record.wall_s:.1f} s")
+        return StageOutcome(record, cached=False)

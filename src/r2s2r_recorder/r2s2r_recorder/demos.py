@@ -1,0 +1,697 @@
+"""Demonstrations on the real twin: record N episodes with the human-like demonstrator, convert.
+
+:func:`record_demos` is ``r2s2r record-demos``: it runs the ``record_demos`` graph
+(``config/graphs/record_demos.yaml``: real twin, cell state, belt speed, object tracker,
+recorder and the demonstrator, each its own process) through
+:class:`r2s2r.supervisor.GraphSupervisor` until the demonstrator has run its trials (one
+episode bag per trial), completes each bag's episode metadata from what the bag recorded,
+and converts the bags with :func:`~r2s2r_recorder.bag_to_dataset.convert_bags` into one
+dataset (``source = real``).
+
+Output folder layout::
+
+    bags/episode_NNNNNN/   one rosbag2 (MCAP) bag per trial
+    dataset.hdf5           the converted episodes (or the path given as ``dataset_path``)
+    record_demos.json      manifest: what was recorded (episodes, seed, condition, twin hash)
+    logs/<graph>-<time>/   one log per node
+
+Idempotent: when the manifest says the same episodes, seed, condition and twin configuration
+(by content hash) were recorded and the dataset is there, a re-run reuses it. Anything else
+is recorded again; files that this procedure did not write are never replaced unless asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+import yaml
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+from rosbags.typesys.store import Typestore
+
+from .bag_to_dataset import ConversionSummary, convert_bags, find_episode_bags
+from .bag_writer import (
+    CUSTOM_DATA_KEY,
+    SIDECAR_NAME,
+    BagReadError,
+    EpisodeInfo,
+    open_reader,
+    read_episode_info,
+)
+from .config import ConversionConfig
+from .msg_types import deserialize, make_typestore
+
+GRAPH_NAME = "record_demos"
+MANIFEST_NAME = "record_demos.json"
+BAGS_DIRNAME = "bags"
+DATASET_NAME = "dataset.hdf5"
+OUTCOME_TOPIC = "/trial/outcome"
+BELT_SPEED_TOPIC = "/belt/speed"
+EXIT_OK = 0
+EXIT_NOTHING_CONVERTED = 1
+EXIT_REFUSED = 2
+
+
+class RecordDemosError(RuntimeError):
+    """The procedure cannot run as asked (e.g. it would replace files it did not write)."""
+
+
+class RecordDemosConfig(ConfigModel):
+    """What ``r2s2r record-demos`` records, and where."""
+
+    episodes: int = Field(ge=1, le=100000, description="Demonstrations (trials) to record.")
+    out_dir: str = Field(min_length=1, description="Output folder (bags, dataset, manifest).")
+    dataset_path: str = Field(
+        default="", description="Dataset file to write; empty: <out_dir>/dataset.hdf5."
+    )
+    twin_config: str = Field(
+        default="", description="Twin YAML (hidden world); empty: config/twin/default.yaml."
+    )
+    launch_args: list[str] = Field(
+        default_factory=list,
+        description="Extra NAME:=VALUE arguments of the record_demos graph (override the rest).",
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the first trial.")
+    condition: str = Field(
+        default="nominal",
+        pattern=r"^(nominal|lighting|belt_speed|unseen_object)$",
+        description="Trial condition of the twin.",
+    )
+    real_time_factor: float = Field(
+        default=1.0, gt=0.0, le=50.0, description="Twin simulation speed vs wall clock."
+    )
+    timeout_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=86400.0,
+        description="Wall-clock limit of the recording; 0: 120 s + 60 s per episode.",
+    )
+    max_staleness_s: float = Field(
+        default=2.0,
+        gt=0.0,
+        le=10.0,
+        description="Conversion: largest age of a stream's latest sample at a frame. One limit "
+        "for all streams; the belt-speed node (on the twin's 500 Hz /clock) stalls up to ~1.1 s "
+        "on a loaded 2-core machine, cameras and joints much less (cadence in each bag).",
+    )
+    grace_period_s: float = Field(
+        default=10.0, gt=0.0, le=120.0, description="Time each node gets to stop on SIGINT."
+    )
+    force: bool = Field(
+        default=False, description="Replace bags or a dataset that no manifest says are ours."
+    )
+
+    @property
+    def out_path(self) -> Path:
+        """The output folder (absolute)."""
+        return Path(self.out_dir).resolve()
+
+    @property
+    def bags_path(self) -> Path:
+        """Folder of the episode bags."""
+        return self.out_path / BAGS_DIRNAME
+
+    @property
+    def dataset(self) -> Path:
+        """The dataset file (absolute)."""
+        return (
+            Path(self.dataset_path).resolve() if self.dataset_path else self.out_path / DATASET_NAME
+        )
+
+    @property
+    def manifest_path(self) -> Path:
+        """The manifest file."""
+        return self.out_path / MANIFEST_NAME
+
+    @property
+    def wall_limit_s(self) -> float:
+        """Wall-clock limit of the recording graph."""
+        return self.timeout_s or 120.0 + 60.0 * self.episodes
+
+
+def default_twin_config() -> Path:
+    """Return the shipped ``config/twin/default.yaml`` (share dir, else the source tree)."""
+    from r2s2r.graph import config_dir
+
+    return config_dir() / "twin" / "default.yaml"
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def recording_identity(config: RecordDemosConfig, twin_path: Path) -> dict[str, Any]:
+    """Return what makes two recordings the same: episodes, seed, condition, twin content."""
+    return {
+        "episodes": config.episodes,
+        "seed": config.seed,
+        "condition": config.condition,
+        "twin_config_sha256": file_sha256(twin_path),
+    }
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """Return the manifest at ``path``, or None if missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _write_yaml_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    tmp.replace(path)
+
+
+# --- episode metadata from the bag ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedTrial:
+    """What a bag recorded about its trial.
+
+    Attributes:
+        object_type: From the last ``/trial/outcome`` message ('' if none).
+        success: The operator's verdict from that message (None if none).
+        belt_speed_mps: Median of ``/belt/speed`` (None if none recorded).
+
+    """
+
+    object_type: str
+    success: bool | None
+    belt_speed_mps: float | None
+
+
+def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None) -> RecordedTrial:
+    """Read the trial outcome and belt speed a bag recorded.
+
+    Raises:
+        BagReadError: If the bag cannot be read.
+
+    """
+    store = typestore or make_typestore()
+    object_type, success, speeds = "", None, []
+    reader = open_reader(bag_dir)
+    try:
+        wanted = [c for c in reader.connections if c.topic in (OUTCOME_TOPIC, BELT_SPEED_TOPIC)]
+        for connection, _stamp, raw in reader.messages(connections=wanted):
+            msg = deserialize(store, raw, connection.msgtype)
+            if connection.topic == OUTCOME_TOPIC and hasattr(msg, "object_type"):
+                object_type, success = str(msg.object_type), bool(msg.success)
+            elif connection.topic == BELT_SPEED_TOPIC:
+                speeds.append(float(msg.twist.linear.x))
+    except (ValueError, KeyError) as error:
+        raise BagReadError(
+            f"{bag_dir}: cannot read {OUTCOME_TOPIC}/{BELT_SPEED_TOPIC}: {error}"
+        ) from None
+    finally:
+        reader.close()
+    return RecordedTrial(object_type, success, statistics.median(speeds) if speeds else None)
+
+
+def complete_episode_info(info: EpisodeInfo, trial: RecordedTrial) -> EpisodeInfo:
+    """Fill what the operator could not know when the episode started (from the bag).
+
+    The object type and belt speed become known only during the trial; the outcome is the
+    operator's verdict. Values the recorder already holds (not 'unknown' / 0) are kept.
+    """
+    updates: dict[str, Any] = {}
+    if info.object_type == "unknown" and trial.object_type:
+        updates["object_type"] = trial.object_type
+    if info.belt_speed_mps == 0.0 and trial.belt_speed_mps is not None:
+        updates["belt_speed_mps"] = round(trial.belt_speed_mps, 6)
+    if info.outcome == "unknown" and trial.success is not None:
+        updates["outcome"] = "success" if trial.success else "failure"
+    return EpisodeInfo.model_validate({**info.model_dump(), **updates}) if updates else info
+
+
+def write_episode_info(bag_dir: str | Path, info: EpisodeInfo) -> None:
+    """Store episode metadata where the recorder keeps it (metadata.yaml custom_data, sidecar).
+
+    Raises:
+        BagReadError: If the bag has no metadata.yaml (an unfinished bag).
+
+    """
+    root = Path(bag_dir)
+    meta_path = root / "metadata.yaml"
+    if not meta_path.is_file():
+        raise BagReadError(f"{root}: no metadata.yaml (bag not finalised)")
+    meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+    section = meta.setdefault("rosbag2_bagfile_information", {})
+    custom = section.get("custom_data") or {}
+    custom[CUSTOM_DATA_KEY] = info.model_dump_json()
+    section["custom_data"] = custom
+    _write_yaml_atomic(meta_path, meta)
+    sidecar = root / SIDECAR_NAME
+    if sidecar.is_file():
+        data = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
+        data["episode"] = info.model_dump(mode="json")
+        _write_yaml_atomic(sidecar, data)
+
+
+def complete_bag_metadata(bag_dir: str | Path, typestore: Typestore | None = None) -> EpisodeInfo:
+    """Complete one finalised bag's episode metadata from its recorded messages.
+
+    Raises:
+        BagReadError: Unreadable bag, or one without episode metadata.
+
+    """
+    info = read_episode_info(bag_dir)
+    if info is None:
+        raise BagReadError(f"{bag_dir}: no episode metadata (not recorded by the recorder)")
+    completed = complete_episode_info(info, read_recorded_trial(bag_dir, typestore))
+    if completed != info:
+        write_episode_info(bag_dir, completed)
+    return completed
+
+
+# --- the graph --------------------------------------------------------------------------------
+
+
+@dataclass
+class GraphRun:
+    """How the recording graph ended.
+
+    Attributes:
+        exit_code: The supervisor's: 0 when the demonstrator finished, 1 when a node died.
+        timed_out: Stopped at the wall-clock limit.
+        interrupted: Stopped by SIGINT/SIGTERM.
+        wall_s: Wall time of the graph.
+        log_dir: Per-node logs.
+
+    """
+
+    exit_code: int
+    timed_out: bool
+    interrupted: bool
+    wall_s: float
+    log_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        """The demonstrator finished its trials."""
+        return self.exit_code == 0 and not self.timed_out and not self.interrupted
+
+
+@contextlib.contextmanager
+def _stop_on_signals(request_stop: Any, flag: dict[str, bool]) -> Iterator[None]:
+    """Route SIGINT/SIGTERM to ``request_stop`` (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(*_: Any) -> None:
+        flag["interrupted"] = True
+        request_stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_record_graph(
+    config: RecordDemosConfig, twin_path: Path, log_dir: Path, console: TextIO | None = None
+) -> GraphRun:
+    """Run the ``record_demos`` graph until the demonstrator is done, the limit, or a signal.
+
+    Raises:
+        r2s2r.graph.GraphError: Bad graph arguments or a missing executable.
+
+    """
+    from r2s2r.graph import load_graph, parse_launch_arguments, resolve_graph
+    from r2s2r.supervisor import GraphSupervisor
+
+    arguments = {
+        "trials": str(config.episodes),
+        "seed": str(config.seed),
+        "condition": config.condition,
+        "out_dir": str(config.bags_path),
+        "twin_config": str(twin_path),
+        "real_time_factor": str(config.real_time_factor),
+        **parse_launch_arguments(config.launch_args),
+    }
+    nodes = resolve_graph(load_graph(GRAPH_NAME), arguments)
+    supervisor = GraphSupervisor(nodes, log_dir, config.grace_period_s, console=console)
+    flags = {"timed_out": False, "interrupted": False}
+
+    def on_timeout() -> None:
+        flags["timed_out"] = True
+        supervisor.say(f"wall-clock limit of {config.wall_limit_s:.0f} s reached; stopping")
+        supervisor.request_stop()
+
+    timer = threading.Timer(config.wall_limit_s, on_timeout)
+    timer.daemon = True
+    started = time.monotonic()
+    with _stop_on_signals(supervisor.request_stop, flags):
+        supervisor.start()
+        timer.start()
+        try:
+            code = supervisor.wait()
+        finally:
+            timer.cancel()
+    return GraphRun(
+        code, flags["timed_out"], flags["interrupted"], time.monotonic() - started, log_dir
+    )
+
+
+# --- the procedure ----------------------------------------------------------------------------
+
+
+@dataclass
+class RecordDemosResult:
+    """What :func:`record_demos` did.
+
+    Attributes:
+        dataset: The dataset file.
+        reused: The cached dataset was reused (nothing recorded).
+        manifest: The manifest (written, or the cached one).
+        conversion: The conversion summary (None when reused).
+        graph: How the recording graph ended (None when reused).
+        metadata_errors: ``(bag, message)`` for bags whose metadata could not be completed.
+        exit_code: 0 when at least one episode is in the dataset, else 1.
+
+    """
+
+    dataset: Path
+    reused: bool
+    manifest: dict[str, Any]
+    conversion: ConversionSummary | None = None
+    graph: GraphRun | None = None
+    metadata_errors: list[tuple[Path, str]] = field(default_factory=list)
+    exit_code: int = EXIT_OK
+
+    def format(self) -> str:
+        """Readable summary (what was recorded, converted and skipped, and why)."""
+        m = self.manifest
+        if self.reused:
+            return (
+                f"record-demos: reusing {self.dataset}: {m.get('converted', '?')} episodes "
+                f"({m.get('frames', '?')} frames) recorded {m.get('created', '?')} for "
+                f"episodes={m['identity']['episodes']} seed={m['identity']['seed']} "
+                f"condition={m['identity']['condition']} "
+                f"twin sha256 {m['identity']['twin_config_sha256'][:12]}"
+            )
+        lines = []
+        if self.graph is not None:
+            state = "finished" if self.graph.ok else "did NOT finish"
+            why = (
+                " (wall-clock limit)"
+                if self.graph.timed_out
+                else " (interrupted)"
+                if self.graph.interrupted
+                else f" (exit code {self.graph.exit_code})"
+                if self.graph.exit_code
+                else ""
+            )
+            lines.append(
+                f"record-demos: recording graph {state}{why} after {self.graph.wall_s:.1f} s; "
+                f"{m['bags']} of {m['identity']['episodes']} episode bags; logs in "
+                f"{self.graph.log_dir}"
+            )
+        outcomes = m.get("outcomes", {})
+        lines.append(f"record-demos: outcomes {outcomes}; object types {m.get('object_types', {})}")
+        for bag, message in self.metadata_errors:
+            lines.append(f"  metadata not completed for {bag}: {message}")
+        if self.conversion is not None:
+            lines.append(self.conversion.format())
+        if self.exit_code != EXIT_OK:
+            lines.append("record-demos: no episode converted; the dataset is empty")
+        return "\n".join(lines)
+
+
+def _check_replaceable(config: RecordDemosConfig, manifest: dict[str, Any] | None) -> None:
+    """Refuse to replace bags or a dataset that no manifest of ours accounts for.
+
+    Raises:
+        RecordDemosError: Unless ``force`` is set.
+
+    """
+    if manifest is not None or config.force:
+        return
+    problems = []
+    if config.dataset.exists():
+        problems.append(f"dataset {config.dataset} exists")
+    bags = config.bags_path
+    if bags.is_dir() and any(bags.iterdir()):
+        problems.append(f"{bags} is not empty")
+    if problems:
+        raise RecordDemosError(
+            f"{'; '.join(problems)} without a {MANIFEST_NAME} saying record-demos wrote them; "
+            "expected an empty output folder (or pass force to replace them)"
+        )
+
+
+def _clear_previous(config: RecordDemosConfig, say: Any) -> None:
+    bags = config.bags_path
+    if bags.is_dir():
+        earlier = list(bags.iterdir())
+        if earlier:
+            say(f"record-demos: removing {len(earlier)} earlier entries in {bags}")
+        shutil.rmtree(bags)
+    if config.dataset.exists():
+        say(f"record-demos: replacing {config.dataset}")
+        config.dataset.unlink()
+    config.manifest_path.unlink(missing_ok=True)
+
+
+def record_demos(
+    config: RecordDemosConfig,
+    console: TextIO | None = None,
+    log_root: Path | None = None,
+) -> RecordDemosResult:
+    """Record ``config.episodes`` demonstrations on the twin and convert them (module docs).
+
+    Args:
+        config: What to record and where.
+        console: Where node output and progress go (stdout when None).
+        log_root: Folder for the per-node logs (default ``<out_dir>/logs``).
+
+    Returns:
+        The result; ``exit_code`` 1 when nothing was converted.
+
+    Raises:
+        RecordDemosError: Existing files that no manifest of ours accounts for (without force).
+        r2s2r.graph.GraphError: A bad graph argument or a missing executable.
+        FileNotFoundError: The twin configuration does not exist.
+
+    """
+    out = console or sys.stdout
+
+    def say(text: str) -> None:
+        out.write(text + "\n")
+        out.flush()
+
+    twin_path = Path(config.twin_config).resolve() if config.twin_config else default_twin_config()
+    if not twin_path.is_file():
+        raise FileNotFoundError(f"twin_config = {twin_path}: file not found")
+    identity = recording_identity(config, twin_path)
+    manifest = read_manifest(config.manifest_path)
+    if (
+        manifest is not None
+        and manifest.get("identity") == identity
+        and manifest.get("complete")
+        and Path(manifest.get("dataset", "")) == config.dataset
+        and config.dataset.is_file()
+    ):
+        return RecordDemosResult(config.dataset, reused=True, manifest=manifest)
+    _check_replaceable(config, manifest)
+    if manifest is not None and manifest.get("identity") != identity:
+        say(f"record-demos: earlier recording {manifest.get('identity')} differs; recording again")
+    config.out_path.mkdir(parents=True, exist_ok=True)
+    _clear_previous(config, say)
+    config.bags_path.mkdir(parents=True)
+    config.dataset.parent.mkdir(parents=True, exist_ok=True)
+    # Written first, so that an interrupted run's bags are known to be ours on the next run.
+    _write_json_atomic(
+        config.manifest_path,
+        {"identity": identity, "dataset": str(config.dataset), "complete": False},
+    )
+
+    log_dir = (
+        log_root or config.out_path / "logs"
+    ) / f"{GRAPH_NAME}-{time.strftime('%Y%m%d-%H%M%S')}"
+    say(
+        f"record-demos: recording {config.episodes} demonstrations (seed {config.seed}, "
+        f"{config.condition}, twin {twin_path.name}, x{config.real_time_factor}) into "
+        f"{config.bags_path}"
+    )
+    graph = run_record_graph(config, twin_path, log_dir, console=out)
+
+    typestore = make_typestore()
+    bags = find_episode_bags(config.bags_path) if config.bags_path.is_dir() else []
+    metadata_errors: list[tuple[Path, str]] = []
+    infos: list[EpisodeInfo] = []
+    for bag in bags:
+        try:
+            infos.append(complete_bag_metadata(bag, typestore))
+        except BagReadError as error:
+            metadata_errors.append((bag, str(error)))
+    conversion = convert_bags(
+        bags,
+        config.dataset,
+        ConversionConfig(
+            source="real", world_config_id="real", max_staleness_s=config.max_staleness_s
+        ),
+    )
+    exit_code = EXIT_OK if conversion.converted else EXIT_NOTHING_CONVERTED
+    if not conversion.converted:
+        config.dataset.unlink(missing_ok=True)
+    result_manifest: dict[str, Any] = {
+        "identity": identity,
+        "twin_config": str(twin_path),
+        "real_time_factor": config.real_time_factor,
+        "dataset": str(config.dataset),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "complete": graph.ok and len(bags) == config.episodes and bool(conversion.converted),
+        "bags": len(bags),
+        "converted": len(conversion.converted),
+        "frames": conversion.frames,
+        "skipped": conversion.skip_counts,
+        "errors": len(conversion.errors),
+        "outcomes": dict(Counter(i.outcome for i in infos)),
+        "object_types": dict(Counter(i.object_type for i in infos)),
+        "graph_exit_code": graph.exit_code,
+        "graph_wall_s": round(graph.wall_s, 2),
+        "timed_out": graph.timed_out,
+        "log_dir": str(graph.log_dir),
+    }
+    _write_json_atomic(config.manifest_path, result_manifest)
+    return RecordDemosResult(
+        config.dataset,
+        reused=False,
+        manifest=result_manifest,
+        conversion=conversion,
+        graph=graph,
+        metadata_errors=metadata_errors,
+        exit_code=exit_code,
+    )
+
+
+def quiet_console() -> TextIO:
+    """Return a console that drops node output (the per-node logs still hold it)."""
+    return open(os.devnull, "w", encoding="utf-8")
+
+
+@click.command("record-demos")
+@click.option(
+    "-n", "--episodes", required=True, type=click.IntRange(min=1), help="Demonstrations to record."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output folder: bags/, dataset.hdf5, record_demos.json, logs/.",
+)
+@click.option(
+    "--dataset",
+    "dataset_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Dataset file to write (default: OUT/dataset.hdf5).",
+)
+@click.option(
+    "--twin-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Hidden world of the real twin (default: config/twin/default.yaml).",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed.")
+@click.option(
+    "--condition",
+    type=click.Choice(["nominal", "lighting", "belt_speed", "unseen_object"]),
+    default="nominal",
+    show_default=True,
+    help="Trial condition of the twin.",
+)
+@click.option(
+    "--real-time-factor",
+    type=click.FloatRange(min=0.01, max=50.0),
+    default=1.0,
+    show_default=True,
+    help="Twin simulation speed vs wall clock.",
+)
+@click.option(
+    "--timeout-s",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    help="Wall-clock limit of the recording (default: 120 s + 60 s per episode).",
+)
+@click.option(
+    "--launch-arg",
+    "launch_args",
+    multiple=True,
+    help="NAME:=VALUE launch argument for the record_demos graph (repeatable).",
+)
+@click.option("--force", is_flag=True, help="Replace bags/dataset no manifest says are ours.")
+@click.option("--quiet", is_flag=True, help="Node output only to the per-node logs.")
+def record_demos_command(
+    episodes: int,
+    out_dir: Path,
+    dataset_path: Path | None,
+    twin_config: Path | None,
+    seed: int,
+    condition: str,
+    real_time_factor: float,
+    timeout_s: float,
+    launch_args: tuple[str, ...],
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Record demonstrations on the real twin (human-like demonstrator) and convert them.
+
+    Runs the record_demos graph (one bag per trial), then writes OUT/dataset.hdf5. A re-run
+    with the same episodes, seed, condition and twin configuration reuses the dataset. Exit
+    code 1 when no episode was converted.
+    """
+    config = RecordDemosConfig(
+        episodes=episodes,
+        out_dir=str(out_dir),
+        dataset_path=str(dataset_path) if dataset_path else "",
+        twin_config=str(twin_config) if twin_config else "",
+        seed=seed,
+        condition=condition,
+        real_time_factor=real_time_factor,
+        timeout_s=timeout_s,
+        launch_args=list(launch_args),
+        force=force,
+    )
+    console = quiet_console() if quiet else None
+    try:
+        result = record_demos(config, console=console)
+    except RecordDemosError as error:
+        raise click.UsageError(str(error)) from None
+    finally:
+        if console is not None:
+            console.close()
+    click.echo(result.format())
+    click.echo(f"dataset: {result.dataset}" if not result.exit_code else "dataset: none")
+    if result.exit_code:
+        sys.exit(result.exit_code)
