@@ -43,6 +43,8 @@ BEHAVIOR_LEVELS: tuple[str, str] = ("mimicgen", "planner")
 
 PolicyStatus = Literal["ok", "not_run"]
 
+_REASON_CHARS = 160
+
 
 def configuration_name(world: str, behavior: str) -> str:
     """Name of the simulated configuration (and its co-trained policy), e.g. grounded_mimicgen."""
@@ -347,7 +349,10 @@ def format_table(policies: Sequence[PolicyResult], effects: Mapping[str, Effects
     ]
     for policy in policies:
         if not policy.ran:
-            lines.append(f"{policy.label:<{width}}  NOT RUN: {policy.reason}")
+            reason = policy.reason
+            if len(reason) > _REASON_CHARS:  # the full reason is in results.json
+                reason = reason[: _REASON_CHARS - 25] + "... (see results.json)"
+            lines.append(f"{policy.label:<{width}}  NOT RUN: {reason}")
             continue
         cells = "  ".join(f"{_rate_cell(policy.groups.get(g)):<24}" for g in GROUPS)
         lines.append(f"{policy.label:<{width}}  {cells}")

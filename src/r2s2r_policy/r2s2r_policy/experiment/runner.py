@@ -473,14 +473,23 @@ class Experiment:
             report: EvaluationReport
             try:
                 if self.config.evaluator == "ros":
+                    from ..checkpoint import read_checkpoint_config
                     from ..evaluation.ros import evaluate_ros
 
+                    # The node resizes camera images to its image size parameters and refuses
+                    # a checkpoint of another size: give it the policy's (the in-process
+                    # evaluator resizes to the spec the same way).
+                    image = read_checkpoint_config(checkpoint.path).spec.images[0]
                     report = evaluate_ros(
                         checkpoint.path,
                         protocol,
                         launch=True,
                         twin_config=str(self.twin_path),
                         real_time_factor=self.config.real_time_factor,
+                        policy_overrides={
+                            "image_height_px": image.height_px,
+                            "image_width_px": image.width_px,
+                        },
                         log_dir=folder / "logs",
                         progress=echo,
                     )
