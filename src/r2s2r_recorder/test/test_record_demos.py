@@ -198,7 +198,7 @@ def _track_speed_mps(times_s: np.ndarray, poses: np.ndarray, valid: np.ndarray) 
 
 def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
     config = RecordDemosConfig(
-        episodes=1, out_dir=str(tmp_path / "demos"), seed=2, real_time_factor=1.5, timeout_s=240
+        episodes=1, out_dir=str(tmp_path / "demos"), seed=2, real_time_factor=1.0, timeout_s=240
     )
     with (tmp_path / "console.log").open("w") as console:
         result = record_demos(config, console=console)
