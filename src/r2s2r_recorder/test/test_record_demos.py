@@ -243,10 +243,12 @@ def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
     speed = _track_speed_mps(episode.timestamps_s, episode.object_pose, episode.object_pose_valid)
     assert speed == pytest.approx(belt, abs=0.03)
 
-    # Actions line up with the measured joints: the arm follows its command within 0.3 s.
+    # Actions line up with the measured joints: the arm follows the command in force within
+    # 0.5 s (servo tracking of the demonstrator's short minimum-jerk segments; a time-base
+    # mismatch between commands and sensors shows up as seconds).
     arm_q, arm_target = episode.joint_pos_rad[:, :6], episode.actions[:, :6]
-    errors = [np.abs(arm_q[lag:] - arm_target[: len(arm_target) - lag]).mean() for lag in range(8)]
-    assert int(np.argmin(errors)) <= 3
+    errors = [np.abs(arm_q[lag:] - arm_target[: len(arm_target) - lag]).mean() for lag in range(12)]
+    assert int(np.argmin(errors)) <= 5
 
     # Idempotent: the same request reuses the dataset without recording.
     manifest = yaml.safe_load((config.out_path / MANIFEST_NAME).read_text())
