@@ -2,6 +2,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from datagen_support import ARTIFACT_OVERRIDES, OVERRIDES
 from r2s2r_common.config import ConfigError
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import (
@@ -18,8 +19,6 @@ from r2s2r_datagen.generator import (
 )
 from r2s2r_sim.kinematics import IkError
 from r2s2r_sim.world import deep_override
-
-from conftest import ARTIFACT_OVERRIDES, OVERRIDES
 
 
 def _overrides() -> dict[str, str]:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datagen_support import NOMINAL
 from r2s2r_datagen.mimicgen.annotation import (
     AnnotationError,
     DemoSignals,
@@ -21,8 +22,6 @@ from r2s2r_datagen.mimicgen.source import SourceLibrary, SourceLibraryError
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
 from r2s2r_sim.world import load_world
-
-from conftest import NOMINAL
 
 DT_S = 0.1
 FRAMES = 120

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datagen_support import NOMINAL, REPO
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.generator import EpisodeJob, generator_availability, make_generator
 from r2s2r_datagen.mimicgen import MimicGenGenerator
@@ -21,8 +22,6 @@ from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import ObjectArrival, TrialPlan
 from r2s2r_sim.world import load_world
-
-from conftest import NOMINAL, REPO
 
 TWIN = REPO / "config" / "twin" / "default.yaml"
 RECORDING = RecordingConfig(image_width_px=16, image_height_px=16)

@@ -1,14 +1,13 @@
 import cv2
 import numpy as np
 import pytest
+from datagen_support import NOMINAL
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.recording import RecordingBackend, RecordingError, command_in_force
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import load_world
-
-from conftest import NOMINAL
 
 HOME = np.array([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES])
 ARM = len(ARM_JOINT_NAMES)

@@ -9,6 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from datagen_support import OVERRIDES, write_configurations
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
 from r2s2r_datagen.ledger import Ledger
@@ -16,8 +17,6 @@ from r2s2r_datagen.merge import merge_configuration
 from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.worker import WorkerSetup, WorkerState
 from r2s2r_recorder.dataset import EpisodeDataset
-
-from conftest import OVERRIDES, write_configurations
 
 
 def _episodes_by_index(path: Path) -> dict[int, object]:

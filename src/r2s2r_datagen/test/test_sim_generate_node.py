@@ -2,9 +2,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from datagen_support import OVERRIDES, REPO
 from r2s2r_recorder.dataset import dataset_info
-
-from conftest import OVERRIDES, REPO
 
 
 def test_sim_generate_node_runs_a_tiny_job_and_exits_0(

@@ -17,13 +17,11 @@ the encoder angle.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -882,43 +880,3 @@ class RealTimePacer:
         self._window_wall_s = wall_s
         self._window_sim_s = 0.0
         return rtf
-
-
-def resolve_config_path(path: str | Path, package: str = "r2s2r") -> Path:
-    """Resolve a configuration path: absolute as given, relative against ``config/``.
-
-    A relative path is looked up in the bring-up package's installed share
-    (``<share>/config/<path>``, via ament_index_python), then in the ``config/`` folder of the
-    source tree this module lives in.
-
-    Raises:
-        ConfigError: If the file exists in none of these places (all are named).
-
-    """
-    candidate = Path(path).expanduser()
-    if candidate.is_absolute():
-        if not candidate.is_file():
-            raise ConfigError(f"{candidate}: file not found")
-        return candidate
-    tried: list[Path] = []
-    try:
-        from ament_index_python.packages import (
-            PackageNotFoundError,
-            get_package_share_directory,
-        )
-    except ImportError:  # not a ROS environment: only the source tree
-        pass
-    else:
-        # OSError: AMENT_PREFIX_PATH unset (no workspace sourced).
-        with contextlib.suppress(PackageNotFoundError, ValueError, OSError):
-            tried.append(Path(get_package_share_directory(package)) / "config" / candidate)
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "config" / "world").is_dir():
-            tried.append(parent / "config" / candidate)
-            break
-    for option in tried:
-        if option.is_file():
-            return option
-    raise ConfigError(
-        f"{path}: file not found (relative paths are looked up in {[str(t) for t in tried]})"
-    )

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from r2s2r_common.config import ConfigError
+from r2s2r_common.config import ConfigError, resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from r2s2r_sim.cell_runtime import (
@@ -14,7 +14,6 @@ from r2s2r_sim.cell_runtime import (
     SimCell,
     TrialRequestError,
     TrialState,
-    resolve_config_path,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import world_to_frame

@@ -4,8 +4,7 @@ import pytest
 import yaml
 from r2s2r_common.config import ConfigError
 from r2s2r_sim.world import SHIFT_NAMES, WorldParams, apply_grounding, apply_shift, load_world
-
-from conftest import NOMINAL, REPO
+from sim_support import NOMINAL, REPO
 
 
 def write_variant(tmp_path: Path, edit) -> Path:

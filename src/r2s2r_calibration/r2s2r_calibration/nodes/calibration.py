@@ -19,13 +19,12 @@ from typing import Any
 
 import rclpy
 from pydantic import Field
-from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import (
     add_schema_validation,
     config_from_parameters,
     declare_schema_parameters,
 )
-from r2s2r_sim.cell_runtime import resolve_config_path
 from r2s2r_sim.world import load_world
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode

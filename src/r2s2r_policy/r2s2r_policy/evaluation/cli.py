@@ -23,7 +23,7 @@ DEFAULT_PROTOCOL = "evaluation/default.yaml"
 def _load_protocol(
     path: str | None, trials: tuple[str, ...], base_seed: int | None
 ) -> EvaluationConfig:
-    from r2s2r_sim.cell_runtime import resolve_config_path
+    from r2s2r_common.config import resolve_config_path
 
     config = load_config(EvaluationConfig, resolve_config_path(path or DEFAULT_PROTOCOL))
     data = config.model_dump()

@@ -28,9 +28,9 @@ from pathlib import Path
 from r2s2r_belt.config import BeltSpeedConfig
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.speed_filter import BeltSpeedFilter
-from r2s2r_common.config import load_config
+from r2s2r_common.config import load_config, resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_sim.cell_runtime import CellConfig, SimCell, resolve_config_path
+from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import load_world
 

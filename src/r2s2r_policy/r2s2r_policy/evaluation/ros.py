@@ -26,7 +26,7 @@ from typing import Any
 import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
-from r2s2r_sim.cell_runtime import resolve_config_path
+from r2s2r_common.config import resolve_config_path
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node

@@ -156,8 +156,7 @@ def preset_path(name: str) -> Path:
         r2s2r_common.config.ConfigError: Unknown preset or file not found.
 
     """
-    from r2s2r_common.config import ConfigError
-    from r2s2r_sim.cell_runtime import resolve_config_path
+    from r2s2r_common.config import ConfigError, resolve_config_path
 
     if name not in PRESETS:
         raise ConfigError(f"preset {name!r}: unknown; expected one of {list(PRESETS)}")

@@ -53,7 +53,7 @@ def content_hash(path: str | Path) -> str:
 
 
 def _resolve_config(path: str) -> Path:
-    from r2s2r_sim.cell_runtime import resolve_config_path
+    from r2s2r_common.config import resolve_config_path
 
     return resolve_config_path(path).resolve()
 

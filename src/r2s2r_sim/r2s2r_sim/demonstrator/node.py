@@ -28,7 +28,7 @@ import rclpy
 import rclpy.task
 from builtin_interfaces.msg import Duration
 from pydantic import Field
-from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS
 from r2s2r_description.robot import ALL_JOINT_NAMES
@@ -41,7 +41,6 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from r2s2r_sim.cell_runtime import resolve_config_path
 from r2s2r_sim.demonstrator.config import DemonstratorStyle
 from r2s2r_sim.demonstrator.core import (
     HumanLikeDemonstrator,

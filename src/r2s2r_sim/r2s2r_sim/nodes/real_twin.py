@@ -50,7 +50,7 @@ from geometry_msgs.msg import (
 )
 from pydantic import Field
 from r2s2r_common.camera_info import CameraCalibration, to_camera_info_msg
-from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.params import (
     add_schema_validation,
@@ -84,7 +84,6 @@ from r2s2r_sim.cell_runtime import (
     TrialRequestError,
     TrialResult,
     board_scene_extra,
-    resolve_config_path,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import load_world

@@ -40,7 +40,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
 from r2s2r_common.camera_info import to_camera_info_msg
-from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.params import (
     add_schema_validation,
@@ -73,7 +73,6 @@ from r2s2r_sim.cell_runtime import (
     SimCell,
     TrialRequestError,
     TrialResult,
-    resolve_config_path,
 )
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
 from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
