@@ -106,9 +106,9 @@ class CameraBackend(abc.ABC):
         """Release the source (idempotent; may be called from another thread)."""
 
     @property
+    @abc.abstractmethod
     def frame_size_px(self) -> tuple[int, int]:
         """(width, height) of delivered frames; valid after :meth:`open`."""
-        raise NotImplementedError
 
     def status(self) -> dict[str, str]:
         """Backend-specific key/values for diagnostics."""

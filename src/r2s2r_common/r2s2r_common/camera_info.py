@@ -175,7 +175,7 @@ class CameraCalibration(ConfigModel):
 
 
 def uncalibrated(width_px: int, height_px: int, camera_name: str = "") -> CameraCalibration:
-    """Return a placeholder calibration for a camera without a file.
+    """Return an uncalibrated (all-zero K, as ROS means it) calibration for a camera without a file.
 
     K, P are zero, which ``sensor_msgs/CameraInfo`` defines as "uncalibrated"; consumers that
     need intrinsics must check :func:`is_calibrated`.

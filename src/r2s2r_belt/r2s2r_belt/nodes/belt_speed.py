@@ -9,10 +9,10 @@ variance, sources in use and per-source health.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
@@ -20,8 +20,9 @@ from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
 )
+from r2s2r_common.ros.runner import run_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -213,16 +214,5 @@ class BeltSpeedNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the belt_speed node on a multi-threaded executor."""
-    rclpy.init(args=args)
-    node = BeltSpeedNode()
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    """Run the belt_speed node on a multi-threaded executor (exit code 2 on bad parameters)."""
+    sys.exit(run_node(BeltSpeedNode, lambda: MultiThreadedExecutor(num_threads=3), args))

@@ -12,20 +12,21 @@ drops). The tracker never reads simulator state: only what a real cell publishes
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import deque
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.runner import run_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -358,16 +359,5 @@ class ObjectTrackerNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the object_tracker node on a multi-threaded executor."""
-    rclpy.init(args=args)
-    node = ObjectTrackerNode()
-    executor = MultiThreadedExecutor(num_threads=2)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    """Run the object_tracker node on a multi-threaded executor (exit code 2 on bad parameters)."""
+    sys.exit(run_node(ObjectTrackerNode, lambda: MultiThreadedExecutor(num_threads=2), args))
