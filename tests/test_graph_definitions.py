@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from r2s2r.graph import (
     GraphError,
@@ -152,3 +153,29 @@ def test_cli_help_on_every_verb() -> None:
         )
         assert result.returncode == 0, (verb, result.stderr)
         assert "Usage:" in result.stdout
+
+
+def test_real_deploy_wires_the_grounding_artifact_and_one_static_tf_publisher() -> None:
+    spec = load_graph("real_deploy", CONFIG)
+    nominal = {n.name: n for n in resolve_graph(spec, {}, CONFIG)}
+    assert nominal["cell_state_publisher"].parameter_overrides["grounding_artifact"] == ""
+    assert nominal["belt_speed"].parameter_overrides["grounding_artifact"] == ""
+    assert nominal["real_twin"].parameter_overrides["head_camera_info_file"] == ""
+    given = {
+        "grounding_artifact": "/runs/g/artifact.yaml",
+        "head_camera_info": "/runs/g/cal/head_camera.yaml",
+        "hand_camera_info": "/runs/g/cal/hand_camera.yaml",
+    }
+    nodes = {n.name: n for n in resolve_graph(spec, given, CONFIG)}
+    for name in ("cell_state_publisher", "belt_speed"):
+        assert nodes[name].parameter_overrides["grounding_artifact"] == "/runs/g/artifact.yaml"
+        assert "grounding_artifact:=/runs/g/artifact.yaml" in nodes[name].ros_arguments()
+    twin = nodes["real_twin"].parameter_overrides
+    assert twin["head_camera_info_file"] == "/runs/g/cal/head_camera.yaml"
+    assert twin["hand_camera_info_file"] == "/runs/g/cal/hand_camera.yaml"
+    # One publisher of the cell's static frames: the description's (grounded) publisher; the
+    # twin's nominal /tf_static is off, as no hardware driver publishes the cell's mounts.
+    assert twin["publish_tf_static"] is False
+    publisher_file = nodes["cell_state_publisher"].parameter_files[0]
+    publisher = yaml.safe_load(publisher_file.read_text())["cell_state_publisher"]
+    assert publisher["ros__parameters"]["publish_fixed"] is True

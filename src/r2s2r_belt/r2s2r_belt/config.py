@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, field_validator
-from r2s2r_common.config import ConfigModel
+from pydantic import Field, field_validator, model_validator
+from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.grounding import grounded_roller_radius_m, load_world_overrides
 
 
 class EncoderConfig(ConfigModel):
@@ -72,7 +73,39 @@ class VisionConfig(ConfigModel):
         default=0.002,
         gt=0.0,
         le=1.0,
-        description="Tracks moving across the belt (y) more than this per frame are dropped, m.",
+        description="Tracks moving across the belt (y) more than this per measurement (relative "
+        "to the median) are dropped, m.",
+    )
+    min_baseline_px: float = Field(
+        default=4.0,
+        gt=0.0,
+        le=100.0,
+        description="Flow is measured against an older frame so that the expected displacement "
+        "is at least this (slow belts move ~1 px per frame: poorly conditioned), px.",
+    )
+    max_baseline_s: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=5.0,
+        description="Longest time between the two frames of a measurement (frame history), s.",
+    )
+    camera_matrix: list[float] = Field(
+        default_factory=list,
+        description="Row-major 3x3 K of the camera (camera_info K) the homography was computed "
+        "with; needed for distortion and tracked_height_m. Empty: pixels used as they are.",
+    )
+    distortion: list[float] = Field(
+        default_factory=list,
+        description="plumb_bob (k1, k2, p1, p2[, k3]) of the camera (camera_info D): tracked "
+        "points are undistorted before the homography. Empty: no distortion.",
+    )
+    tracked_height_m: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Typical height above the belt surface of the tracked texture: 0 for a "
+        "textured belt; about half the item height when the flow comes from items (parallax "
+        "correction; needs camera_matrix), m.",
     )
     max_speed_mps: float = Field(
         default=2.0, gt=0.0, le=20.0, description="Estimates beyond this are rejected, m/s."
@@ -103,6 +136,32 @@ class VisionConfig(ConfigModel):
             raise ValueError(f"needs [x_min, y_min, x_max, y_max] with min < max, got {value}")
         return value
 
+    @field_validator("camera_matrix")
+    @classmethod
+    def _check_camera_matrix(cls, value: list[float]) -> list[float]:
+        if value and (len(value) != 9 or value[0] <= 0.0 or value[4] <= 0.0 or value[8] != 1.0):
+            raise ValueError(
+                "needs 9 values (row-major 3x3 K with fx, fy > 0 and K[2][2] = 1) or none, "
+                f"got {value}"
+            )
+        return value
+
+    @field_validator("distortion")
+    @classmethod
+    def _check_distortion(cls, value: list[float]) -> list[float]:
+        if value and len(value) not in (4, 5, 8):
+            raise ValueError(f"needs 4, 5 or 8 plumb_bob/rational coefficients, got {len(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_intrinsics_given(self) -> VisionConfig:
+        if (self.distortion or self.tracked_height_m > 0.0) and not self.camera_matrix:
+            raise ValueError(
+                "vision.distortion and vision.tracked_height_m need vision.camera_matrix (the K "
+                "the homography was computed with); set it or leave them out"
+            )
+        return self
+
     @property
     def enabled(self) -> bool:
         """True when a homography is configured."""
@@ -118,6 +177,12 @@ class VisionConfig(ConfigModel):
         if not self.image_to_belt_homography:
             raise ValueError("vision.image_to_belt_homography: not set (vision disabled)")
         return np.asarray(self.image_to_belt_homography, dtype=float).reshape(3, 3)
+
+    def intrinsics(self) -> np.ndarray | None:
+        """Return the 3x3 K, or None when no camera_matrix is configured."""
+        if not self.camera_matrix:
+            return None
+        return np.asarray(self.camera_matrix, dtype=float).reshape(3, 3)
 
 
 class FilterConfig(ConfigModel):
@@ -153,6 +218,40 @@ class BeltSpeedConfig(ConfigModel):
     diagnostics_period_s: float = Field(
         default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics messages, s."
     )
+    grounding_artifact: str = Field(
+        default="",
+        description="Grounding artifact YAML: its belt roller radius (world_overrides.belt."
+        "roller_radius_m) replaces encoder.roller_radius_m. Empty: the configured radius.",
+    )
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     vision: VisionConfig = Field(default_factory=VisionConfig)
     filter: FilterConfig = Field(default_factory=FilterConfig)
+
+
+def apply_grounding(config: BeltSpeedConfig) -> tuple[BeltSpeedConfig, str]:
+    """Return the configuration with the roller radius of ``config.grounding_artifact``.
+
+    Returns:
+        The (possibly) updated configuration and a sentence saying which radius is used and
+        where it comes from (for the node's log and diagnostics).
+
+    Raises:
+        ConfigError: The artifact is missing or invalid, or its roller radius is out of range.
+
+    """
+    configured = config.encoder.roller_radius_m
+    if not config.grounding_artifact:
+        return config, f"roller radius {configured:g} m (configured; ungrounded)"
+    path = config.grounding_artifact
+    try:
+        radius = grounded_roller_radius_m(load_world_overrides(path), path)
+    except ConfigError as error:
+        raise ConfigError(f"belt_speed grounding_artifact: {error}") from None
+    if radius is None:
+        return config, (
+            f"roller radius {configured:g} m (configured: {path} has no belt roller radius)"
+        )
+    grounded = config.model_copy(
+        update={"encoder": config.encoder.model_copy(update={"roller_radius_m": radius})}
+    )
+    return grounded, f"roller radius {radius:.6g} m (grounded: {path})"

@@ -3,9 +3,10 @@
 State: belt speed along x (m/s). Model: random walk, so the variance grows by
 ``speed_random_walk_mps_per_sqrt_s ** 2 * dt`` between readings; this lets the filter follow a
 speed change while averaging noise in steady state. Readings are applied in arrival order; one
-stamped before the filter's time is applied at the filter's time (no back-prediction), which
-costs at most the source's latency. The output names the sources used within the timeout, so
-consumers see when it runs on one source only.
+stamped before the filter's time is applied at the filter's time (no back-prediction), with its
+variance grown by the random walk over its age (the speed may have changed since), so a late
+reading (vision over a long frame baseline) cannot hold back a fresher source. The output names
+the sources used within the timeout, so consumers see when it runs on one source only.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ class BeltSpeedFilter:
         ):
             return False
         self._predict(measurement.stamp_s)
-        gain = self._variance_mps2 / (self._variance_mps2 + measurement.variance_mps2)
+        assert self._time_s is not None
+        age_s = max(self._time_s - measurement.stamp_s, 0.0)
+        variance_mps2 = (
+            measurement.variance_mps2 + self.config.speed_random_walk_mps_per_sqrt_s**2 * age_s
+        )
+        gain = self._variance_mps2 / (self._variance_mps2 + variance_mps2)
         self._speed_mps += gain * (measurement.speed_mps - self._speed_mps)
         self._variance_mps2 *= 1.0 - gain
         self._last_used_s[measurement.source] = measurement.stamp_s

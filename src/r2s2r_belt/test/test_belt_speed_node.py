@@ -7,11 +7,14 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import rclpy
+import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
+from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
 from r2s2r_belt.nodes.belt_speed import BeltSpeedNode
 from r2s2r_common.config import ConfigError
 from rclpy.context import Context
@@ -34,7 +37,10 @@ def context() -> Iterator[Context]:
         rclpy.shutdown(context=ctx)
 
 
-def test_encoder_messages_give_belt_speed(context: Context) -> None:
+def run_encoder(
+    context: Context, true_radius_m: float, extra: list[Parameter]
+) -> tuple[list[tuple[float, TwistStamped]], list[DiagnosticArray]]:
+    """belt_speed (configured radius RADIUS_M + ``extra``) fed a roller of ``true_radius_m``."""
     node = BeltSpeedNode(
         context=context,
         parameter_overrides=[
@@ -42,6 +48,7 @@ def test_encoder_messages_give_belt_speed(context: Context) -> None:
             Parameter("encoder.joint_name", value="belt_roller_joint"),
             Parameter("publish_rate_hz", value=50.0),
             Parameter("diagnostics_period_s", value=0.2),
+            *extra,
         ],
     )
     driver = rclpy.create_node("fake_belt", context=context)
@@ -56,7 +63,8 @@ def test_encoder_messages_give_belt_speed(context: Context) -> None:
 
     def publish_angle() -> None:
         now_s = time.time()
-        angle_rad = (SPEED_MPS * (now_s - start_s) / RADIUS_M + math.pi) % (2 * math.pi) - math.pi
+        travel_rad = SPEED_MPS * (now_s - start_s) / true_radius_m
+        angle_rad = (travel_rad + math.pi) % (2 * math.pi) - math.pi
         msg = JointState()
         msg.header.stamp = driver.get_clock().now().to_msg()
         msg.name = ["belt_roller_joint"]
@@ -78,6 +86,11 @@ def test_encoder_messages_give_belt_speed(context: Context) -> None:
         spinner.join(timeout=5.0)
         driver.destroy_node()
         node.destroy_node()
+    return speeds, diagnostics
+
+
+def test_encoder_messages_give_belt_speed(context: Context) -> None:
+    speeds, diagnostics = run_encoder(context, RADIUS_M, [])
     assert len(speeds) >= 60
     recent = speeds[len(speeds) // 2 :]
     for _, msg in recent:
@@ -101,4 +114,66 @@ def test_bad_parameters_fail_at_startup(context: Context) -> None:
         BeltSpeedNode(
             context=context,
             parameter_overrides=[Parameter("vision.image_to_belt_homography", value=[1.0, 2.0])],
+        )
+
+
+def write_artifact(path: Path, overrides: dict) -> Path:
+    """A minimal grounding artifact: only what the sensing nodes read (world_overrides)."""
+    path.write_text(yaml.safe_dump({"schema_version": 1, "world_overrides": overrides}))
+    return path
+
+
+def test_grounded_roller_radius_replaces_the_configured_one(
+    context: Context, tmp_path: Path
+) -> None:
+    grounded_radius_m = RADIUS_M * 1.02  # a worn roller, as grounding measured it
+    artifact = write_artifact(
+        tmp_path / "artifact.yaml", {"belt": {"roller_radius_m": grounded_radius_m}}
+    )
+    speeds, diagnostics = run_encoder(
+        context, grounded_radius_m, [Parameter("grounding_artifact", value=str(artifact))]
+    )
+    recent = speeds[len(speeds) // 2 :]
+    assert len(recent) >= 30
+    # With the configured (nominal) radius the speed would read 2 % low; grounded: < 1 %.
+    for _, msg in recent:
+        assert msg.twist.linear.x == pytest.approx(SPEED_MPS, rel=0.01)
+    reports = [{kv.key: kv.value for kv in d.status[0].values} for d in diagnostics]
+    assert reports and "grounded" in reports[-1]["roller_radius"]
+
+
+def test_apply_grounding_keeps_or_replaces_the_radius(tmp_path: Path) -> None:
+    config = BeltSpeedConfig()
+    same, note = apply_grounding(config)
+    assert same.encoder.roller_radius_m == config.encoder.roller_radius_m and "ungrounded" in note
+    no_belt = write_artifact(tmp_path / "no_belt.yaml", {"cameras": {}})
+    kept, note = apply_grounding(config.model_copy(update={"grounding_artifact": str(no_belt)}))
+    assert kept.encoder.roller_radius_m == config.encoder.roller_radius_m
+    assert "has no belt roller radius" in note
+    with_belt = write_artifact(tmp_path / "belt.yaml", {"belt": {"roller_radius_m": 0.0306}})
+    grounded, _ = apply_grounding(config.model_copy(update={"grounding_artifact": str(with_belt)}))
+    assert grounded.encoder.roller_radius_m == 0.0306
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "file not found"),
+        ("schema_version: 7\nworld_overrides: {}\n", "schema_version = 7"),
+        ("schema_version: 1\n", "world_overrides = None"),
+        (
+            "schema_version: 1\nworld_overrides: {belt: {roller_radius_m: -0.03}}\n",
+            r"roller_radius_m = -0.03: expected a radius",
+        ),
+    ],
+)
+def test_bad_grounding_artifact_fails_at_startup(
+    context: Context, tmp_path: Path, content: str | None, expected: str
+) -> None:
+    path = tmp_path / "artifact.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=expected):
+        BeltSpeedNode(
+            context=context, parameter_overrides=[Parameter("grounding_artifact", value=str(path))]
         )

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, format_validation_error
 from r2s2r_common.config import read_yaml as _read_yaml
 
@@ -143,6 +143,11 @@ class ScenePoseRecord(ConfigModel):
     inlier_rmse_m: float = Field(ge=0.0, description="Inlier RMS distance (m).")
     observability: float = Field(ge=0.0, description="Weakest/strongest information ratio.")
     provenance: Provenance
+    held_at_nominal: list[str] = Field(
+        default_factory=list,
+        description="Pose directions the depth view does not constrain, held at the nominal "
+        "pose (e.g. 'translation along belt x': the belt's ends are out of view).",
+    )
 
 
 class BeltRecord(ConfigModel):
@@ -175,6 +180,10 @@ class ControllerRecord(ConfigModel):
     latency_std_s: float | None = Field(None, ge=0.0, description="1-sigma latency (s).")
 
 
+CHECK_OVERRIDES = "check_world_overrides"
+"""Validation context key: refuse world_overrides that differ from the records (files)."""
+
+
 class GroundingArtifact(ConfigModel):
     """The grounding artifact (see the module docstring)."""
 
@@ -192,9 +201,12 @@ class GroundingArtifact(ConfigModel):
     )
 
     @model_validator(mode="after")
-    def _overrides_consistent(self) -> GroundingArtifact:
+    def _overrides_consistent(self, info: ValidationInfo) -> GroundingArtifact:
         derived = derive_world_overrides(self)
-        if self.world_overrides and self.world_overrides != derived:
+        # A file's world_overrides must match its records (someone may have hand-edited it);
+        # in memory, records change step by step and world_overrides follows them.
+        checked = bool(info.context and info.context.get(CHECK_OVERRIDES))
+        if checked and self.world_overrides and self.world_overrides != derived:
             raise ValueError(
                 "world_overrides does not match the records it is derived from; edit the "
                 "records, not world_overrides, or delete world_overrides to re-derive it"
@@ -307,7 +319,7 @@ def load_artifact(path: str | Path) -> GroundingArtifact:
             f"{SCHEMA_VERSION} (re-run grounding to regenerate the artifact)"
         )
     try:
-        return GroundingArtifact.model_validate(data)
+        return GroundingArtifact.model_validate(data, context={CHECK_OVERRIDES: True})
     except ValidationError as error:
         raise ArtifactError(format_validation_error(error, str(path))) from None
 
@@ -471,6 +483,7 @@ def scene_record(
         inlier_rmse_m=registration.inlier_rmse_m,
         observability=registration.observability,
         provenance=provenance,
+        held_at_nominal=list(registration.held_at_nominal),
     )
 
 

@@ -35,6 +35,22 @@ class BeltModelConfig(ConfigModel):
         description="Refuse when RMS speed residual / mean speed exceeds this.",
     )
     min_track_points: int = Field(5, ge=2, le=100000, description="Track samples required.")
+    min_travel_m: float = Field(
+        0.15, gt=0.0, le=10.0, description="Track travel along the belt required (m)."
+    )
+    max_track_residual_m: float = Field(
+        0.006,
+        gt=0.0,
+        le=0.1,
+        description="Refuse a track whose RMS position residual about x = r * angle exceeds this "
+        "(m; about half the belt-plane footprint of a head depth pixel: 12 mm at 128 px).",
+    )
+    max_radius_rel_std: float = Field(
+        0.005, gt=0.0, le=1.0, description="Refuse when the radius' relative 1-sigma exceeds this."
+    )
+    outlier_sigmas: float = Field(
+        3.0, gt=1.0, le=100.0, description="Track points this many robust sigmas off are dropped."
+    )
 
 
 @dataclass
@@ -183,3 +199,134 @@ def fit_belt_model(
         relative_residual=relative,
         n_samples=len(rates),
     )
+
+
+@dataclass
+class BeltTrackFit:
+    """Roller radius and surface speed from one object tracked along the belt.
+
+    Attributes:
+        model: Radius and its uncertainty; ``residual_rms_mps`` is the 1-sigma of the surface
+            speed that the position residual implies over the track's duration.
+        speed_mps: Surface speed: slope of the position along the belt over time (m/s).
+        position_residual_m: RMS residual of ``x = r * angle + c`` (m).
+        n_used: Track points used (outliers dropped).
+        travel_m: Distance the object travelled along the belt (m).
+
+    """
+
+    model: BeltModelResult
+    speed_mps: float
+    position_residual_m: float
+    n_used: int
+    travel_m: float
+
+
+def fit_belt_track(
+    stamps_s: npt.ArrayLike,
+    along_belt_m: npt.ArrayLike,
+    encoder_stamps_s: npt.ArrayLike,
+    encoder_angles_rad: npt.ArrayLike,
+    config: BeltModelConfig | None = None,
+) -> BeltTrackFit:
+    """Fit ``x = r * angle + c``: a tracked object's position against the unwrapped roller angle.
+
+    Every track point is used against the encoder angle interpolated at its stamp, so the
+    radius comes from the whole travel (not from noisy per-window speeds) and stays right when
+    the belt speed varies during the track. Points more than ``outlier_sigmas`` robust sigmas
+    off the first fit are dropped (a mis-segmented frame) and the fit is repeated.
+
+    Args:
+        stamps_s: (N,) track stamps (s).
+        along_belt_m: (N,) object position along belt x (m).
+        encoder_stamps_s: (M,) encoder stamps (s), spanning the track.
+        encoder_angles_rad: (M,) unwrapped roller angles (rad).
+        config: Thresholds; defaults to :class:`BeltModelConfig`.
+
+    Returns:
+        The fit.
+
+    Raises:
+        ValueError: Mismatched lengths or non-finite values.
+        DegenerateMotionError: Too few points, too little travel, or encoder samples that do
+            not span the track.
+        ResidualTooLargeError: Position residual or radius uncertainty above its threshold.
+
+    """
+    cfg = config or BeltModelConfig()
+    t = np.asarray(stamps_s, dtype=float).reshape(-1)
+    x = np.asarray(along_belt_m, dtype=float).reshape(-1)
+    et = np.asarray(encoder_stamps_s, dtype=float).reshape(-1)
+    ea = np.asarray(encoder_angles_rad, dtype=float).reshape(-1)
+    if len(t) != len(x) or len(et) != len(ea):
+        raise ValueError(
+            f"{len(t)} stamps for {len(x)} positions and {len(et)} encoder stamps for "
+            f"{len(ea)} angles; expected equal pairs"
+        )
+    if not all(np.all(np.isfinite(v)) for v in (t, x, et, ea)):
+        raise ValueError("track and encoder samples must be finite (no NaN/inf)")
+    if len(t) < cfg.min_track_points:
+        raise DegenerateMotionError(
+            f"the object was tracked in {len(t)} frames (need {cfg.min_track_points}); track "
+            "it longer or check that it is in the camera's view"
+        )
+    if len(et) < 2 or et.min() > t.min() or et.max() < t.max():
+        raise DegenerateMotionError(
+            "the encoder samples do not span the track; record /belt/encoder during the whole track"
+        )
+    order = np.argsort(et)
+    angle = np.interp(t, et[order], ea[order])
+    travel = float(np.ptp(x))
+    if travel < cfg.min_travel_m:
+        raise DegenerateMotionError(
+            f"the object travelled {travel:.3f} m along the belt while tracked (need "
+            f"{cfg.min_travel_m} m); run the belt and track longer"
+        )
+    keep = np.ones(len(t), dtype=bool)
+    for _ in range(2):
+        design = np.column_stack([angle[keep], np.ones(int(keep.sum()))])
+        coefficients, *_ = np.linalg.lstsq(design, x[keep], rcond=None)
+        residual_all = x - (coefficients[0] * angle + coefficients[1])
+        sigma = 1.4826 * float(
+            np.median(np.abs(residual_all[keep] - np.median(residual_all[keep])))
+        )
+        keep = np.abs(residual_all) <= cfg.outlier_sigmas * max(sigma, 1e-4)
+        if keep.sum() < cfg.min_track_points:
+            raise DegenerateMotionError(
+                f"{int(keep.sum())} of {len(t)} track points agree with a constant radius; "
+                "the track is too noisy (check the segmentation of the object)"
+            )
+    design = np.column_stack([angle[keep], np.ones(int(keep.sum()))])
+    coefficients, *_ = np.linalg.lstsq(design, x[keep], rcond=None)
+    residual = x[keep] - design @ coefficients
+    dof = max(int(keep.sum()) - 2, 1)
+    sigma2 = float(residual @ residual) / dof
+    covariance = sigma2 * np.linalg.inv(design.T @ design)
+    radius = float(coefficients[0])
+    radius_std = float(np.sqrt(covariance[0, 0]))
+    rms = float(np.sqrt(np.mean(residual**2)))
+    speed = float(np.polyfit(t[keep], x[keep], 1)[0])
+    duration = float(np.ptp(t[keep]))
+    rate = float(np.polyfit(t[keep], angle[keep], 1)[0])
+    if rms > cfg.max_track_residual_m:
+        raise ResidualTooLargeError(
+            f"belt track residual {1000 * rms:.1f} mm about x = r * angle exceeds "
+            f"max_track_residual_m = {1000 * cfg.max_track_residual_m:.1f} mm; the belt may "
+            "slip on the roller or the object track is poor (check the belt pose and the camera)"
+        )
+    if abs(radius) < 1e-9 or radius_std / abs(radius) > cfg.max_radius_rel_std:
+        raise ResidualTooLargeError(
+            f"roller radius {1000 * radius:.2f} +- {1000 * radius_std:.2f} mm: relative "
+            f"uncertainty above max_radius_rel_std = {cfg.max_radius_rel_std:.1%}; track the "
+            "object over a longer travel"
+        )
+    # 1-sigma of the speed: a line fit through N points spread evenly over the duration.
+    speed_rms = rms * np.sqrt(12.0 / int(keep.sum())) / max(duration, 1e-9)
+    model = BeltModelResult(
+        roller_radius_m=radius,
+        roller_radius_std_m=radius_std,
+        residual_rms_mps=float(speed_rms),
+        relative_residual=float(speed_rms / max(abs(rate * radius), 1e-12)),
+        n_samples=int(keep.sum()),
+    )
+    return BeltTrackFit(model, speed, rms, int(keep.sum()), travel)

@@ -31,6 +31,8 @@ from r2s2r_calibration.geometry import FloatArray, rvec_tvec_from_pose
 from r2s2r_calibration.intrinsics import CalibrationBoard, ChessboardConfig
 
 PIXEL_BOX_VARIANCE_PX2 = 1.0 / 12.0
+BILINEAR_VARIANCE_PX2 = 1.0 / 6.0
+"""Mean edge-spread variance of linear interpolation (t (1 - t) over uniform phases t)."""
 
 
 class BlurConfig(ConfigModel):
@@ -78,6 +80,33 @@ class BlurResult:
     per_edge_sigma_px: FloatArray
     n_edges: int
     n_views: int
+
+
+def simulator_render_variance_px2(
+    camera_matrix: FloatArray, distortion: FloatArray, image_size_px: tuple[int, int]
+) -> float:
+    """Edge-spread variance (sensor px^2) the cell simulator's rendering adds before its blur.
+
+    The simulator (:class:`r2s2r_sim.camera_model.ImageWarp`) renders an ideal pinhole image
+    (pixel area sampling: a box of one render pixel), resamples it bilinearly into the camera
+    (on average 1/6 render px^2 across an edge), and only then applies its Gaussian blur. The
+    blur *parameter* that makes the simulator reproduce a camera is therefore the camera's edge
+    spread less this variance; it is computed for the calibrated camera model here.
+    """
+    from r2s2r_sim.camera_model import ImageWarp, Intrinsics
+
+    K = np.asarray(camera_matrix, dtype=float)
+    width, height = image_size_px
+    warp = ImageWarp(
+        Intrinsics(width, height, K[0, 0], K[1, 1], K[0, 2], K[1, 2]),
+        [float(v) for v in np.asarray(distortion, dtype=float).reshape(-1)[:5]],
+    )
+    render_px2 = 0.5 * (
+        (K[0, 0] / warp.render_focal_px) ** 2 + (K[1, 1] / warp.render_focal_px) ** 2
+    )
+    if warp.identity:  # the render is the image: no resampling
+        return float(render_px2 * PIXEL_BOX_VARIANCE_PX2)
+    return float(render_px2 * (PIXEL_BOX_VARIANCE_PX2 + BILINEAR_VARIANCE_PX2))
 
 
 def _black_squares(board: CalibrationBoard) -> npt.NDArray[np.bool_]:
@@ -161,6 +190,7 @@ def estimate_blur(
     camera_matrix: FloatArray,
     distortion: FloatArray,
     config: BlurConfig | None = None,
+    removed_variance_px2: float | None = None,
 ) -> BlurResult:
     """Estimate the Gaussian blur sigma from board edges in calibrated views.
 
@@ -172,6 +202,9 @@ def estimate_blur(
         camera_matrix: 3x3 K (px).
         distortion: (k1, k2, p1, p2, k3).
         config: Thresholds; defaults to :class:`BlurConfig`.
+        removed_variance_px2: Edge-spread variance not due to the blur, removed from each
+            fit when ``config.pixel_integration``; default the sensor pixel box (1/12 px^2),
+            e.g. :func:`simulator_render_variance_px2` for a simulator's blur parameter.
 
     Returns:
         The blur estimate.
@@ -227,7 +260,10 @@ def estimate_blur(
         )
     spread = np.asarray(sigmas)
     if cfg.pixel_integration:
-        spread = np.sqrt(np.maximum(spread**2 - PIXEL_BOX_VARIANCE_PX2, 0.0))
+        removed = PIXEL_BOX_VARIANCE_PX2 if removed_variance_px2 is None else removed_variance_px2
+        if removed < 0:
+            raise ValueError(f"removed_variance_px2 = {removed}: expected >= 0")
+        spread = np.sqrt(np.maximum(spread**2 - removed, 0.0))
     median = float(np.median(spread))
     robust_std = float(1.4826 * np.median(np.abs(spread - median)))
     relative = robust_std / max(median, 1e-9)

@@ -16,25 +16,44 @@ class BoardStepsConfig(ConfigModel):
     board: ChessboardConfig = Field(default_factory=ChessboardConfig)
     intrinsics: IntrinsicsConfig = Field(
         default_factory=lambda: IntrinsicsConfig(
-            min_corners_per_view=12, min_views=8, fix_k3=True, zero_tangential=True
+            min_corners_per_view=12,
+            min_views=8,
+            fix_k3=True,
+            zero_tangential=True,
+            reject_view_rms_factor=2.0,
         )
     )
     blur: BlurConfig = Field(default_factory=lambda: BlurConfig(min_pixels_per_edge=15))
+    blur_for_simulator: bool = Field(
+        True,
+        description="Report the simulator's blur parameter: remove the edge spread the "
+        "simulator's own rendering adds (blur.simulator_render_variance_px2) instead of only "
+        "the sensor pixel box.",
+    )
     extrinsics: ExtrinsicsConfig = Field(default_factory=ExtrinsicsConfig)
     head_distances_m: list[float] = Field(
-        default_factory=lambda: [0.5, 0.62, 0.75],
+        default_factory=lambda: [0.38, 0.46, 0.55],
         description="Head intrinsics board distances (m).",
     )
     tilt_rad: float = Field(0.6, ge=0.0, le=1.0, description="Board tilt of the views (rad).")
-    image_grid: int = Field(3, ge=2, le=5, description="Board positions per image axis.")
+    image_grid: int = Field(4, ge=2, le=5, description="Board positions per image axis.")
     hand_board_position_m: tuple[float, float, float] = Field(
         (0.45, 0.12, 0.93), description="Where the board is put down (nominal world, m)."
     )
     hand_view_distances_m: list[float] = Field(
-        default_factory=lambda: [0.36, 0.46], description="Hand camera to board (m)."
+        default_factory=lambda: [0.27, 0.34, 0.42], description="Hand camera to board (m)."
+    )
+    hand_views_per_distance: int = Field(
+        10, ge=3, le=40, description="Hand camera views planned at each distance."
+    )
+    hand_tilt_rad: float = Field(
+        0.7,
+        ge=0.1,
+        le=1.0,
+        description="Largest tilt of the hand camera's line of sight from the board normal (rad).",
     )
     head_board_distances_m: list[float] = Field(
-        default_factory=lambda: [0.8, 0.95],
+        default_factory=lambda: [0.62, 0.75],
         description="Head camera to the palm-held board for head extrinsics (m).",
     )
     palm_board_offset_m: float = Field(
@@ -42,6 +61,21 @@ class BoardStepsConfig(ConfigModel):
     )
     move_s: float = Field(1.5, gt=0.1, le=10.0, description="Time of each robot move (s).")
     settle_s: float = Field(0.4, ge=0.0, le=5.0, description="Wait after a move (s).")
+    settle_timeout_s: float = Field(
+        5.0, gt=0.0, le=60.0, description="Longest extra wait for the arm to come to rest (s)."
+    )
+    rest_check_s: float = Field(
+        0.05, gt=0.0, le=1.0, description="Interval of the at-rest check (cell time, s)."
+    )
+    rest_tolerance_rad: float = Field(
+        2e-4, gt=0.0, le=0.1, description="At rest: no joint moved more than this per interval."
+    )
+    reach_tolerance_rad: float = Field(
+        0.03,
+        gt=0.0,
+        le=0.5,
+        description="Arrived: every joint this close to the target (servo droop under load).",
+    )
     frame_delay_s: float = Field(
         0.15, ge=0.0, le=2.0, description="Use frames this long after a board/robot change (s)."
     )

@@ -19,6 +19,8 @@ geometry is the datasheet's; only mounts are uncertain).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_sim.kinematics import IkError, PalmIk
@@ -34,7 +36,7 @@ from r2s2r_calibration.artifact import (
     intrinsics_record,
     pose_value,
 )
-from r2s2r_calibration.blur import estimate_blur
+from r2s2r_calibration.blur import estimate_blur, simulator_render_variance_px2
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.errors import BoardNotDetectedError, CalibrationError
 from r2s2r_calibration.extrinsics import calibrate_hand_eye
@@ -120,6 +122,26 @@ def move_arm(client: CellClient, target: FloatArray, cfg: BoardStepsConfig, lead
         start,
     )
     client.wait_until(start + cfg.move_s + cfg.settle_s)
+    # The commanded time is not proof: a command delivered late (a loaded machine, a slow
+    # network) starts late. Images are taken only once the measured arm has come to rest.
+    deadline = start + cfg.move_s + cfg.settle_s + cfg.settle_timeout_s
+    previous = _arm(client.joint_positions())
+    while True:
+        client.wait_until(client.now_s() + cfg.rest_check_s)
+        measured = _arm(client.joint_positions())
+        still = float(np.max(np.abs(measured - previous))) < cfg.rest_tolerance_rad
+        arrived = float(np.max(np.abs(measured - target))) < cfg.reach_tolerance_rad
+        if still and arrived:
+            return
+        if client.now_s() > deadline:
+            raise CalibrationError(
+                f"the arm did not come to rest at the commanded pose within "
+                f"{cfg.settle_timeout_s} s after the move (off by "
+                f"{float(np.max(np.abs(measured - target))):.4f} rad, moving "
+                f"{float(np.max(np.abs(measured - previous))):.5f} rad per "
+                f"{cfg.rest_check_s} s); check that the arm controller is active"
+            )
+        previous = measured
 
 
 def _capture(client: CellClient, camera: str, delay_s: float) -> tuple[float, np.ndarray]:
@@ -142,7 +164,8 @@ def _intrinsics_and_blur(
         end_stamp_s=max(stamps),
         n_samples=len(result.used_view_indices),
         sample_kind=f"{camera} board views",
-        solver="chessboard corners (findChessboardCornersSB) + cv2.calibrateCameraExtended",
+        solver="chessboard corners (findChessboardCornersSB + cornerSubPix) + "
+        "cv2.calibrateCameraExtended",
     )
     record = run.artifact.cameras.setdefault(CAMERA_KEYS[camera], CameraRecord())
     record.intrinsics = intrinsics_record(result, provenance)
@@ -152,15 +175,29 @@ def _intrinsics_and_blur(
         f"{len(result.used_view_indices)} of {len(images)} views"
     )
     used = [images[i] for i in result.used_view_indices]
+    removed = (
+        simulator_render_variance_px2(result.camera_matrix, result.distortion, result.image_size_px)
+        if cfg.blur_for_simulator
+        else None
+    )
     try:
         blur = estimate_blur(
-            cfg.board, used, result.board_poses, result.camera_matrix, result.distortion, cfg.blur
+            cfg.board,
+            used,
+            result.board_poses,
+            result.camera_matrix,
+            result.distortion,
+            cfg.blur,
+            removed,
         )
     except CalibrationError as error:
         say(f"intrinsics: {camera}: blur not estimated: {error}")
     else:
         blur_provenance = provenance.model_copy(
-            update={"solver": "edge-spread fit on chessboard edges (blur.estimate_blur)"}
+            update={
+                "solver": "edge-spread fit on chessboard edges (blur.estimate_blur)"
+                + (", less the simulator's render spread" if cfg.blur_for_simulator else "")
+            }
         )
         record.blur = blur_record(blur, blur_provenance)
         say(f"intrinsics: {camera}: blur sigma {blur.sigma_px:.3f} px from {blur.n_edges} edges")
@@ -190,47 +227,127 @@ def run_head_intrinsics(
     _intrinsics_and_blur(client, "head_camera", images, stamps, cfg, run, say)
 
 
-def hand_view_plan(
-    nominal: WorldParams, camera: CameraModel, cfg: BoardStepsConfig
-) -> tuple[FloatArray, list[FloatArray]]:
-    """Board pose in world and ``T_world_hand_optical`` requests around it."""
+def _outline_fits(
+    camera: CameraModel, T_world_optical: FloatArray, outline_world: FloatArray
+) -> bool:
+    """Whether the board outline (world points) projects inside the image, 3 px in."""
+    K = camera.camera_matrix
+    local = (outline_world - T_world_optical[:3, 3]) @ T_world_optical[:3, :3]
+    if (local[:, 2] <= 0.05).any():
+        return False
+    projected = local[:, :2] / local[:, 2:3] * [K[0, 0], K[1, 1]] + [K[0, 2], K[1, 2]]
+    return bool(
+        (projected >= 3).all() and (projected <= [camera.width_px - 4, camera.height_px - 4]).all()
+    )
+
+
+def _hand_view(
+    camera: CameraModel,
+    centre: FloatArray,
+    outline_world: FloatArray,
+    distance_m: float,
+    polar_rad: float,
+    azimuth_rad: float,
+    roll_rad: float,
+    target_px: FloatArray,
+) -> FloatArray | None:
+    """``T_world_optical`` seeing the board centre at ``target_px`` (or nearer the image centre).
+
+    The camera sits ``distance_m`` from the board centre, its line of sight ``polar_rad`` from
+    the board normal towards ``azimuth_rad``; ``roll_rad`` turns it about that line. None when
+    the board does not fit the image even with its centre in the image centre.
+    """
+    eye = centre + distance_m * np.array(
+        [
+            np.sin(polar_rad) * np.cos(azimuth_rad),
+            np.sin(polar_rad) * np.sin(azimuth_rad),
+            np.cos(polar_rad),
+        ]
+    )
+    looking = look_at_pose(eye, centre, [np.cos(roll_rad), np.sin(roll_rad), 0.0])
+    K = camera.camera_matrix
+    middle = np.array([K[0, 2], K[1, 2]])
+    for alpha in np.linspace(1.0, 0.0, 6):
+        pixel = middle + alpha * (target_px - middle)
+        ray = np.linalg.solve(K, np.array([pixel[0], pixel[1], 1.0]))
+        turn = Rotation.align_vectors([ray / np.linalg.norm(ray)], [[0.0, 0.0, 1.0]])[0]
+        pose = looking.copy()
+        pose[:3, :3] = looking[:3, :3] @ turn.as_matrix().T
+        if _outline_fits(camera, pose, outline_world):
+            return pose
+    return None
+
+
+def hand_board_pose(cfg: BoardStepsConfig) -> FloatArray:
+    """``T_world_board`` where the operator puts the board down for the hand camera."""
     side = cfg.board.square_length_m
     middle = np.array(cfg.board.getChessboardSize(), dtype=float) * side / 2.0
     board = np.eye(4)
     board[:3, :3] = np.diag([1.0, -1.0, -1.0])  # printed face up, board x along world x
     board[:3, 3] = np.asarray(cfg.hand_board_position_m) - board[:3, :3] @ [*middle, 0.0]
+    return board
+
+
+def hand_view_plan(
+    camera: CameraModel,
+    cfg: BoardStepsConfig,
+    reachable: Callable[[FloatArray], bool] | None = None,
+) -> tuple[FloatArray, list[FloatArray], int]:
+    """Board pose in world and ``T_world_hand_optical`` requests around it.
+
+    The plan has ``hand_views_per_distance`` slots at each of ``hand_view_distances_m``: line
+    of sight azimuths around the board, tilts alternating between ``hand_tilt_rad`` and half
+    of it, camera rolls and image positions of the board (coverage) varying. A slot whose pose
+    is not ``reachable`` (nominal IK) or does not show the whole board tries nearby variants
+    (azimuth turned by up to 180 deg, then other rolls, then less tilt) before it is dropped.
+
+    Returns:
+        ``T_world_board``, the view poses and the number of slots dropped.
+
+    """
+    board = hand_board_pose(cfg)
     centre = np.asarray(cfg.hand_board_position_m, dtype=float)
-    K = camera.camera_matrix
     outline = _board_outline(cfg.board, 0.25) @ board[:3, :3].T + board[:3, 3]
     fractions = np.linspace(0.25, 0.75, 3)
     targets = [np.array([fx, fy]) for fy in fractions for fx in fractions]
-    poses = []
+    size = np.array([camera.width_px, camera.height_px], dtype=float)
+    turns = [0.0, np.pi / 6, -np.pi / 6, np.pi / 3, -np.pi / 3, np.pi / 2, -np.pi / 2, np.pi]
+    rolls = [0.0, np.pi / 2, -np.pi / 2, np.pi]
+    count = cfg.hand_views_per_distance
+    poses: list[FloatArray] = []
+    dropped = 0
     for d_index, distance in enumerate(cfg.hand_view_distances_m):
-        for k in range(12):
-            azimuth = 2.0 * np.pi * (k + 0.5 * d_index) / 12.0
-            polar = cfg.tilt_rad * (0.4 + 0.4 * (k % 2))
-            eye = centre + distance * np.array(
-                [np.sin(polar) * np.cos(azimuth), np.sin(polar) * np.sin(azimuth), np.cos(polar)]
-            )
-            up = np.array([np.cos(0.7 * k), np.sin(0.7 * k), 0.0])
-            looking = look_at_pose(eye, centre, up)
-            # Turn the camera so that the board centre lands on an image target (coverage).
-            target = targets[(k + 4 * d_index) % len(targets)] * [camera.width_px, camera.height_px]
-            middle = np.array([K[0, 2], K[1, 2]])
-            for alpha in np.linspace(1.0, 0.0, 6):
-                pixel = middle + alpha * (target - middle)
-                ray = np.linalg.solve(K, np.array([pixel[0], pixel[1], 1.0]))
-                turn = Rotation.align_vectors([ray / np.linalg.norm(ray)], [[0.0, 0.0, 1.0]])[0]
-                pose = looking.copy()
-                pose[:3, :3] = looking[:3, :3] @ turn.as_matrix().T
-                local = (outline - pose[:3, 3]) @ pose[:3, :3]
-                projected = local[:, :2] / local[:, 2:3] * [K[0, 0], K[1, 1]] + middle
-                if (projected >= 3).all() and (
-                    projected <= [camera.width_px - 4, camera.height_px - 4]
-                ).all():
+        for k in range(count):
+            azimuth = 2.0 * np.pi * (k + d_index / len(cfg.hand_view_distances_m)) / count
+            polar = cfg.hand_tilt_rad * (1.0 if k % 2 == 0 else 0.5)
+            roll = 0.7 * k + 1.3 * d_index
+            target = targets[(k + 4 * d_index) % len(targets)] * size
+            found = None
+            for scale in (1.0, 0.6):
+                for roll_turn in rolls:
+                    for turn in turns:
+                        pose = _hand_view(
+                            camera,
+                            centre,
+                            outline,
+                            distance,
+                            scale * polar,
+                            azimuth + turn,
+                            roll + roll_turn,
+                            target,
+                        )
+                        if pose is not None and (reachable is None or reachable(pose)):
+                            found = pose
+                            break
+                    if found is not None:
+                        break
+                if found is not None:
                     break
-            poses.append(pose)
-    return board, poses
+            if found is None:
+                dropped += 1
+            else:
+                poses.append(found)
+    return board, poses, dropped
 
 
 def _solve_ik(ik: PalmIk, T_world_link: FloatArray, seed: FloatArray) -> FloatArray | None:
@@ -252,17 +369,26 @@ def _capture_hand_views(
     if operator is None:
         raise BoardUnavailableError("no board operator")
     camera = client.camera_model("hand_camera")
-    T_world_board, views = hand_view_plan(nominal, camera, cfg)
     layout = nominal.layout()
     ik = PalmIk(layout, "hand_camera_optical_frame")
     fk = PalmIk(layout, "palm_link")
-    T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
     home = _arm(client.joint_positions())
+    T_world_board, views, dropped = hand_view_plan(
+        camera, cfg, lambda pose: _solve_ik(ik, pose, home) is not None
+    )
+    if dropped:
+        say(
+            f"hand camera: {dropped} planned views are out of reach or do not show the whole "
+            "board (nominal IK and camera model); the others are captured"
+        )
+    T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
     operator.place_board("world", T_world_board)
     images, stamps, palms = [], [], []
     seed = home
     for view in views:
         q = _solve_ik(ik, view, seed)
+        if q is None:
+            q = _solve_ik(ik, view, home)
         if q is None:
             say("hand camera: a view pose is out of reach; skipped")
             continue

@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
-from r2s2r_description.cell import build_description
+from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
 from r2s2r_description.model import ShapeKind
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_sim.world import WorldParams
@@ -44,18 +44,19 @@ from r2s2r_calibration.artifact import (
     belt_record,
     scene_record,
 )
-from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_model
+from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_track
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError
+from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError, RegistrationError
 from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
 from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import (
     BoxPrimitive,
     ElementRegistration,
+    PoseAxis,
     RegistrationConfig,
     SceneElement,
     depth_to_points,
-    register_scene,
+    register_scene_elements,
 )
 from r2s2r_calibration.sysid import (
     ExcitationSegment,
@@ -63,6 +64,7 @@ from r2s2r_calibration.sysid import (
     SysIdConfig,
     SysIdResult,
     identify_controller,
+    merge_segments,
     plan_excitation,
 )
 
@@ -190,20 +192,56 @@ class ProcedureConfig(ConfigModel):
         default_factory=lambda: list(ALL_JOINT_NAMES), description="Joints to identify."
     )
     command_lead_s: float = Field(
-        0.1, gt=0.0, le=5.0, description="Send each trajectory this long before its start (s)."
+        0.5,
+        gt=0.0,
+        le=5.0,
+        description="Send each trajectory this long before its start (s); more than the worst "
+        "delivery delay of a command, which the controller holds until its stamp.",
     )
     registration: RegistrationConfig = Field(
-        default_factory=lambda: RegistrationConfig(min_points=60),
-        description="Registration settings (a 128 px depth image sees ~150 points per bin).",
+        default_factory=lambda: RegistrationConfig(
+            min_points=60, icp_distances_m=[0.04, 0.02, 0.01]
+        ),
+        description="Registration settings (a 128 px depth image sees ~150 points per bin; its "
+        "points scatter ~2 mm about the surfaces at 2-3 m, so the last stage keeps 10 mm).",
     )
     registration_elements: list[str] = Field(
         default_factory=lambda: ["belt", "bin_0", "bin_1", "bin_2"],
         description="Scene elements to register (belt, bin_<n>).",
     )
+    registration_unobservable_ok: dict[str, list[PoseAxis]] = Field(
+        default_factory=lambda: {"belt": list[PoseAxis](["tx"])},
+        description="Per element, pose directions (element frame) allowed to be unobservable; "
+        "they are held at the nominal pose. The belt's ends are out of the head camera's view, "
+        "so translation along its travel axis (belt_link x) is not observable.",
+    )
+    registration_required: list[str] = Field(
+        default_factory=lambda: ["belt"],
+        description="Elements whose refusal fails the registration step (the belt step needs "
+        "the belt surface); other refusals are reported and the rest is kept, unless every "
+        "element was refused.",
+    )
     belt: BeltModelConfig = Field(default_factory=BeltModelConfig)
     belt_trial_seed: int = Field(7, ge=0, description="Seed of the trial that brings an object.")
-    belt_track_s: float = Field(4.0, gt=0.5, le=60.0, description="Object tracking time (s).")
-    belt_window_s: float = Field(0.8, gt=0.1, le=10.0, description="Speed sample window (s).")
+    belt_track_s: float = Field(
+        14.0, gt=0.5, le=120.0, description="Longest object tracking time (s)."
+    )
+    belt_lost_s: float = Field(
+        1.0, gt=0.0, le=10.0, description="Stop tracking once the object was unseen this long (s)."
+    )
+    belt_top_band_m: float = Field(
+        0.008,
+        gt=0.0,
+        le=0.05,
+        description="Points this close to the object's top are its top face.",
+    )
+    belt_min_top_points: int = Field(4, ge=1, le=100000, description="Top-face points per frame.")
+    belt_end_margin_m: float = Field(
+        0.2,
+        ge=0.0,
+        le=0.7,
+        description="Ignore the object this close to the belt's ends (it is placed or falls off).",
+    )
     belt_min_height_m: float = Field(
         0.01, gt=0.0, le=0.2, description="Points this far above the belt surface are object."
     )
@@ -361,13 +399,30 @@ def run_registration(
     run: GroundingRun,
     say: ProgressFn,
 ) -> None:
-    """Register belt and bins from one head depth image into the artifact."""
+    """Register belt and bins from one head depth image into the artifact.
+
+    Every element is registered; the ones that succeed go into the artifact (with the
+    directions held at nominal), refusals are reported. The step fails (after writing the
+    successes) when a required element (:attr:`ProcedureConfig.registration_required`) or every
+    element was refused.
+
+    Raises:
+        RegistrationError: A required element or every element was refused.
+
+    """
     camera, T_base_optical, notes = _head_camera(client, run.artifact, nominal)
     for note in notes:
         say(f"registration: {note}")
     stamp, depth = client.capture_depth()
-    elements = scene_elements(nominal, config.registration_elements)
-    results = register_scene(
+    elements = [
+        element.model_copy(
+            update={
+                "unobservable_ok": list(config.registration_unobservable_ok.get(element.name, []))
+            }
+        )
+        for element in scene_elements(nominal, config.registration_elements)
+    ]
+    outcome = register_scene_elements(
         depth,
         camera.camera_matrix,
         T_base_optical,
@@ -376,25 +431,46 @@ def run_registration(
         camera.distortion,
     )
     T_world_base = client.frame_pose("base_link")
-    for name, registration in results.items():
+    for name, registration in outcome.registered.items():
         provenance = Provenance(
             source=client.source,
             start_stamp_s=stamp,
             end_stamp_s=stamp,
             n_samples=registration.n_points,
             sample_kind="points",
-            solver="open3d point-to-plane ICP (registration.register_scene)",
+            solver="degeneracy-aware robust point-to-plane Gauss-Newton "
+            "(registration.register_scene_elements)",
         )
         run.artifact.scene[name] = scene_record(registration, T_world_base, provenance)
         correction = registration.T_correction
+        held = (
+            f", held at nominal: {', '.join(registration.held_at_nominal)}"
+            if registration.held_at_nominal
+            else ""
+        )
         say(
             f"registration: {name}: moved {1000 * np.linalg.norm(correction[:3, 3]):.1f} mm, "
-            f"fitness {registration.fitness:.2f}, rmse {1000 * registration.inlier_rmse_m:.2f} mm"
+            f"fitness {registration.fitness:.2f}, rmse {1000 * registration.inlier_rmse_m:.2f} mm, "
+            f"observability {registration.observability:.2e}{held}"
         )
+    for name, message in outcome.failures.items():
+        say(f"registration: {name}: refused: {message}")
     run.depth_m = depth
     run.head_camera = camera
     run.T_base_head_optical = T_base_optical
-    run.registrations = results
+    run.registrations = outcome.registered
+    required = [name for name in config.registration_required if name in outcome.failures]
+    if required or (outcome.failures and not outcome.registered):
+        reason = (
+            f"required element(s) {required} refused"
+            if required
+            else f"all {len(outcome.failures)} elements refused"
+        )
+        kept = sorted(outcome.registered) or "none"
+        raise RegistrationError(
+            f"registration: {reason} (registered and kept: {kept}): "
+            + "; ".join(f"{name}: {message}" for name, message in outcome.failures.items())
+        )
 
 
 def run_sysid(
@@ -413,14 +489,14 @@ def run_sysid(
     total = segments[-1].end_time_s - start
     say(f"sysid: {len(segments)} excitation segments over {total:.1f} s of cell time")
     client.start_joint_log()
-    for segment in segments:
-        client.wait_until(segment.start_time_s - config.command_lead_s)
+    # One command per controller, stamped ahead of its start: delivery time does not matter.
+    for excitation in merge_segments(segments):
         client.send_trajectory(
-            segment.controller,
-            segment.joint_names,
-            segment.times_s,
-            segment.positions,
-            segment.start_time_s,
+            excitation.controller,
+            excitation.joint_names,
+            excitation.times_s,
+            excitation.positions,
+            excitation.start_time_s,
         )
     client.wait_until(segments[-1].end_time_s + 0.05)
     log = client.stop_joint_log()
@@ -458,7 +534,12 @@ def run_belt(
     run: GroundingRun,
     say: ProgressFn,
 ) -> None:
-    """Belt model: encoder rate against the surface speed of an object tracked in depth."""
+    """Belt model: an object's travel along the belt (head depth) against the roller angle.
+
+    The object's position along the belt is the median of its top-face points (the highest
+    points above the registered belt surface): unlike the centroid of all visible points it
+    does not shift as the camera sees the object's front, then its back.
+    """
     camera, T_base_optical, _ = _head_camera(client, run.artifact, nominal)
     T_world_base = client.frame_pose("base_link")
     belt_scene = run.artifact.scene.get("belt")
@@ -469,15 +550,23 @@ def run_belt(
         say("belt: belt pose from /tf_static (registration not run)")
     T_belt_optical = invert_pose(T_world_belt) @ T_world_base @ T_base_optical
     _, background = client.capture_depth()
+    client.encoder_samples(0.0)  # drop what came before the track
     client.start_trial(config.belt_trial_seed)
     stamps: list[float] = []
     along: list[float] = []
     encoder_stamps: list[FloatArray] = []
     encoder_angles: list[FloatArray] = []
     deadline = client.now_s() + config.belt_track_s
-    half_width = 0.5 * 0.30
+    last_seen = -np.inf
+    half_width = 0.5 * BELT_WIDTH_M
+    half_length = 0.5 * BELT_LENGTH_M - config.belt_end_margin_m
     while client.now_s() < deadline:
         stamp, depth = client.capture_depth()
+        t, a = client.encoder_samples(0.0)
+        encoder_stamps.append(t)
+        encoder_angles.append(a)
+        if stamps and stamp - last_seen > config.belt_lost_s:
+            break  # the object left the view
         # Only what changed since the empty-belt frame: the robot and cell parts are static.
         changed = np.where(np.abs(depth - background) > 0.005, depth, np.float32(0.0))
         if np.count_nonzero(changed) < config.belt_min_points:
@@ -490,16 +579,18 @@ def run_belt(
             (in_belt[:, 2] > config.belt_min_height_m)
             & (in_belt[:, 2] < 0.2)
             & (np.abs(in_belt[:, 1]) < half_width)
-            & (np.abs(in_belt[:, 0]) < 0.75)
+            & (np.abs(in_belt[:, 0]) < half_length)
         )
-        if np.count_nonzero(on_object) >= config.belt_min_points:
-            # The object's rear-most visible extent moves rigidly with it; the centroid of the
-            # visible points also does while the view of it changes slowly.
-            stamps.append(stamp)
-            along.append(float(np.median(in_belt[on_object, 0])))
-        t, a = client.encoder_samples(0.0)
-        encoder_stamps.append(t)
-        encoder_angles.append(a)
+        if np.count_nonzero(on_object) < config.belt_min_points:
+            continue
+        heights = in_belt[on_object, 2]
+        top = on_object.copy()
+        top[on_object] = heights >= heights.max() - config.belt_top_band_m
+        if np.count_nonzero(top) < config.belt_min_top_points:
+            continue
+        stamps.append(stamp)
+        along.append(float(np.median(in_belt[top, 0])))
+        last_seen = stamp
     client.reset_cell()
     enc_t = np.concatenate(encoder_stamps) if encoder_stamps else np.zeros(0)
     enc_a = np.concatenate(encoder_angles) if encoder_angles else np.zeros(0)
@@ -510,32 +601,24 @@ def run_belt(
             f"{config.belt.min_track_points}); check that trials bring objects into the head "
             "camera's view, or track longer (belt_track_s)"
         )
-    # Speed samples: windows of the track, each paired with the encoder rate over it.
-    rates, speeds = [], []
-    edges = np.arange(track_t[0], track_t[-1] + 1e-9, config.belt_window_s)
-    for lo in edges:
-        inside = (track_t >= lo) & (track_t < lo + config.belt_window_s)
-        enc = (enc_t >= lo) & (enc_t < lo + config.belt_window_s)
-        if np.count_nonzero(inside) < 3 or np.count_nonzero(enc) < 3:
-            continue
-        speeds.append(float(np.polyfit(track_t[inside], track_x[inside], 1)[0]))
-        rates.append(float(np.polyfit(enc_t[enc], enc_a[enc], 1)[0]))
-    result = fit_belt_model(rates, speeds, config.belt)
-    speed = float(np.polyfit(track_t, track_x, 1)[0])
-    rate = float(np.polyfit(enc_t, enc_a, 1)[0]) if enc_t.size > 2 else float("nan")
+    fit = fit_belt_track(track_t, track_x, enc_t, enc_a, config.belt)
+    rate = fit.speed_mps / fit.model.roller_radius_m
     provenance = Provenance(
         source=client.source,
         start_stamp_s=float(track_t[0]),
         end_stamp_s=float(track_t[-1]),
-        n_samples=int(track_t.size),
+        n_samples=fit.n_used,
         sample_kind="depth frames with the object",
-        solver="depth track along the registered belt + encoder (belt_model.fit_belt_model)",
+        solver="object top face along the registered belt vs roller angle "
+        "(belt_model.fit_belt_track)",
     )
-    run.artifact.belt = belt_record(result, provenance, speed_mps=speed)
-    run.belt = BeltObservation(speed, rate, track_t, track_x)
+    run.artifact.belt = belt_record(fit.model, provenance, speed_mps=fit.speed_mps)
+    run.belt = BeltObservation(fit.speed_mps, rate, track_t, track_x)
     say(
-        f"belt: surface speed {speed:.4f} m/s from {track_t.size} frames, encoder "
-        f"{rate:.3f} rad/s -> roller radius {1000 * result.roller_radius_m:.2f} mm"
+        f"belt: surface speed {fit.speed_mps:.4f} m/s from {fit.n_used} frames over "
+        f"{fit.travel_m:.2f} m, roller radius {1000 * fit.model.roller_radius_m:.2f} +- "
+        f"{1000 * fit.model.roller_radius_std_m:.2f} mm, track residual "
+        f"{1000 * fit.position_residual_m:.1f} mm"
     )
 
 

@@ -1,34 +1,45 @@
-"""Scene registration: poses of the table, belt and bins from a depth image (Open3D ICP).
+"""Scene registration: poses of the table, belt and bins from a depth image.
 
 Each scene element is a rigid set of boxes (the description's collision geometry) with a
 nominal pose in ``base_link``. The observed cloud (depth image + intrinsics + camera pose) is
-cropped around the element's current pose estimate and registered to points sampled on the
-element's visible faces with point-to-plane ICP, coarse to fine, starting from the nominal pose
-(the description is within a few centimetres of the truth; a global feature match would be
-ambiguous on these symmetric boxes). The crop shrinks with each stage so that neighbouring
-elements stop contributing. The result is refused when too few points fall on the element,
-when the fitness (inlier fraction) is low or the inlier RMSE is high, or when the visible
-surfaces do not constrain every degree of freedom (e.g. only one plane visible).
+cropped around the element's current pose estimate and registered to the element's faces that
+turn towards the camera, by robust (Tukey-weighted) point-to-plane Gauss-Newton, coarse to
+fine, starting from the nominal pose (the description is within a few centimetres of the truth;
+a global feature match would be ambiguous on these symmetric boxes). Correspondences are exact
+closest points on the face rectangles. The crop shrinks with each stage so that neighbouring
+elements stop contributing.
+
+Degeneracy (Zhang, Kaess & Singh 2016, "On degeneracy of optimization-based state estimation
+problems"): every update is solved only in the observable subspace of the normalised
+point-to-plane information matrix; directions whose eigenvalue ratio is below
+``min_observability`` are held at the current (initially nominal) estimate. An element may
+declare directions that are allowed to be unobservable (:attr:`SceneElement.unobservable_ok`,
+e.g. the belt's travel axis, whose ends are out of view); these are held at nominal and
+reported. Any other unobservable direction refuses the registration, as do too few points, a
+low fitness (inlier fraction) or a high inlier RMSE.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import cv2
 import numpy as np
 import numpy.typing as npt
-import open3d as o3d
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigModel
-from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
 
 from r2s2r_calibration.errors import DepthImageError, RegistrationError
-from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
+from r2s2r_calibration.geometry import FloatArray, invert_pose, make_pose, pose_from_xyz_rpy
 
 FaceName = Literal["+x", "-x", "+y", "-y", "+z", "-z"]
 _FACES: tuple[FaceName, ...] = ("+x", "-x", "+y", "-y", "+z", "-z")
+
+PoseAxis = Literal["rx", "ry", "rz", "tx", "ty", "tz"]
+"""A pose direction in the element frame: rotation about / translation along x, y or z."""
+_AXES: tuple[PoseAxis, ...] = ("rx", "ry", "rz", "tx", "ty", "tz")
 
 
 class BoxPrimitive(ConfigModel):
@@ -63,6 +74,13 @@ class SceneElement(ConfigModel):
     rpy_rad: tuple[float, float, float] = Field(
         (0.0, 0.0, 0.0), description="Nominal orientation in base_link (rad)."
     )
+    unobservable_ok: list[PoseAxis] = Field(
+        default_factory=list,
+        description="Pose directions (element frame; rotations about axes through the observed "
+        "points) that may be unobservable from the camera: they are held at the nominal pose "
+        "and reported instead of refusing the registration. E.g. ['tx'] for a belt whose ends "
+        "(x = travel direction) are out of view.",
+    )
 
     def nominal_pose(self) -> FloatArray:
         """``T_base_element`` at the nominal pose."""
@@ -78,14 +96,19 @@ class RegistrationConfig(ConfigModel):
         0.003, gt=0.0, le=0.1, description="Voxel size of the observed cloud (m)."
     )
     model_spacing_m: float = Field(
-        0.003, gt=0.0, le=0.1, description="Spacing of the points sampled on the model (m)."
+        0.003,
+        gt=0.0,
+        le=0.1,
+        description="Spacing of the points sampled on the model (m; element_model_points).",
     )
     icp_distances_m: list[float] = Field(
         default_factory=lambda: [0.04, 0.02, 0.01, 0.005],
         min_length=1,
-        description="Max correspondence distance of each coarse-to-fine ICP stage (m).",
+        description="Correspondence distance (Tukey width) of each coarse-to-fine stage (m).",
     )
-    icp_iterations: int = Field(40, ge=1, le=1000, description="ICP iterations per stage.")
+    icp_iterations: int = Field(
+        40, ge=1, le=1000, description="Gauss-Newton iterations per stage (at most)."
+    )
     crop_margin_factor: float = Field(
         1.5, ge=0.5, le=10.0, description="Crop margin around the element = factor x distance."
     )
@@ -103,8 +126,22 @@ class RegistrationConfig(ConfigModel):
         1e-3,
         ge=0.0,
         le=1.0,
-        description="Refuse when the weakest pose direction holds less than this fraction of "
-        "the strongest one's information (1 plane alone gives 0).",
+        description="A pose direction whose information is below this fraction of the "
+        "strongest one's is unobservable (1 plane alone gives 0): it is held at nominal, and "
+        "the registration is refused unless the element allows it (unobservable_ok).",
+    )
+    axis_alignment: float = Field(
+        0.95,
+        gt=0.5,
+        le=1.0,
+        description="An unobservable direction counts as an element axis (for unobservable_ok "
+        "and for naming it) when its unit vector has at least this component along the axes.",
+    )
+    convergence_step: float = Field(
+        1e-6,
+        gt=0.0,
+        le=1e-2,
+        description="Stop a stage when an update moves the observed points less than this (m).",
     )
 
 
@@ -118,8 +155,11 @@ class ElementRegistration:
         T_correction: ``T_base_element @ inv(T_base_nominal)`` (base frame correction).
         fitness: Inlier fraction of the cropped observed points.
         inlier_rmse_m: RMS point-to-model distance of the inliers (m).
-        observability: Weakest / strongest eigenvalue of the point-to-plane information.
+        observability: Weakest / strongest eigenvalue of the point-to-plane information over
+            the solved directions (the held ones excluded).
         n_points: Observed points used.
+        held_at_nominal: Unobservable directions that were held at the nominal pose (allowed
+            by :attr:`SceneElement.unobservable_ok`), e.g. ``"translation along belt x"``.
 
     """
 
@@ -130,6 +170,21 @@ class ElementRegistration:
     inlier_rmse_m: float
     observability: float
     n_points: int
+    held_at_nominal: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SceneRegistration:
+    """Outcome of registering several elements: the ones that succeeded and the refusals.
+
+    Attributes:
+        registered: Registration per element name (in registration order).
+        failures: Error message per element name that was refused.
+
+    """
+
+    registered: dict[str, ElementRegistration] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
 
 
 def depth_to_points(
@@ -244,6 +299,91 @@ def _element_bounds(element: SceneElement) -> tuple[FloatArray, FloatArray]:
     return stacked.min(axis=0), stacked.max(axis=0)
 
 
+@dataclass
+class _Faces:
+    """Rectangular model faces in the element frame (one row per face)."""
+
+    centre: FloatArray  # (F, 3)
+    normal: FloatArray  # (F, 3), outward
+    axis_a: FloatArray  # (F, 3), in-plane unit axes
+    axis_b: FloatArray
+    half: FloatArray  # (F, 2), half extents along axis_a, axis_b
+
+    def subset(self, keep: npt.NDArray[np.bool_]) -> _Faces:
+        """Return the faces where ``keep`` is true."""
+        return _Faces(
+            self.centre[keep],
+            self.normal[keep],
+            self.axis_a[keep],
+            self.axis_b[keep],
+            self.half[keep],
+        )
+
+
+def _element_faces(element: SceneElement) -> _Faces:
+    rows = []
+    for box in element.boxes:
+        T_box = pose_from_xyz_rpy(box.xyz_m, box.rpy_rad)
+        size = np.asarray(box.size_m, dtype=float)
+        for face in _FACES:
+            if face in box.hidden_faces:
+                continue
+            axis = "xyz".index(face[1])
+            sign = 1.0 if face[0] == "+" else -1.0
+            others = [index for index in range(3) if index != axis]
+            columns = T_box[:3, :3]
+            rows.append(
+                (
+                    T_box[:3, 3] + columns[:, axis] * sign * 0.5 * size[axis],
+                    columns[:, axis] * sign,
+                    columns[:, others[0]],
+                    columns[:, others[1]],
+                    0.5 * size[others],
+                )
+            )
+    stacked = [np.array([row[i] for row in rows]) for i in range(5)]
+    return _Faces(*stacked)
+
+
+def _facing_faces(faces: _Faces, camera_local: FloatArray | None) -> _Faces:
+    """Faces turned towards the camera (back-face culling).
+
+    Culling keeps a thin wall's inner and outer faces from competing for the same points.
+    """
+    if camera_local is None:
+        return faces
+    return faces.subset(np.einsum("fi,fi->f", camera_local - faces.centre, faces.normal) > 0)
+
+
+def _closest_faces(
+    points: FloatArray, faces: _Faces
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Closest point on any face rectangle for each point (element frame).
+
+    Returns:
+        Distance to the closest point, signed distance to that face's plane, the face normal
+        and the closest point, per point.
+
+    """
+    offset = points[:, None, :] - faces.centre[None]
+    along_a = np.clip(
+        np.einsum("nfi,fi->nf", offset, faces.axis_a), -faces.half[:, 0], faces.half[:, 0]
+    )
+    along_b = np.clip(
+        np.einsum("nfi,fi->nf", offset, faces.axis_b), -faces.half[:, 1], faces.half[:, 1]
+    )
+    closest = (
+        faces.centre[None] + along_a[..., None] * faces.axis_a + along_b[..., None] * faces.axis_b
+    )
+    distance = np.linalg.norm(points[:, None, :] - closest, axis=2)
+    best = np.argmin(distance, axis=1)
+    rows = np.arange(len(points))
+    normal = faces.normal[best]
+    nearest = closest[rows, best]
+    signed = np.einsum("ni,ni->n", points - nearest, normal)
+    return distance[rows, best], signed, normal, nearest
+
+
 def _crop(
     points_base: FloatArray,
     T_base_element: FloatArray,
@@ -256,30 +396,147 @@ def _crop(
     return np.asarray(local[keep])
 
 
-def _observability(points: FloatArray, normals: FloatArray, length_m: float) -> float:
-    centred = points - points.mean(axis=0)
-    jacobian = np.hstack([np.cross(centred, normals) / length_m, normals])
-    eigenvalues = np.linalg.eigvalsh(jacobian.T @ jacobian / len(points))
-    return float(max(eigenvalues[0], 0.0) / max(eigenvalues[-1], 1e-12))
+def _voxel_down_sample(points: FloatArray, voxel_m: float) -> FloatArray:
+    """Mean point per occupied voxel (evens out the density of near and far surfaces)."""
+    if len(points) == 0:
+        return points
+    keys = np.floor(points / voxel_m).astype(np.int64)
+    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    sums = np.zeros((len(counts), 3))
+    np.add.at(sums, inverse, points)
+    return np.asarray(sums / counts[:, None])
 
 
-def _facing_target(
-    model_points: FloatArray,
-    model_normals: FloatArray,
-    T_base_element: FloatArray,
-    camera_position_base_m: FloatArray | None,
-) -> o3d.geometry.PointCloud:
-    """Model cloud, without the faces turned away from the camera (back-face culling).
+def _jacobian(
+    nearest: FloatArray, normal: FloatArray, pivot: FloatArray, length_m: float
+) -> FloatArray:
+    """d(residual)/d(scaled rotation about ``pivot``, translation) of point-to-plane residuals.
 
-    Culling keeps a thin wall's inner and outer faces from competing for the same points.
+    The model moves by ``q -> q + w x (q - pivot) + t`` with ``w = rotation / length_m``; the
+    residual ``n . (p - q)`` then changes by ``-((q - pivot) x n) . w - n . t``.
     """
-    keep = np.ones(len(model_points), dtype=bool)
-    if camera_position_base_m is not None:
-        camera_local = (camera_position_base_m - T_base_element[:3, 3]) @ T_base_element[:3, :3]
-        keep = np.einsum("ij,ij->i", camera_local - model_points, model_normals) > 0
-    target = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(model_points[keep]))
-    target.normals = o3d.utility.Vector3dVector(model_normals[keep])
-    return target
+    return np.hstack([-np.cross(nearest - pivot, normal) / length_m, -normal])
+
+
+def _normalised_information(jacobian: FloatArray, weights: FloatArray) -> FloatArray:
+    return np.asarray((jacobian * weights[:, None]).T @ jacobian / max(float(weights.sum()), 1e-12))
+
+
+def _degenerate_split(
+    information: FloatArray, min_observability: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Eigenvalue ratios, observable eigenvectors and unobservable eigenvectors (columns)."""
+    eigenvalues, eigenvectors = np.linalg.eigh(information)
+    ratios = np.maximum(eigenvalues, 0.0) / max(float(eigenvalues[-1]), 1e-300)
+    weak = ratios < min_observability
+    return ratios, eigenvectors[:, ~weak], eigenvectors[:, weak]
+
+
+def _axis_names(element: str) -> dict[PoseAxis, str]:
+    return {
+        axis: (
+            f"rotation about {element} {axis[1]}"
+            if axis[0] == "r"
+            else f"translation along {element} {axis[1]}"
+        )
+        for axis in _AXES
+    }
+
+
+def _describe_directions(basis: FloatArray, element: str, alignment: float) -> list[str]:
+    """Human-readable names of the subspace spanned by ``basis`` (6 x k, orthonormal columns).
+
+    Element axes lying in the subspace are named ("translation along belt x"); what is left is
+    given as unit vectors over (rx, ry, rz, tx, ty, tz).
+    """
+    names = _axis_names(element)
+    named = [axis for k, axis in enumerate(_AXES) if np.linalg.norm(basis[k]) >= alignment]
+    described = [names[axis] for axis in named]
+    remaining = basis.shape[1] - len(named)
+    if remaining > 0:
+        covered = np.zeros((6, len(named)))
+        for column, axis in enumerate(named):
+            covered[_AXES.index(axis), column] = 1.0
+        rest = basis - covered @ (covered.T @ basis)
+        left, _, _ = np.linalg.svd(rest, full_matrices=False)
+        for k in range(remaining):
+            vector = left[:, k] * np.sign(left[np.argmax(np.abs(left[:, k])), k])
+            terms = ", ".join(
+                f"{value:+.2f} {axis}" for axis, value in zip(_AXES, vector, strict=True)
+            )
+            described.append(f"direction ({terms}) of {element}")
+    return described
+
+
+def _allowed(basis: FloatArray, allowed: list[PoseAxis], alignment: float) -> bool:
+    """Tell whether every direction of ``basis`` (6 x k) lies within the allowed axes."""
+    if basis.shape[1] == 0:
+        return True
+    rows = [_AXES.index(axis) for axis in allowed]
+    if not rows:
+        return False
+    singular = np.linalg.svd(basis[rows], compute_uv=False)
+    return bool(len(singular) >= basis.shape[1] and singular[basis.shape[1] - 1] >= alignment)
+
+
+def _model_motion(
+    update: FloatArray, pivot: FloatArray, length_m: float
+) -> tuple[FloatArray, FloatArray]:
+    """Rotation vector and origin translation of the model motion of an update (element frame)."""
+    rotation = update[:3] / length_m
+    return rotation, update[3:] - np.cross(rotation, pivot)
+
+
+def _gauss_newton_step(
+    local: FloatArray,
+    faces: _Faces,
+    distance_m: float,
+    length_m: float,
+    min_observability: float,
+) -> tuple[FloatArray, FloatArray]:
+    """One robust point-to-plane step restricted to the observable subspace.
+
+    Args:
+        local: Observed points in the element frame of the current estimate.
+        faces: Camera-facing model faces.
+        distance_m: Tukey width: points farther from the model get no weight.
+        length_m: Rotation scale (m).
+        min_observability: Eigenvalue ratio below which a direction is held.
+
+    Returns:
+        The model motion ``M`` (4x4, element frame; ``T_new = T @ M``) and the largest point
+        displacement it causes (m).
+
+    """
+    distance, signed, normal, nearest = _closest_faces(local, faces)
+    weights = np.where(distance < distance_m, (1.0 - (distance / distance_m) ** 2) ** 2, 0.0)
+    if np.count_nonzero(weights) < 6:
+        return np.eye(4), np.zeros(1)
+    pivot = np.average(nearest, axis=0, weights=weights)
+    jacobian = _jacobian(nearest, normal, pivot, length_m)
+    information = _normalised_information(jacobian, weights)
+    gradient = -(jacobian * weights[:, None]).T @ signed / weights.sum()
+    ratios, observable, unobservable = _degenerate_split(information, min_observability)
+    eigenvalues = ratios * max(float(np.linalg.eigvalsh(information)[-1]), 1e-300)
+    strong = ratios >= min_observability
+    # Truncated solve: only the observable eigen-directions move.
+    update = observable @ ((observable.T @ gradient) / eigenvalues[strong])
+    rotation, translation = _model_motion(update, pivot, length_m)
+    if unobservable.shape[1] > 0:
+        # The unobservable directions do not change the cost: use that freedom to keep the
+        # element origin's motion free of them, so that they stay at the nominal value.
+        origin_basis = np.column_stack(
+            [np.concatenate(_model_motion(v, pivot, length_m)) for v in unobservable.T]
+        )
+        origin_basis[:3] *= length_m
+        motion = np.concatenate([rotation * length_m, translation])
+        coefficients, *_ = np.linalg.lstsq(origin_basis, motion, rcond=None)
+        motion = motion - origin_basis @ coefficients
+        rotation, translation = motion[:3] / length_m, motion[3:]
+    step = make_pose(Rotation.from_rotvec(rotation).as_matrix(), translation)
+    moved = local @ step[:3, :3].T + step[:3, 3] - local
+    return step, np.linalg.norm(moved, axis=1)
 
 
 def register_element(
@@ -290,6 +547,9 @@ def register_element(
 ) -> ElementRegistration:
     """Register one element to the observed cloud, starting from its nominal pose.
 
+    Directions that the visible faces do not constrain are held at nominal; they must be among
+    :attr:`SceneElement.unobservable_ok`.
+
     Args:
         points_base: (N, 3) observed points in ``base_link`` (m).
         element: The element with its geometry and nominal pose.
@@ -298,64 +558,57 @@ def register_element(
             turned away from the camera are left out.
 
     Returns:
-        The registered pose with fitness, RMSE and observability.
+        The registered pose with fitness, RMSE, observability and the held directions.
 
     Raises:
-        RegistrationError: Too few points near the element, low fitness, high RMSE or an
-            unobservable pose.
+        RegistrationError: Too few points near the element, low fitness, high RMSE or a
+            direction that is unobservable and not allowed to be.
 
     """
     cfg = config or RegistrationConfig()
-    model_points, model_normals = element_model_points(element, cfg.model_spacing_m)
     camera = (
         None
         if camera_position_base_m is None
         else np.asarray(camera_position_base_m, dtype=float).reshape(3)
     )
+    all_faces = _element_faces(element)
     lower, upper = _element_bounds(element)
     T_nominal = element.nominal_pose()
     T_estimate = T_nominal.copy()
-    criteria = o3d.pipelines.registration.ICPConvergenceCriteria(
-        relative_fitness=1e-7, relative_rmse=1e-7, max_iteration=cfg.icp_iterations
-    )
+
+    def facing(T: FloatArray) -> _Faces:
+        camera_local = None if camera is None else (camera - T[:3, 3]) @ T[:3, :3]
+        return _facing_faces(all_faces, camera_local)
+
     for distance in cfg.icp_distances_m:
-        local = _crop(points_base, T_estimate, lower, upper, cfg.crop_margin_factor * distance)
-        if len(local) < cfg.min_points:
+        cropped = _crop(points_base, T_estimate, lower, upper, cfg.crop_margin_factor * distance)
+        if len(cropped) < cfg.min_points:
             raise RegistrationError(
-                f"{len(local)} observed points near '{element.name}' (need {cfg.min_points}); "
+                f"{len(cropped)} observed points near '{element.name}' (need {cfg.min_points}); "
                 "check that it is in the depth camera's view and the camera pose is calibrated"
             )
-        target = _facing_target(model_points, model_normals, T_estimate, camera)
-        source = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(local))
-        source = source.voxel_down_sample(max(cfg.voxel_size_m, 0.25 * distance))
-        # Tukey kernel: points of neighbouring surfaces inside the crop get zero weight.
-        estimation = o3d.pipelines.registration.TransformationEstimationPointToPlane(
-            o3d.pipelines.registration.TukeyLoss(k=0.5 * distance)
-        )
-        result = o3d.pipelines.registration.registration_icp(
-            source, target, distance, np.eye(4), estimation, criteria
-        )
-        # The ICP maps element-local observations onto the model: T_true = T_est @ inv(M).
-        T_estimate = T_estimate @ invert_pose(np.asarray(result.transformation))
+        # Back to base_link so that every iteration re-expresses them in the new estimate.
+        sample = _voxel_down_sample(cropped, max(cfg.voxel_size_m, 0.25 * distance))
+        sample_base = sample @ T_estimate[:3, :3].T + T_estimate[:3, 3]
+        length = max(float(np.sqrt(np.mean(np.sum((sample - sample.mean(0)) ** 2, 1)))), 1e-3)
+        for _ in range(cfg.icp_iterations):
+            local = (sample_base - T_estimate[:3, 3]) @ T_estimate[:3, :3]
+            step, moved = _gauss_newton_step(
+                local, facing(T_estimate), distance, length, cfg.min_observability
+            )
+            T_estimate = T_estimate @ step
+            if float(np.max(moved)) < cfg.convergence_step:
+                break
     local = _crop(points_base, T_estimate, lower, upper, 2.0 * cfg.inlier_distance_m)
     if len(local) < cfg.min_points:
         raise RegistrationError(
             f"{len(local)} observed points on '{element.name}' after registration (need "
             f"{cfg.min_points}); the element may be occluded or far from its nominal pose"
         )
-    target = _facing_target(model_points, model_normals, T_estimate, camera)
-    visible_points = np.asarray(target.points)
-    visible_normals = np.asarray(target.normals)
-    distances, nearest = cKDTree(visible_points).query(local)
+    distances, _, normals, nearest = _closest_faces(local, facing(T_estimate))
     inliers = distances < cfg.inlier_distance_m
     fitness = float(np.mean(inliers))
     rmse = float(np.sqrt(np.mean(distances[inliers] ** 2))) if np.any(inliers) else float("inf")
-    length = float(np.linalg.norm(upper - lower))
-    observability = (
-        _observability(local[inliers], visible_normals[nearest[inliers]], length)
-        if np.count_nonzero(inliers) >= 6
-        else 0.0
-    )
     if fitness < cfg.min_fitness:
         raise RegistrationError(
             f"'{element.name}' registered with fitness {fitness:.2f} < min_fitness = "
@@ -368,11 +621,27 @@ def register_element(
             f"'{element.name}' inlier RMSE {rmse * 1000:.2f} mm exceeds max_rmse_m = "
             f"{cfg.max_rmse_m}; the depth is noisy or the geometry differs"
         )
-    if observability < cfg.min_observability:
+    if np.count_nonzero(inliers) < 6:
+        raise RegistrationError(
+            f"'{element.name}' has {np.count_nonzero(inliers)} inlier points; 6 are needed to "
+            "constrain a pose"
+        )
+    pivot = nearest[inliers].mean(axis=0)
+    length = max(float(np.sqrt(np.mean(np.sum((local[inliers] - pivot) ** 2, 1)))), 1e-3)
+    information = _normalised_information(
+        _jacobian(nearest[inliers], normals[inliers], pivot, length), np.ones(int(inliers.sum()))
+    )
+    ratios, _, unobservable = _degenerate_split(information, cfg.min_observability)
+    solved = ratios[ratios >= cfg.min_observability]
+    observability = float(solved.min()) if solved.size else 0.0
+    held = _describe_directions(unobservable, element.name, cfg.axis_alignment)
+    if not _allowed(unobservable, element.unobservable_ok, cfg.axis_alignment):
+        allowed = ", ".join(element.unobservable_ok) or "none"
         raise RegistrationError(
             f"'{element.name}' pose is not constrained in every direction (observability "
-            f"{observability:.2e} < {cfg.min_observability}); only a plane is visible: bring "
-            "its edges or sides into the depth camera's view"
+            f"{float(ratios.min()):.2e} < {cfg.min_observability}); unobservable: "
+            f"{'; '.join(held)} (allowed: {allowed}); only a plane is visible or the view "
+            "misses its edges: bring its edges or sides into the depth camera's view"
         )
     return ElementRegistration(
         name=element.name,
@@ -382,18 +651,19 @@ def register_element(
         inlier_rmse_m=rmse,
         observability=observability,
         n_points=len(local),
+        held_at_nominal=held,
     )
 
 
-def register_scene(
+def register_scene_elements(
     depth_m: npt.NDArray[np.float32],
     camera_matrix: npt.ArrayLike,
     T_base_camera: FloatArray,
     elements: list[SceneElement],
     config: RegistrationConfig | None = None,
     distortion: npt.ArrayLike | None = None,
-) -> dict[str, ElementRegistration]:
-    """Register every element from one depth image of the head camera.
+) -> SceneRegistration:
+    """Register every element from one depth image; collect the refusals instead of stopping.
 
     Elements are registered in the given order (list large supporting elements such as the
     table first); the points explained by each registered element are removed before the next.
@@ -407,11 +677,10 @@ def register_scene(
         distortion: Optional distortion of the depth image.
 
     Returns:
-        Registration per element name.
+        The registered elements and the error message of each refused one.
 
     Raises:
-        DepthImageError: Bad depth image.
-        RegistrationError: An element failed (see :func:`register_element`).
+        DepthImageError: Bad depth image (nothing can be registered).
 
     """
     cfg = config or RegistrationConfig()
@@ -420,13 +689,50 @@ def register_scene(
     )
     T = np.asarray(T_base_camera, dtype=float)
     points_base = points_camera @ T[:3, :3].T + T[:3, 3]
-    results: dict[str, ElementRegistration] = {}
+    outcome = SceneRegistration()
     for element in elements:
-        registration = register_element(points_base, element, cfg, T[:3, 3])
-        results[element.name] = registration
+        try:
+            registration = register_element(points_base, element, cfg, T[:3, 3])
+        except RegistrationError as error:
+            outcome.failures[element.name] = str(error)
+            continue
+        outcome.registered[element.name] = registration
         # Explain away: points on this element do not take part in the later registrations.
-        model_points, _ = element_model_points(element, cfg.model_spacing_m)
         pose = registration.T_base_element
-        distances, _ = cKDTree(model_points @ pose[:3, :3].T + pose[:3, 3]).query(points_base)
+        local = (points_base - pose[:3, 3]) @ pose[:3, :3]
+        distances, *_ = _closest_faces(local, _element_faces(element))
         points_base = points_base[distances > cfg.inlier_distance_m]
-    return results
+    return outcome
+
+
+def register_scene(
+    depth_m: npt.NDArray[np.float32],
+    camera_matrix: npt.ArrayLike,
+    T_base_camera: FloatArray,
+    elements: list[SceneElement],
+    config: RegistrationConfig | None = None,
+    distortion: npt.ArrayLike | None = None,
+) -> dict[str, ElementRegistration]:
+    """Register every element from one depth image; refuse if any element fails.
+
+    Same as :func:`register_scene_elements`, for callers that need every element.
+
+    Returns:
+        Registration per element name.
+
+    Raises:
+        DepthImageError: Bad depth image.
+        RegistrationError: One or more elements failed; the message names each with its reason
+            (see :func:`register_element`).
+
+    """
+    outcome = register_scene_elements(
+        depth_m, camera_matrix, T_base_camera, elements, config, distortion
+    )
+    if outcome.failures:
+        reasons = "; ".join(f"{name}: {message}" for name, message in outcome.failures.items())
+        raise RegistrationError(
+            f"scene registration refused {len(outcome.failures)} of {len(elements)} elements "
+            f"({', '.join(outcome.failures)}): {reasons}"
+        )
+    return outcome.registered

@@ -338,6 +338,69 @@ def plan_excitation(
     return segments
 
 
+@dataclass(frozen=True)
+class ControllerExcitation:
+    """All excitation segments of one controller as one trajectory command.
+
+    Attributes:
+        controller: ``arm`` or ``hand``.
+        joint_names: The controller's joints (columns of ``positions``).
+        times_s: (M,) ``time_from_start`` of the points (s).
+        positions: (M, N) positions (rad).
+        start_time_s: Cell time of ``time_from_start = 0`` (the command's ``header.stamp``).
+
+    """
+
+    controller: str
+    joint_names: tuple[str, ...]
+    times_s: FloatArray
+    positions: FloatArray
+    start_time_s: float
+
+
+def merge_segments(segments: Sequence[ExcitationSegment]) -> list[ControllerExcitation]:
+    """Join each controller's segments into one trajectory that holds rest between them.
+
+    Sending one command per controller, stamped well ahead of its start, makes the excitation
+    independent of message delivery time: the controller executes it at ``header.stamp`` (as
+    ros2_control's joint_trajectory_controller does with a future stamp), whereas one command
+    per segment arriving late would shift or cut short the segments.
+
+    Raises:
+        ValueError: Segments of one controller overlap in time.
+
+    """
+    merged: list[ControllerExcitation] = []
+    for controller in dict.fromkeys(s.controller for s in segments):
+        own = sorted(
+            (s for s in segments if s.controller == controller), key=lambda s: s.start_time_s
+        )
+        start = own[0].start_time_s
+        times: list[FloatArray] = []
+        rows: list[FloatArray] = []
+        last = -np.inf
+        for segment in own:
+            offset = segment.start_time_s - start
+            if offset < last - 1e-9:
+                raise ValueError(
+                    f"{segment.kind} segment of {segment.joint} starts at "
+                    f"{segment.start_time_s:.3f} s, before the previous {controller} segment ends"
+                )
+            if offset > last + 1e-9 and segment is not own[0]:
+                # Hold rest until the segment starts (no interpolation across the pause).
+                times.append(np.array([offset]))
+                rows.append(np.asarray(segment.rest_positions, dtype=float)[None, :])
+            times.append(offset + np.asarray(segment.times_s, dtype=float))
+            rows.append(np.asarray(segment.positions, dtype=float))
+            last = offset + segment.duration_s
+        merged.append(
+            ControllerExcitation(
+                controller, own[0].joint_names, np.concatenate(times), np.vstack(rows), start
+            )
+        )
+    return merged
+
+
 def check_log(
     log: JointStateLog,
     segments: Sequence[ExcitationSegment],

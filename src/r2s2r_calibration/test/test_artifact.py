@@ -123,6 +123,15 @@ def test_hand_edited_overrides_are_refused(tmp_path):
         load_artifact(path)
 
 
+def test_overrides_follow_records_edited_in_memory():
+    # The procedure fills records step by step (some in place); assignments re-derive.
+    artifact = make_artifact()
+    artifact.cameras["head"].intrinsics.fx_px = 130.0  # in place: overrides now stale
+    artifact.controller = None  # an assignment re-validates and re-derives
+    assert artifact.world_overrides["cameras"]["head"]["fx_px"] == 130.0
+    assert "controller" not in artifact.world_overrides
+
+
 def test_unknown_schema_and_missing_file(tmp_path):
     path = tmp_path / "grounding.yaml"
     path.write_text("schema_version: 2\n")

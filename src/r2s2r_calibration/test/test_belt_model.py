@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from r2s2r_calibration.belt_model import (
     fit_belt_model,
+    fit_belt_track,
     image_to_belt_homography,
     surface_speed_from_track,
 )
@@ -31,6 +32,45 @@ def test_slipping_belt_is_refused():
     rates = np.array([2.0, 4.0, 6.0, 8.0])
     with pytest.raises(ResidualTooLargeError, match="slip"):
         fit_belt_model(rates, [0.05, 0.06, 0.15, 0.2])
+
+
+def _track(radius_m: float, speed_rad_s, noise_m: float = 0.003, seed: int = 0):
+    """Object track (10 Hz) and encoder (50 Hz) of a belt driven at a varying roller rate."""
+    rng = np.random.default_rng(seed)
+    encoder_t = np.arange(0.0, 8.0, 0.02)
+    encoder_a = np.cumsum(speed_rad_s(encoder_t)) * 0.02
+    track_t = np.arange(0.5, 7.5, 0.1)
+    along = radius_m * np.interp(track_t, encoder_t, encoder_a) - 0.5
+    return track_t, along + rng.normal(0.0, noise_m, track_t.size), encoder_t, encoder_a
+
+
+def test_track_against_roller_angle_recovers_radius_and_speed():
+    track_t, along, encoder_t, encoder_a = _track(0.0306, lambda t: np.full_like(t, 3.43))
+    along[10] += 0.05  # one mis-segmented frame
+    fit = fit_belt_track(track_t, along, encoder_t, encoder_a)
+    assert fit.model.roller_radius_m == pytest.approx(0.0306, rel=0.005)
+    assert fit.speed_mps == pytest.approx(0.0306 * 3.43, rel=0.01)
+    assert fit.n_used == track_t.size - 1
+    assert fit.position_residual_m < 0.005
+
+
+def test_track_radius_holds_when_the_belt_speed_changes():
+    track_t, along, encoder_t, encoder_a = _track(0.025, lambda t: 2.0 + 2.0 * (t > 4.0))
+    fit = fit_belt_track(track_t, along, encoder_t, encoder_a)
+    assert fit.model.roller_radius_m == pytest.approx(0.025, rel=0.005)
+
+
+def test_track_refusals():
+    track_t, along, encoder_t, encoder_a = _track(0.03, lambda t: np.full_like(t, 3.0))
+    slipping = along + 0.04 * np.sin(track_t)  # the surface lags and leads the roller
+    with pytest.raises(ResidualTooLargeError, match="slip"):
+        fit_belt_track(track_t, slipping, encoder_t, encoder_a)
+    with pytest.raises(DegenerateMotionError, match="travelled"):
+        fit_belt_track(track_t[:8], along[:8], encoder_t, encoder_a)
+    with pytest.raises(DegenerateMotionError, match="span the track"):
+        fit_belt_track(track_t, along, encoder_t[:100], encoder_a[:100])
+    with pytest.raises(ValueError, match="expected equal"):
+        fit_belt_track(track_t, along[:-1], encoder_t, encoder_a)
 
 
 def test_speed_from_camera_track_through_homography():

@@ -1,6 +1,10 @@
 import numpy as np
 import pytest
-from r2s2r_calibration.blur import estimate_blur
+from r2s2r_calibration.blur import (
+    PIXEL_BOX_VARIANCE_PX2,
+    estimate_blur,
+    simulator_render_variance_px2,
+)
 from r2s2r_calibration.errors import BlurEstimationError
 from r2s2r_calibration.geometry import invert_pose, look_at_pose
 from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board, render_board_view
@@ -41,3 +45,31 @@ def test_board_too_small_for_blur_is_refused():
 def test_image_and_pose_counts_must_match():
     with pytest.raises(ValueError, match="one pose a view"):
         estimate_blur(BLUR_BOARD, [np.zeros((480, 640), np.uint8)], [], K_TRUE, DIST_TRUE)
+
+
+def test_simulator_render_variance_follows_the_render_scale() -> None:
+    ideal = np.array([[120.0, 0, 63.5], [0, 120.0, 63.5], [0, 0, 1]])
+    # The ideal camera is rendered directly: only the pixel box.
+    assert simulator_render_variance_px2(ideal, np.zeros(5), (128, 128)) == pytest.approx(
+        PIXEL_BOX_VARIANCE_PX2
+    )
+    shifted = ideal.copy()
+    shifted[0, 2] = 65.0
+    # Resampled about 1:1 (render focal slightly shorter): pixel box + bilinear, 1/12 + 1/6.
+    plain = simulator_render_variance_px2(shifted, np.zeros(5), (128, 128))
+    assert plain == pytest.approx(0.25, rel=0.1)
+    barrel = simulator_render_variance_px2(shifted, np.array([-0.1, 0, 0, 0, 0]), (128, 128))
+    assert barrel > plain  # wider rays: coarser render pixels per camera pixel
+
+
+def test_removed_variance_is_taken_off_each_edge() -> None:
+    images = [
+        render_board_view(BLUR_BOARD, K_TRUE, DIST_TRUE, pose, IMAGE_SIZE, 1.2, noise_std=2)
+        for pose in POSES
+    ]
+    sensor = estimate_blur(BLUR_BOARD, images, POSES, K_TRUE, DIST_TRUE)
+    less = estimate_blur(BLUR_BOARD, images, POSES, K_TRUE, DIST_TRUE, removed_variance_px2=0.5)
+    expected = np.sqrt(sensor.sigma_px**2 + PIXEL_BOX_VARIANCE_PX2 - 0.5)
+    assert less.sigma_px == pytest.approx(expected, rel=0.03)
+    with pytest.raises(ValueError, match="removed_variance_px2"):
+        estimate_blur(BLUR_BOARD, images, POSES, K_TRUE, DIST_TRUE, removed_variance_px2=-1.0)

@@ -14,6 +14,7 @@ from r2s2r_calibration.sysid import (
     SysIdLogError,
     check_log,
     identify_controller,
+    merge_segments,
     plan_excitation,
     simulate_log,
 )
@@ -69,6 +70,29 @@ def test_plan_starts_and_ends_at_rest():
         np.testing.assert_allclose(segment.positions[-1], segment.rest_positions, atol=1e-9)
     with pytest.raises(ValueError, match="expected one of"):
         plan_excitation(["knee_joint"], HOME, 0.0)
+
+
+def test_merged_command_reproduces_every_segment():
+    segments = plan_excitation(["elbow_joint", "wrist_1_joint", "index_mcp_joint"], HOME, 1.0)
+    merged = {m.controller: m for m in merge_segments(segments)}
+    assert set(merged) == {"arm", "hand"}
+    for segment in segments:
+        command = merged[segment.controller]
+        assert np.all(np.diff(command.times_s) > 0.0)
+        # Sampled at the segment's points, the merged command equals the segment.
+        at = segment.start_time_s - command.start_time_s + segment.times_s
+        for column in range(len(command.joint_names)):
+            sampled = np.interp(at, command.times_s, command.positions[:, column])
+            np.testing.assert_allclose(sampled, segment.positions[:, column], atol=1e-12)
+        # Between segments it holds rest (no ramp across the pause).
+        pause = segment.start_time_s - command.start_time_s - 1e-3
+        if pause > 0.0:
+            for column in range(len(command.joint_names)):
+                value = np.interp(pause, command.times_s, command.positions[:, column])
+                assert value == pytest.approx(segment.rest_positions[column], abs=1e-12)
+    overlapping = [segments[0], dataclasses.replace(segments[2], start_time_s=1.1)]
+    with pytest.raises(ValueError, match="before the previous arm segment ends"):
+        merge_segments(overlapping)
 
 
 def test_log_with_gap_names_what_is_missing(measured):

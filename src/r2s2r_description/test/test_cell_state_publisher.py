@@ -207,3 +207,79 @@ def test_shipped_parameter_file_matches_the_schema() -> None:
     path = REPO / "config" / "nodes" / "cell_state_publisher.yaml"
     config = load_config(CellStatePublisherConfig, path, "cell_state_publisher")
     assert config.model_dump() == CellStatePublisherConfig().model_dump()
+
+
+def write_artifact(path: Path, overrides: dict[str, Any]) -> Path:
+    """A minimal grounding artifact: only the section the publisher reads (world_overrides)."""
+    path.write_text(yaml.safe_dump({"schema_version": 1, "world_overrides": overrides}))
+    return path
+
+
+GROUNDED_BELT = {"xyz_m": [0.556, 0.004, 0.797], "rpy_rad": [0.0, 0.0, 1.5795]}
+GROUNDED_HEAD = {"xyz_m": [1.31, 0.01, 1.74], "rpy_rad": [0.01, 0.69, 3.13]}
+
+
+def test_grounding_artifact_poses_go_out_on_tf_static(context: Context, tmp_path: Path) -> None:
+    artifact = write_artifact(
+        tmp_path / "artifact.yaml",
+        {
+            "cameras": {"head": {"fx_px": 121.0, "pose": GROUNDED_HEAD}},  # intrinsics: ignored
+            "belt": {"pose": GROUNDED_BELT, "roller_radius_m": 0.0306},
+            "bins": {"bin_1": {"pose": {"xyz_m": [-0.41, 0.01, 0.75], "rpy_rad": [0, 0, 0.03]}}},
+        },
+    )
+    node = make(context, grounding_artifact=str(artifact))
+    listener = Node("listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(listener)
+    try:
+        statics: list[TFMessage] = []
+        listener.create_subscription(TFMessage, "/tf_static", statics.append, LATCHED_QOS)
+        spin_until(executor, lambda: bool(statics))
+        edges = {(t.parent, t.child): t for t in from_msgs(statics)}
+        poses = compose(list(edges.values()), "world")
+        cad = forward_kinematics(build_description())
+        np.testing.assert_allclose(poses["belt_link"][:3, 3], GROUNDED_BELT["xyz_m"], atol=1e-12)
+        belt_yaw = np.arctan2(poses["belt_link"][1, 0], poses["belt_link"][0, 0])
+        assert belt_yaw == pytest.approx(1.5795, abs=1e-9)
+        np.testing.assert_allclose(
+            poses["head_camera_link"][:3, 3], GROUNDED_HEAD["xyz_m"], atol=1e-12
+        )
+        np.testing.assert_allclose(poses["bin_1_link"][:3, 3], [-0.41, 0.01, 0.75], atol=1e-12)
+        # What the artifact does not ground keeps the CAD value, and the optical frame follows.
+        for frame in ("bin_0_link", "base_link"):
+            np.testing.assert_allclose(poses[frame], cad[frame], atol=1e-12, err_msg=frame)
+        optical_in_link = np.linalg.inv(cad["head_camera_link"]) @ cad["head_camera_optical_frame"]
+        np.testing.assert_allclose(
+            np.linalg.inv(poses["head_camera_link"]) @ poses["head_camera_optical_frame"],
+            optical_in_link,
+            atol=1e-12,
+        )
+        # The same grounded layout feeds /robot_description.
+        assert forward_kinematics(node.description)["belt_link"][:3, 3] == pytest.approx(
+            GROUNDED_BELT["xyz_m"]
+        )
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        node.destroy_node()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (None, "file not found"),
+        ({"belt": {"pose": {"xyz_m": [0.5, 0.0]}}}, r"belt\.pose.*xyz_m"),
+        ({"bins": {"bin_9": {"pose": GROUNDED_BELT}}}, r"bins\.bin_9: the cell layout has no"),
+        ({"cameras": "head"}, r"world_overrides.cameras = 'head': not a mapping"),
+    ],
+)
+def test_bad_grounding_artifact_is_refused_at_start(
+    context: Context, tmp_path: Path, overrides: dict[str, Any] | None, expected: str
+) -> None:
+    path = tmp_path / "artifact.yaml"
+    if overrides is not None:
+        write_artifact(path, overrides)
+    with pytest.raises(ConfigError, match=expected):
+        make(context, grounding_artifact=str(path))

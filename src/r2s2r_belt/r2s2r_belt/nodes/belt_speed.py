@@ -1,6 +1,7 @@
 """``belt_speed``: fused conveyor speed on ``/belt/speed`` (TwistStamped, m/s along belt x).
 
-Inputs: ``/belt/encoder`` (sensor_msgs/JointState, roller angle), and when a belt homography is
+Inputs: ``/belt/encoder`` (sensor_msgs/JointState, roller angle; the roller radius comes from the
+grounding artifact when ``grounding_artifact`` is set), and when a belt homography is
 configured ``/head_camera/image_raw`` + ``/head_camera/camera_info``. Encoder and vision run in
 separate callback groups on a multi-threaded executor, so optical flow never delays encoder
 readings; a timer publishes the filtered speed at ``publish_rate_hz`` and ``/diagnostics`` report
@@ -27,7 +28,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
-from r2s2r_belt.config import BeltSpeedConfig
+from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.estimates import FusedSpeed, SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
@@ -54,7 +55,9 @@ class BeltSpeedNode(Node):
     def __init__(self, node_name: str = "belt_speed", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         declared = declare_schema_parameters(self, BeltSpeedConfig)
-        self.config = config_from_parameters(self, declared, BeltSpeedConfig)
+        self.config, self.roller_radius_source = apply_grounding(
+            config_from_parameters(self, declared, BeltSpeedConfig)
+        )
         config = self.config
         self._lock = threading.Lock()
         self._encoder = EncoderSpeedEstimator(config.encoder)
@@ -101,7 +104,7 @@ class BeltSpeedNode(Node):
         )
         self.get_logger().info(
             f"belt speed from encoder{' and vision' if self._vision else ''} at "
-            f"{config.publish_rate_hz:g} Hz"
+            f"{config.publish_rate_hz:g} Hz; {self.roller_radius_source}"
         )
 
     def _now_s(self) -> float:
@@ -179,6 +182,7 @@ class BeltSpeedNode(Node):
             "sources": ",".join(fused.sources) if fused else "",
             "valid": str(fused.valid) if fused else "False",
             "last_error": last_error,
+            "roller_radius": self.roller_radius_source,
         }
         for source in ("encoder", "vision"):
             reading = last.get(source)

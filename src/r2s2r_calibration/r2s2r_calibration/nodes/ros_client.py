@@ -26,7 +26,7 @@ from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -116,8 +116,9 @@ class RosCellClient:
         self._static: dict[str, tuple[str, FloatArray]] = {}
         self._subscriptions: dict[str, Any] = {}
         # Joint states arrive at the control rate (500 Hz): a deep reader queue and their own
-        # callback group, so that image callbacks never make the sysid log drop samples.
-        streams = ReentrantCallbackGroup()
+        # callback group, so that image callbacks never make the sysid log drop samples. The
+        # group is mutually exclusive: callbacks of one stream run one at a time, in order.
+        streams = MutuallyExclusiveCallbackGroup()
         joint_qos = QoSProfile(
             depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
         )
@@ -290,10 +291,13 @@ class RosCellClient:
             log, self._log = self._log, []
         if not log:
             return JointStateLog(np.zeros(0), np.zeros((0, 18)), np.zeros((0, 18)))
+        # Stamp order, one sample per stamp (a message delivered twice or late is not a sample).
+        by_stamp = {t: (q, v) for t, q, v in log}
+        stamps = sorted(by_stamp)
         return JointStateLog(
-            np.array([t for t, _, _ in log]),
-            np.array([q for _, q, _ in log]),
-            np.array([v for _, _, v in log]),
+            np.array(stamps),
+            np.array([by_stamp[t][0] for t in stamps]),
+            np.array([by_stamp[t][1] for t in stamps]),
         )
 
     def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:

@@ -12,7 +12,10 @@ here anyway, so this node publishes, from :func:`r2s2r_description.cell.build_de
 - ``/diagnostics``: messages received, rejected (malformed) and unknown joint names.
 
 Parameters (schema :class:`CellStatePublisherConfig`): ``world_path`` (cell layout from a
-world YAML; empty = CAD layout), ``publish_fixed``, ``diagnostics_period_s``. A bad value fails
+world YAML; empty = CAD layout), ``grounding_artifact`` (a grounding artifact whose
+``world_overrides`` poses of cameras, belt, bins and robot base replace the layout's: the grounded
+``/tf_static`` every sensing node uses; empty = ungrounded), ``publish_fixed``,
+``diagnostics_period_s``. A bad value fails
 start-up; a runtime change is validated and applied (description and /tf_static republished).
 """
 
@@ -27,6 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.grounding import load_world_overrides
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
 from rclpy.executors import ExternalShutdownException
@@ -40,6 +44,7 @@ from r2s2r_description.model import Description
 from r2s2r_description.nodes.tf_tree import (
     FrameTransform,
     JointStateError,
+    apply_layout_overrides,
     check_joint_state,
     fixed_transforms,
     layout_from_world_file,
@@ -61,6 +66,12 @@ class CellStatePublisherConfig(ConfigModel):
         "base, belt, bins and camera mounts. Empty: the CAD layout of r2s2r_description "
         "(the values of config/world/nominal.yaml).",
     )
+    grounding_artifact: str = Field(
+        default="",
+        description="Grounding artifact YAML (world grounding output): the camera, belt, bin "
+        "and robot-base poses of its world_overrides replace those of world_path / the CAD "
+        "layout. Empty: ungrounded (nominal mounts).",
+    )
     publish_fixed: bool = Field(
         default=True,
         description="Publish the fixed joints on /tf_static. Turn off where another node "
@@ -80,9 +91,23 @@ class CellStatePublisherConfig(ConfigModel):
                 raise ValueError(str(error)) from None
         return value
 
+    @field_validator("grounding_artifact")
+    @classmethod
+    def _readable_artifact(cls, value: str) -> str:
+        if value:
+            try:
+                apply_layout_overrides(NOMINAL_LAYOUT, load_world_overrides(value), value)
+            except ConfigError as error:
+                raise ValueError(str(error)) from None
+        return value
+
     def layout(self) -> CellLayout:
-        """Return the cell layout these parameters select."""
-        return layout_from_world_file(self.world_path) if self.world_path else NOMINAL_LAYOUT
+        """Return the cell layout these parameters select (grounded poses applied)."""
+        layout = layout_from_world_file(self.world_path) if self.world_path else NOMINAL_LAYOUT
+        if self.grounding_artifact:
+            overrides = load_world_overrides(self.grounding_artifact)
+            layout = apply_layout_overrides(layout, overrides, self.grounding_artifact)
+        return layout
 
 
 def to_transform_msg(transform: FrameTransform, stamp: Time) -> TransformStamped:
@@ -149,9 +174,14 @@ class CellStatePublisher(Node):
                     ]
                 )
             )
+        grounded = (
+            f", grounded by {self.config.grounding_artifact}"
+            if self.config.grounding_artifact
+            else " (ungrounded)"
+        )
         self.get_logger().info(
             f"published /robot_description ({len(self.description.links)} links) for "
-            f"{self.config.world_path or 'the CAD layout'}"
+            f"{self.config.world_path or 'the CAD layout'}{grounded}"
         )
 
     def _on_joint_state(self, msg: JointState) -> None:
@@ -183,6 +213,7 @@ class CellStatePublisher(Node):
             level, message = DiagnosticStatus.WARN, "malformed joint states or unknown joints"
         values = {
             "world_path": self.config.world_path or "(CAD layout)",
+            "grounding_artifact": self.config.grounding_artifact or "(ungrounded)",
             "joint_states_received": str(self.received),
             "joint_states_rejected": str(self.rejected),
             "unknown_joints": ",".join(sorted(self.unknown_joints)),

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -234,3 +235,65 @@ def layout_from_world_file(path: str | Path) -> CellLayout:
         head_camera_pose=sections.cameras.head.pose.to_pose(),
         hand_camera_pose=sections.cameras.hand.pose.to_pose(),
     )
+
+
+def _overridden_pose(pose: Pose, override: Any, key: str, source: str) -> Pose:
+    """``pose`` with the keys of a world-override pose mapping replaced (validated)."""
+    if not isinstance(override, Mapping):
+        raise ConfigError(f"{source}: {key} = {override!r}: expected a mapping with xyz_m, rpy_rad")
+    merged = {"xyz_m": pose.xyz_m, "rpy_rad": pose.rpy_rad, **override}
+    return parse_config(_PoseSection, merged, f"{source}: {key}").to_pose()
+
+
+def _section(overrides: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = overrides.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source}: {key} = {value!r}: expected a mapping")
+    return value
+
+
+def apply_layout_overrides(
+    layout: CellLayout, overrides: Mapping[str, Any], source: str = "world_overrides"
+) -> CellLayout:
+    """Return the layout with the poses a grounding artifact's ``world_overrides`` recovered.
+
+    Only placements are read (``robot.base_pose``, ``belt.pose``, ``bins.<name>.pose``,
+    ``cameras.head.pose``, ``cameras.hand.pose``); intrinsics, belt speed and controller
+    overrides belong to other consumers. Absent entries keep the layout's value.
+
+    Args:
+        layout: The layout before grounding (CAD or a world file's).
+        overrides: ``world_overrides`` of the artifact (WorldParams field names).
+        source: Shown in front of error messages (the artifact path).
+
+    Raises:
+        ConfigError: A pose that is not a mapping of finite ``xyz_m``/``rpy_rad`` triples, or a
+            bin the layout does not have (named by key).
+
+    """
+    robot = _section(overrides, "robot", source)
+    belt = _section(overrides, "belt", source)
+    cameras = _section(overrides, "cameras", source)
+    head = _section(cameras, "head", f"{source}: cameras")
+    hand = _section(cameras, "hand", f"{source}: cameras")
+    bins = dict(layout.bin_poses)
+    for name, entry in _section(overrides, "bins", source).items():
+        if name not in bins:
+            raise ConfigError(
+                f"{source}: bins.{name}: the cell layout has no such bin (bins: {sorted(bins)}); "
+                "was the artifact grounded on another cell?"
+            )
+        if isinstance(entry, Mapping) and "pose" in entry:
+            bins[name] = _overridden_pose(bins[name], entry["pose"], f"bins.{name}.pose", source)
+    updates: dict[str, Any] = {"bin_poses": bins}
+    for field_name, section, key, label in (
+        ("base_pose", robot, "base_pose", "robot.base_pose"),
+        ("belt_pose", belt, "pose", "belt.pose"),
+        ("head_camera_pose", head, "pose", "cameras.head.pose"),
+        ("hand_camera_pose", hand, "pose", "cameras.hand.pose"),
+    ):
+        if key in section:
+            updates[field_name] = _overridden_pose(
+                getattr(layout, field_name), section[key], label, source
+            )
+    return replace(layout, **updates)

@@ -2,11 +2,15 @@
 
 The twin simulates the world of a hidden YAML (``twin_config_path``; no other node reads it)
 and exposes exactly what a real cell exposes (see DESIGN.md section 4 and the twin contract):
-camera images with NOMINAL camera_info (a datasheet), registered head depth, ``/joint_states``,
-the two joint_trajectory_controller command topics, the belt encoder, ``/tf_static`` from the
-NOMINAL description, ``/clock`` (the twin is the time source; it does not use sim time
-itself), ``/trial/outcome``, the ``/trial/start`` and ``/trial/reset`` services, the
-demonstrator-only ``/twin/operator/object_poses`` and ``/diagnostics``.
+camera images with camera_info from a camera_calibration file when given one
+(``head_camera_info_file``/``hand_camera_info_file``, as a camera driver publishes the calibration
+file it is given, e.g. the grounding export) and else the NOMINAL datasheet intrinsics, registered
+head depth, ``/joint_states``, the two joint_trajectory_controller command topics, the belt
+encoder, ``/tf_static`` from the NOMINAL description (``publish_tf_static``; off in graphs where
+the description's cell_state_publisher owns the cell's static frames, as on hardware),
+``/clock`` (the twin is the time source; it does not use sim time itself), ``/trial/outcome``,
+the ``/trial/start`` and ``/trial/reset`` services, the demonstrator-only
+``/twin/operator/object_poses`` and ``/diagnostics``.
 
 The operator also holds the calibration board (on hardware a person with a printed chessboard):
 ``/twin/operator/board_pose`` (geometry_msgs/PoseStamped, reliable) puts the board at the pose in
@@ -49,7 +53,12 @@ from geometry_msgs.msg import (
     Vector3,
 )
 from pydantic import Field
-from r2s2r_common.camera_info import CameraCalibration, to_camera_info_msg
+from r2s2r_common.camera_info import (
+    CalibrationResolutionError,
+    CameraCalibration,
+    load_camera_calibration,
+    to_camera_info_msg,
+)
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.params import (
@@ -96,6 +105,14 @@ OUTCOME_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
 )
 """``/trial/outcome``: reliable and latched for the last 10 trials."""
+
+JOINT_STATES_QOS = QoSProfile(
+    depth=500,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+    history=HistoryPolicy.KEEP_LAST,
+)
+"""``/joint_states``: reliable, one second of history at 500 Hz (catch-up bursts)."""
 
 ENCODER_JOINT = "belt_roller_joint"
 """Joint name of the belt encoder's roller on ``/belt/encoder``."""
@@ -147,6 +164,23 @@ class RealTwinParams(ConfigModel):
     )
     base_frame_id: str = Field(
         default="base_link", description="Frame of /twin/operator/object_poses."
+    )
+    head_camera_info_file: str = Field(
+        default="",
+        description="camera_calibration YAML published as /head_camera/camera_info (what a "
+        "camera driver is given, e.g. exported from the grounding artifact); empty: the "
+        "nominal world's datasheet intrinsics.",
+    )
+    hand_camera_info_file: str = Field(
+        default="",
+        description="camera_calibration YAML published as /hand_camera/camera_info; empty: "
+        "the nominal world's datasheet intrinsics.",
+    )
+    publish_tf_static: bool = Field(
+        default=True,
+        description="Publish the NOMINAL description's fixed frames on /tf_static. Turn off "
+        "where cell_state_publisher publishes the cell's (grounded) static frames: on hardware "
+        "no driver publishes them, and two publishers of one frame conflict.",
     )
     board_enabled: bool = Field(
         default=True,
@@ -232,8 +266,14 @@ class RealTwinNode(LifecycleNode):
         except ConfigError as error:
             self.get_logger().error(f"configure failed: {error}")
             return TransitionCallbackReturn.FAILURE
+        try:
+            calibrations = self._camera_calibrations(params, cell)
+        except ConfigError as error:
+            cell.close()
+            self.get_logger().error(f"configure failed: {error}")
+            return TransitionCallbackReturn.FAILURE
         self.params, self.cell = params, cell
-        self._calibrations = {name: cell.camera_calibration(name) for name in CAMERA_NAMES}
+        self._calibrations = calibrations
         self._create_interfaces(params)
         self.get_logger().info(
             f"configured: twin world {twin_path.name}, published (nominal) world "
@@ -241,12 +281,43 @@ class RealTwinNode(LifecycleNode):
         )
         return TransitionCallbackReturn.SUCCESS
 
+    @staticmethod
+    def _camera_calibrations(params: RealTwinParams, cell: SimCell) -> dict[str, CameraCalibration]:
+        """camera_info per camera: the given calibration file, else the nominal datasheet.
+
+        Raises:
+            ConfigError: A file that is missing or invalid, or made for another resolution than
+                the camera's images.
+
+        """
+        files = {
+            "head_camera": params.head_camera_info_file,
+            "hand_camera": params.hand_camera_info_file,
+        }
+        calibrations = {}
+        for name in CAMERA_NAMES:
+            if not files[name]:
+                calibrations[name] = cell.camera_calibration(name)
+                continue
+            calibration = load_camera_calibration(files[name])
+            sensor = cell.world.cameras.head if name == "head_camera" else cell.world.cameras.hand
+            try:  # the images the twin renders have the sensor's true size
+                calibration.check_resolution(sensor.width_px, sensor.height_px, f"{name} image")
+            except CalibrationResolutionError as error:
+                raise ConfigError(
+                    f"{name}_info_file {files[name]}: {error}; give a calibration for this camera"
+                ) from None
+            calibrations[name] = calibration
+        return calibrations
+
     def _create_interfaces(self, params: RealTwinParams) -> None:
         publishers: list[tuple[str, Any, str, QoSProfile]] = [
-            ("joint_states", JointState, "/joint_states", DEFAULT_QOS),
+            # Reliable with a history as deep as one catch-up burst of the pacer: a late tick
+            # publishes up to max_periods_per_call states at once, and a depth-10 writer
+            # history would overwrite unacknowledged ones (gaps in a sysid log).
+            ("joint_states", JointState, "/joint_states", JOINT_STATES_QOS),
             ("encoder", JointState, "/belt/encoder", SENSOR_DATA_QOS),
             ("clock", Clock, "/clock", DEFAULT_QOS),
-            ("tf_static", TFMessage, "/tf_static", LATCHED_QOS),
             ("outcome", TrialOutcome, "/trial/outcome", OUTCOME_QOS),
             ("objects", ObjectTrackArray, "/twin/operator/object_poses", DEFAULT_QOS),
             ("head_camera/image", Image, "/head_camera/image_raw", SENSOR_DATA_QOS),
@@ -255,6 +326,8 @@ class RealTwinNode(LifecycleNode):
             ("hand_camera/image", Image, "/hand_camera/image_raw", SENSOR_DATA_QOS),
             ("hand_camera/info", CameraInfo, "/hand_camera/camera_info", SENSOR_DATA_QOS),
         ]
+        if params.publish_tf_static:
+            publishers.append(("tf_static", TFMessage, "/tf_static", LATCHED_QOS))
         self._pubs = {
             key: self.create_lifecycle_publisher(msg_type, topic, qos)
             for key, msg_type, topic, qos in publishers
@@ -300,7 +373,8 @@ class RealTwinNode(LifecycleNode):
         result = super().on_activate(state)
         cell, params = self.cell, self.params
         assert cell is not None and params is not None
-        self._publish_tf_static(cell)
+        if params.publish_tf_static:
+            self._publish_tf_static(cell)
         self._pacer = RealTimePacer(
             cell.control_period_s,
             params.real_time_factor,

@@ -1,0 +1,56 @@
+"""The registration step of the grounding procedure on an in-process (nominal) cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, run_grounding
+from r2s2r_calibration.sim_cell_client import SimCellClient
+from r2s2r_sim.cell_runtime import SimCell
+from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.world import load_world
+
+NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
+
+
+@pytest.fixture(scope="module")
+def runs() -> tuple[GroundingRun, GroundingRun]:
+    nominal = load_world(NOMINAL)
+    cell = SimCell(MujocoBackend(), load_world(NOMINAL), nominal)
+    try:
+        client = SimCellClient(cell)
+        default = run_grounding(client, nominal, ["registration"])
+        strict = run_grounding(
+            client,
+            nominal,
+            ["registration"],
+            ProcedureConfig(registration_unobservable_ok={}),
+        )
+    finally:
+        cell.close()
+    return default, strict
+
+
+def test_belt_along_travel_is_held_and_recorded(runs: tuple[GroundingRun, GroundingRun]) -> None:
+    default, _ = runs
+    assert default.failures == {}
+    belt = default.artifact.scene["belt"]
+    assert belt.held_at_nominal == ["translation along belt x"]
+    assert belt.observability > 1e-3
+    # The cell is the nominal one: every element stays where the description puts it.
+    for name, registration in default.registrations.items():
+        assert np.linalg.norm(registration.T_correction[:3, 3]) < 0.003, name
+        assert name == "belt" or default.artifact.scene[name].held_at_nominal == []
+    assert sorted(default.artifact.scene) == ["belt", "bin_0", "bin_1", "bin_2"]
+
+
+def test_a_refused_belt_fails_the_step_but_keeps_the_bins(
+    runs: tuple[GroundingRun, GroundingRun],
+) -> None:
+    _, strict = runs
+    message = strict.failures["registration"]
+    assert "required element(s) ['belt'] refused" in message
+    assert "translation along belt x" in message
+    assert sorted(strict.artifact.scene) == ["bin_0", "bin_1", "bin_2"]

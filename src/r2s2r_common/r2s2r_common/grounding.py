@@ -1,0 +1,171 @@
+"""Read what the sensing nodes need from a grounding artifact, without its schema package.
+
+World grounding (``r2s2r_calibration``) writes one artifact YAML whose ``world_overrides``
+section mirrors the simulator's world schema (``cameras.<head|hand>.{fx_px, ..., pose}``,
+``belt.{pose, roller_radius_m, speed_mps}``, ``bins.<name>.pose``, ``controller``). The nodes
+that apply calibration on the cell (the description's state publisher for ``/tf_static``, the
+belt-speed estimator for the roller radius, the exporter of camera_calibration files) read only
+that section through this module, so that they do not depend on the calibration package (which
+validates the records themselves when it writes or loads the artifact).
+
+Everything here is ROS-free and raises :class:`~r2s2r_common.config.ConfigError` with the file,
+the key and what to do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
+from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yaml
+
+ARTIFACT_SCHEMA_VERSION = 1
+"""The artifact schema version this reader understands."""
+
+CAMERA_KEYS: dict[str, str] = {"head_camera": "head", "hand_camera": "hand"}
+"""Camera name on the cell (topics, frames) -> key under ``world_overrides.cameras``."""
+
+
+class _Distortion(ConfigModel):
+    k1: float = 0.0
+    k2: float = 0.0
+    p1: float = 0.0
+    p2: float = 0.0
+    k3: float = 0.0
+
+
+class GroundedIntrinsics(ConfigModel):
+    """Grounded pinhole + plumb-bob intrinsics of one camera (``world_overrides.cameras.<c>``)."""
+
+    width_px: int = Field(ge=1, description="Image width the intrinsics are valid for.")
+    height_px: int = Field(ge=1, description="Image height the intrinsics are valid for.")
+    fx_px: float = Field(gt=0.0, description="Focal length x (px).")
+    fy_px: float = Field(gt=0.0, description="Focal length y (px).")
+    cx_px: float = Field(description="Principal point x (px).")
+    cy_px: float = Field(description="Principal point y (px).")
+    distortion: _Distortion = Field(default_factory=_Distortion)
+
+    @field_validator("cx_px", "cy_px")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite principal point, got {value}")
+        return value
+
+
+def load_world_overrides(path: str | Path) -> dict[str, Any]:
+    """Return the ``world_overrides`` mapping of a grounding artifact.
+
+    Args:
+        path: The artifact YAML written by world grounding.
+
+    Raises:
+        ConfigError: Missing file, bad YAML, another schema version, or no/invalid
+            ``world_overrides`` section; the message names the file and what to do.
+
+    """
+    if not str(path):
+        raise ConfigError("grounding artifact: empty path; give the artifact YAML of grounding")
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a grounding artifact mapping at the top level")
+    version = data.get("schema_version")
+    if version != ARTIFACT_SCHEMA_VERSION:
+        raise ConfigError(
+            f"{path}: schema_version = {version!r}; expected a grounding artifact with "
+            f"schema_version {ARTIFACT_SCHEMA_VERSION} (re-run grounding to regenerate it)"
+        )
+    overrides = data.get("world_overrides")
+    if not isinstance(overrides, dict):
+        raise ConfigError(
+            f"{path}: world_overrides = {overrides!r}; expected a mapping (the grounding "
+            "artifact derives it from its records; re-run grounding to regenerate it)"
+        )
+    for key in ("cameras", "belt", "bins"):
+        if key in overrides and not isinstance(overrides[key], dict):
+            raise ConfigError(f"{path}: world_overrides.{key} = {overrides[key]!r}: not a mapping")
+    return overrides
+
+
+def camera_overrides(overrides: Mapping[str, Any], camera_name: str) -> dict[str, Any]:
+    """Return the overrides of a camera (``head_camera``/``hand_camera``); empty: not grounded.
+
+    Raises:
+        ConfigError: Unknown camera name or a non-mapping entry.
+
+    """
+    if camera_name not in CAMERA_KEYS:
+        raise ConfigError(f"camera {camera_name!r}: expected one of {sorted(CAMERA_KEYS)}")
+    entry = overrides.get("cameras", {}).get(CAMERA_KEYS[camera_name], {})
+    if not isinstance(entry, dict):
+        raise ConfigError(f"world_overrides.cameras.{CAMERA_KEYS[camera_name]}: not a mapping")
+    return entry
+
+
+def grounded_intrinsics(
+    overrides: Mapping[str, Any], camera_name: str, source: str = "grounding artifact"
+) -> GroundedIntrinsics | None:
+    """Return the grounded intrinsics of a camera, or None when the artifact has none for it.
+
+    Raises:
+        ConfigError: Intrinsics present but incomplete or invalid (named by key).
+
+    """
+    entry = camera_overrides(overrides, camera_name)
+    if "fx_px" not in entry:
+        return None
+    fields = {key: entry[key] for key in GroundedIntrinsics.model_fields if key in entry}
+    return parse_config(
+        GroundedIntrinsics, fields, f"{source}: world_overrides.cameras.{CAMERA_KEYS[camera_name]}"
+    )
+
+
+def camera_calibration_of(intrinsics: GroundedIntrinsics, camera_name: str) -> CameraCalibration:
+    """Return the ROS camera_calibration (plumb_bob, R = I, P = [K | 0]) of intrinsics."""
+    k = np.array(
+        [
+            [intrinsics.fx_px, 0.0, intrinsics.cx_px],
+            [0.0, intrinsics.fy_px, intrinsics.cy_px],
+            [0.0, 0.0, 1.0],
+        ]
+    )
+    d = intrinsics.distortion
+    return CameraCalibration(
+        image_width=intrinsics.width_px,
+        image_height=intrinsics.height_px,
+        camera_name=camera_name,
+        camera_matrix=YamlMatrix.from_array(k),
+        distortion_model="plumb_bob",
+        distortion_coefficients=YamlMatrix.from_array(np.array([[d.k1, d.k2, d.p1, d.p2, d.k3]])),
+        projection_matrix=YamlMatrix.from_array(np.hstack([k, np.zeros((3, 1))])),
+    )
+
+
+def grounded_roller_radius_m(
+    overrides: Mapping[str, Any], source: str = "grounding artifact"
+) -> float | None:
+    """Return the grounded belt roller radius (m), or None when the artifact has no belt model.
+
+    Raises:
+        ConfigError: A value that is not a positive finite number.
+
+    """
+    value = overrides.get("belt", {}).get("roller_radius_m")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{source}: world_overrides.belt.roller_radius_m = {value!r}: not a number"
+        )
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise ConfigError(
+            f"{source}: world_overrides.belt.roller_radius_m = {value!r}: expected a radius "
+            "in (0, 1] m"
+        )
+    return float(value)
