@@ -23,6 +23,7 @@ Steps (each can run alone; later steps use earlier results when present):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -62,7 +63,9 @@ from r2s2r_calibration.sysid import (
     ExcitationSegment,
     JointStateLog,
     SysIdConfig,
+    SysIdLogError,
     SysIdResult,
+    check_log,
     identify_controller,
     merge_segments,
     plan_excitation,
@@ -180,6 +183,10 @@ class CellClient(Protocol):
         """Robot home, belt clear, idle."""
         ...
 
+    def release_streams(self) -> None:
+        """Stop receiving camera images and depth until they are asked for again."""
+        ...
+
 
 npt_float32 = np.ndarray  # a (H, W) float32 depth image
 
@@ -188,6 +195,16 @@ class ProcedureConfig(ConfigModel):
     """Settings of the grounding procedure."""
 
     sysid: SysIdConfig = Field(default_factory=SysIdConfig)
+    sysid_command_lead_s: float = Field(
+        1.5,
+        gt=0.0,
+        le=30.0,
+        description="Send the excitation this long before it starts (s): more than the lag of "
+        "the cell clock this client sees (a backlog of 500 Hz joint states under load).",
+    )
+    sysid_attempts: int = Field(
+        2, ge=1, le=5, description="Excitation runs before an unusable log fails the step."
+    )
     sysid_joints: list[str] = Field(
         default_factory=lambda: list(ALL_JOINT_NAMES), description="Joints to identify."
     )
@@ -484,22 +501,37 @@ def run_sysid(
     rest = client.joint_positions()
     lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
     upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
-    start = client.now_s() + 2.0 * config.command_lead_s + config.sysid.preroll_s
-    segments = plan_excitation(config.sysid_joints, rest, start, config.sysid, lower, upper)
-    total = segments[-1].end_time_s - start
-    say(f"sysid: {len(segments)} excitation segments over {total:.1f} s of cell time")
-    client.start_joint_log()
-    # One command per controller, stamped ahead of its start: delivery time does not matter.
-    for excitation in merge_segments(segments):
-        client.send_trajectory(
-            excitation.controller,
-            excitation.joint_names,
-            excitation.times_s,
-            excitation.positions,
-            excitation.start_time_s,
-        )
-    client.wait_until(segments[-1].end_time_s + 0.05)
-    log = client.stop_joint_log()
+    client.release_streams()  # no camera traffic while 500 Hz joint states are logged
+    lead_s = config.sysid_command_lead_s
+    for attempt in range(1, config.sysid_attempts + 1):
+        start = client.now_s() + lead_s + config.sysid.preroll_s
+        segments = plan_excitation(config.sysid_joints, rest, start, config.sysid, lower, upper)
+        total = segments[-1].end_time_s - start
+        say(f"sysid: {len(segments)} excitation segments over {total:.1f} s of cell time")
+        client.start_joint_log()
+        # One command per controller, stamped ahead of its start: delivery time does not
+        # matter as long as the command arrives before its stamp.
+        for excitation in merge_segments(segments):
+            client.send_trajectory(
+                excitation.controller,
+                excitation.joint_names,
+                excitation.times_s,
+                excitation.positions,
+                excitation.start_time_s,
+            )
+        client.wait_until(segments[-1].end_time_s + 0.05)
+        log = client.stop_joint_log()
+        try:
+            check_log(log, segments, config.sysid)
+            break
+        except SysIdLogError as error:
+            if attempt == config.sysid_attempts:
+                raise
+            # A late command (the cell clock we see lags the cell under load) or dropped
+            # samples: repeat with a longer lead.
+            lead_s *= 3.0
+            say(f"sysid: attempt {attempt} unusable ({error}); repeating with {lead_s:.1f} s lead")
+            client.wait_until(client.now_s() + config.sysid.preroll_s)
     result = identify_controller(nominal, log, segments, config.sysid, say)
     provenance = Provenance(
         source=client.source,
@@ -602,7 +634,10 @@ def run_belt(
             "camera's view, or track longer (belt_track_s)"
         )
     fit = fit_belt_track(track_t, track_x, enc_t, enc_a, config.belt)
-    rate = fit.speed_mps / fit.model.roller_radius_m
+    # Mean roller rate over the track (its own fit: the report compares radius x rate with the
+    # camera speed, which must not hold by construction).
+    inside = (enc_t >= track_t[0]) & (enc_t <= track_t[-1])
+    rate = float(np.polyfit(enc_t[inside], enc_a[inside], 1)[0]) if inside.sum() > 2 else math.nan
     provenance = Provenance(
         source=client.source,
         start_stamp_s=float(track_t[0]),

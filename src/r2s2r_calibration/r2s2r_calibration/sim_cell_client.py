@@ -124,6 +124,11 @@ class SimCellClient:
             self._step()
         return self._frames[camera]
 
+    def release_streams(self) -> None:
+        """Drop the buffered camera frames (a new capture waits for a new frame)."""
+        self._frames = {}
+        self._depth = []
+
     def capture_depth(self) -> tuple[float, np.ndarray]:
         """Step until the next head depth frame."""
         self._depth = []

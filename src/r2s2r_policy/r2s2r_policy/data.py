@@ -194,18 +194,26 @@ class HDF5EpisodeSource:
     """Adapter from an r2s2r HDF5 dataset (file or shard directory) to :class:`EpisodeSource`.
 
     Joint and action names come from the first episode's metadata; every episode must agree.
+    Episodes whose ``metadata.outcome`` is not in ``outcomes`` are left out (behaviour cloning
+    on failed demonstrations teaches the failure: a timed-out demo is mostly flailing); the
+    kept reader indices are :attr:`episode_indices`, the left-out count per outcome
+    :attr:`excluded_outcomes`.
 
     Args:
         path: Dataset file or directory.
         name: Source name (defaults to the first episode's ``metadata.source``).
+        outcomes: Outcomes to keep (e.g. ``["success"]``); None keeps every episode.
 
     Raises:
         r2s2r_recorder.dataset.DatasetError: If the dataset cannot be read.
-        ValueError: If it holds no episodes or episodes disagree on joint/action names.
+        ValueError: If it holds no episodes (none with a kept outcome) or episodes disagree on
+            joint/action names.
 
     """
 
-    def __init__(self, path: str | Path, name: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, name: str | None = None, outcomes: Sequence[str] | None = None
+    ) -> None:
         from r2s2r_recorder.dataset import EpisodeDataset, dataset_info
 
         self.path = Path(path)
@@ -213,7 +221,9 @@ class HDF5EpisodeSource:
         if len(self._reader) == 0:
             raise ValueError(f"{self.path}: dataset holds no episodes")
         first = self._reader.metadata(0)
-        for index in range(1, len(self._reader)):
+        kept: list[int] = []
+        excluded: dict[str, int] = {}
+        for index in range(len(self._reader)):
             meta = self._reader.metadata(index)
             if meta.joint_names != first.joint_names or meta.action_names != first.action_names:
                 raise ValueError(
@@ -221,6 +231,18 @@ class HDF5EpisodeSource:
                     f"({meta.joint_names}/{meta.action_names} vs "
                     f"{first.joint_names}/{first.action_names})"
                 )
+            if outcomes is None or meta.outcome in outcomes:
+                kept.append(index)
+            else:
+                excluded[meta.outcome] = excluded.get(meta.outcome, 0) + 1
+        if not kept:
+            raise ValueError(
+                f"{self.path}: no episode has an outcome in {sorted(outcomes or [])} "
+                f"({len(self._reader)} episodes: {excluded}); record successful episodes or "
+                "widen the kept outcomes (TrainConfig.episode_outcomes)"
+            )
+        self.episode_indices: list[int] = kept
+        self.excluded_outcomes: dict[str, int] = excluded
         self._name = name if name is not None else str(first.source)
         self._control_rate_hz = float(first.control_rate_hz)
         self._joint_names = list(first.joint_names)
@@ -252,12 +274,12 @@ class HDF5EpisodeSource:
         return list(self._action_names)
 
     def num_episodes(self) -> int:
-        """Return the number of episodes."""
-        return len(self._reader)
+        """Return the number of kept episodes."""
+        return len(self.episode_indices)
 
     def episode_length(self, episode_index: int) -> int:
-        """Frames in one episode."""
-        return self._reader.episode_length(episode_index)
+        """Frames in one (kept) episode."""
+        return self._reader.episode_length(self.episode_indices[episode_index])
 
     def frame_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """Per-frame shape and dtype of every key (``obs/`` prefix dropped)."""
@@ -266,7 +288,7 @@ class HDF5EpisodeSource:
     def _group(self, episode_index: int) -> Any:
         # The reader exposes whole episodes or whole frames (all keys); one array of one
         # episode is read through its HDF5 group so chunking does not decode images.
-        return self._reader._group(episode_index)
+        return self._reader._group(self.episode_indices[episode_index])
 
     def image(self, episode_index: int, frame_index: int, key: str) -> np.ndarray:
         """One uint8 ``(H, W, 3)`` image (reads one compressed chunk)."""

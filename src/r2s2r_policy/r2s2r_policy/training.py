@@ -70,6 +70,15 @@ _RESUME_FREE_FIELDS = frozenset(
 )
 
 
+EpisodeOutcome = Literal["success", "failure", "unknown"]
+"""Outcome of a recorded episode (``r2s2r_recorder.dataset`` metadata)."""
+
+
+def _successes_only() -> list[EpisodeOutcome]:
+    """Return the default kept outcomes: successful episodes only."""
+    return ["success"]
+
+
 class ResumeError(ValueError):
     """A run directory's checkpoint was written with a different training config."""
 
@@ -97,6 +106,11 @@ class TrainConfig(ConfigModel):
     sim_dataset: str | None = Field(default=None, description="Simulated dataset (file or dir).")
     sim_ratio: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Probability that a sample is drawn from sim."
+    )
+    episode_outcomes: list[EpisodeOutcome] = Field(
+        default_factory=_successes_only,
+        min_length=1,
+        description="Train only on episodes with these outcomes (failed demos teach failure).",
     )
     policy: PolicyOptions = Field(default_factory=PolicyOptions, description="Policy options.")
     seed: int = Field(default=0, ge=0, description="Seed of init, sampling and augmentation.")
@@ -198,11 +212,25 @@ def open_sources(config: TrainConfig) -> tuple[dict[str, EpisodeSource], dict[st
     sources: dict[str, EpisodeSource] = {}
     weights: dict[str, float] = {}
     if config.real_dataset is not None and config.sim_ratio < 1.0:
-        sources["real"] = HDF5EpisodeSource(config.real_dataset, name="real")
+        sources["real"] = HDF5EpisodeSource(
+            config.real_dataset, name="real", outcomes=config.episode_outcomes
+        )
         weights["real"] = 1.0 - config.sim_ratio
     if config.sim_dataset is not None and config.sim_ratio > 0.0:
-        sources["sim"] = HDF5EpisodeSource(config.sim_dataset, name="sim")
+        sources["sim"] = HDF5EpisodeSource(
+            config.sim_dataset, name="sim", outcomes=config.episode_outcomes
+        )
         weights["sim"] = config.sim_ratio
+    for name, source in sources.items():
+        excluded = getattr(source, "excluded_outcomes", {})
+        if excluded:
+            _LOG.info(
+                "%s dataset: %d episodes kept (outcomes %s), left out %s",
+                name,
+                source.num_episodes(),
+                config.episode_outcomes,
+                excluded,
+            )
     if not sources:
         raise ValueError("training: no dataset configured (set real_dataset and/or sim_dataset)")
     return sources, weights

@@ -4,14 +4,16 @@ ROS-free: messages are deserialised with the rosbags typestore (project messages
 from ``.msg`` text), so conversion runs without a ROS installation.
 
 At every control tick ``t`` (``1 / control_rate_hz`` apart, from the moment every required
-stream has produced a message to the moment the first of them ends):
+sensor stream has produced a message to the moment the first of them ends; the wait before the
+first command is kept, since when to move is part of the behaviour):
 
 - observations are the latest sample at or before ``t`` (zero-order hold, what a policy
   running at ``t`` would have seen): both camera images (resized to the policy resolution,
   RGB), joint positions (ordered arm then hand), belt speed, and the tracked object's pose;
 - the action is the joint target *in force* at ``t``: of the last JointTrajectory received at
   or before ``t`` on each controller, the first point whose ``stamp + time_from_start`` is at
-  or after ``t`` (the last point once all have passed).
+  or after ``t`` (the last point once all have passed); before a controller's first command,
+  the measured joint positions (the controller holds).
 
 Commands with a zero header stamp ("start now" for joint_trajectory_controller) are placed
 at their receive time, mapped into the header clock with the median receive-minus-header
@@ -322,9 +324,10 @@ class BagConverter:
         hand_names = list(cfg.hand_joint_names) or hand[0].names
         names = arm_names + hand_names
 
-        start = max(
-            [streams[t].stamps_ns[0] for t in sensors] + [arm[0].stamp_ns, hand[0].stamp_ns]
-        )
+        # The episode starts with the sensors, not with the first command: the wait while the
+        # object approaches is part of the behaviour (the policy must learn when to move).
+        # Before a controller's first command its target is the measured position (it holds).
+        start = max(streams[t].stamps_ns[0] for t in sensors)
         end = min(streams[t].stamps_ns[-1] for t in sensors)
         period_ns = 1e9 / cfg.control_rate_hz
         count = int(np.floor((end - start) / period_ns)) + 1 if end >= start else 0
@@ -375,8 +378,12 @@ class BagConverter:
         )
         actions = np.concatenate(
             [
-                self._targets(arm, arm_names, ticks, cfg.arm_command_topic),
-                self._targets(hand, hand_names, ticks, cfg.hand_command_topic),
+                self._targets(
+                    arm, arm_names, ticks, cfg.arm_command_topic, joint_pos[:, : len(arm_names)]
+                ),
+                self._targets(
+                    hand, hand_names, ticks, cfg.hand_command_topic, joint_pos[:, len(arm_names) :]
+                ),
             ],
             axis=1,
         )
@@ -419,13 +426,24 @@ class BagConverter:
 
     @staticmethod
     def _targets(
-        commands: list[_Command], names: list[str], ticks: np.ndarray, topic: str
+        commands: list[_Command],
+        names: list[str],
+        ticks: np.ndarray,
+        topic: str,
+        measured: np.ndarray,
     ) -> np.ndarray:
-        """Joint targets in force at each tick (see module docstring)."""
+        """Joint targets in force at each tick (see module docstring).
+
+        Before the first command the target is ``measured`` (the controller holds position).
+        """
         stamps = np.asarray([c.stamp_ns for c in commands], dtype=np.int64)
         out = np.zeros((ticks.size, len(names)), dtype=np.float64)
         for row, tick in enumerate(ticks):
-            command = commands[int(np.searchsorted(stamps, tick, side="right")) - 1]
+            index = int(np.searchsorted(stamps, tick, side="right")) - 1
+            if index < 0:
+                out[row] = measured[row]
+                continue
+            command = commands[index]
             target = command.points[-1][1]
             for offset_ns, positions in command.points:
                 if command.stamp_ns + offset_ns >= tick:

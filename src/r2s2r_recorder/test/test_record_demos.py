@@ -231,8 +231,18 @@ def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
         for topic in ("/arm_controller/joint_trajectory", "/hand_controller/joint_trajectory")
         for m in messages[topic]
     )
-    span_s = min(joint_stamps[-1], _last_image_s(messages)) - first_command
+    # The episode starts with the sensors (the wait before the first command is kept) ...
+    first_sensor = max(
+        joint_stamps[0],
+        *(_stamp_s(messages[t][0]) for t in ("/head_camera/image_raw", "/hand_camera/image_raw")),
+    )
+    span_s = min(joint_stamps[-1], _last_image_s(messages)) - first_sensor
     assert episode.num_frames == pytest.approx(span_s * 10.0, abs=3.0)
+    # ... and before the first command the action is the measured position (holding).
+    before = episode.timestamps_s + episode.metadata.provenance["start_time_ns"] * 1e-9 < (
+        first_command - 0.05
+    )
+    np.testing.assert_allclose(episode.actions[before], episode.joint_pos_rad[before], atol=1e-6)
     outcome_s = _stamp_s(outcome)
     start_s = episode.metadata.provenance["start_time_ns"] * 1e-9
     assert start_s <= outcome_s <= start_s + episode.timestamps_s[-1]  # the trial's end is in

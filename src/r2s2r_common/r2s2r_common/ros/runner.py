@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import typing
 from collections.abc import Callable
@@ -43,8 +42,15 @@ def run_node(
             return EXIT_BAD_CONFIGURATION
         executor = executor_factory()
         executor.add_node(node)
-        with contextlib.suppress(KeyboardInterrupt, ExternalShutdownException):
+        try:
             executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        except RuntimeError:
+            # Ctrl-C shuts the context down while the executor may be taking a message; what
+            # that take raises then is the shutdown, not a failure of the node.
+            if rclpy.ok():
+                raise
         return 0
     finally:
         if node is not None:

@@ -21,10 +21,10 @@ start-up; a runtime change is validated and applied (description and /tf_static 
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
-import rclpy
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
@@ -33,7 +33,7 @@ from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.grounding import load_world_overrides
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
-from rclpy.executors import ExternalShutdownException
+from r2s2r_common.ros.runner import run_node
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
@@ -232,18 +232,5 @@ class CellStatePublisher(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node until Ctrl-C; bad parameters end it with the reason."""
-    rclpy.init(args=args)
-    node: CellStatePublisher | None = None
-    try:
-        node = CellStatePublisher()
-        rclpy.spin(node)
-    except ConfigError as error:
-        raise SystemExit(f"cell_state_publisher: bad parameters:\n{error}") from None
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    """Run the node until Ctrl-C; bad parameters end it with the reason (exit code 2)."""
+    sys.exit(run_node(CellStatePublisher, args=args))
