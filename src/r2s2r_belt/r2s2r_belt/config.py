@@ -107,6 +107,25 @@ class VisionConfig(ConfigModel):
         "textured belt; about half the item height when the flow comes from items (parallax "
         "correction; needs camera_matrix), m.",
     )
+    geometry_from_tf: bool = Field(
+        default=False,
+        description="Compute the homography, ROI, K and D from camera_info and the belt pose in "
+        "the camera frame on /tf_static (the grounded mounts when the cell publishes them); "
+        "the configured image_to_belt_homography/roi_px/camera_matrix/distortion are ignored.",
+    )
+    camera_frame: str = Field(
+        default="head_camera_optical_frame",
+        description="Optical frame of the head camera (used when the image has no frame_id).",
+    )
+    belt_frame: str = Field(
+        default="belt_link", description="Frame of the belt surface (z = 0, x = travel)."
+    )
+    belt_length_m: float = Field(
+        default=1.6, gt=0.0, le=100.0, description="Belt length along x (ROI from tf), m."
+    )
+    belt_width_m: float = Field(
+        default=0.30, gt=0.0, le=10.0, description="Belt width along y (ROI from tf), m."
+    )
     max_speed_mps: float = Field(
         default=2.0, gt=0.0, le=20.0, description="Estimates beyond this are rejected, m/s."
     )
@@ -155,7 +174,8 @@ class VisionConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check_intrinsics_given(self) -> VisionConfig:
-        if (self.distortion or self.tracked_height_m > 0.0) and not self.camera_matrix:
+        needs_k = self.distortion or self.tracked_height_m > 0.0
+        if needs_k and not self.camera_matrix and not self.geometry_from_tf:
             raise ValueError(
                 "vision.distortion and vision.tracked_height_m need vision.camera_matrix (the K "
                 "the homography was computed with); set it or leave them out"
@@ -164,8 +184,8 @@ class VisionConfig(ConfigModel):
 
     @property
     def enabled(self) -> bool:
-        """True when a homography is configured."""
-        return bool(self.image_to_belt_homography)
+        """True when a homography is configured or comes from camera_info and /tf_static."""
+        return bool(self.image_to_belt_homography) or self.geometry_from_tf
 
     def homography(self) -> np.ndarray:
         """Return the 3x3 image -> belt homography.

@@ -98,6 +98,14 @@ class SyntheticBeltCamera:
         translation = -rotation @ position
         return self.camera_matrix @ np.column_stack([rotation[:, 0], rotation[:, 1], translation])
 
+    def camera_from_belt(self) -> np.ndarray:
+        """``T_camera_belt``: the belt pose in the camera's optical frame (what tf provides)."""
+        position = np.asarray(self.camera_position_m, dtype=float)
+        belt_from_camera = np.eye(4)
+        belt_from_camera[:3, :3] = look_at_rotation(position, np.zeros(3))
+        belt_from_camera[:3, 3] = position
+        return np.linalg.inv(belt_from_camera)
+
     def image_to_belt_homography(self) -> np.ndarray:
         """Homography image px -> belt plane (m); what calibration provides."""
         homography = np.linalg.inv(self.belt_to_image_homography())

@@ -9,19 +9,26 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import TwistStamped
+from geometry_msgs.msg import TransformStamped, TwistStamped
 from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
 from r2s2r_belt.nodes.belt_speed import BeltSpeedNode
+from r2s2r_belt.synthetic import SyntheticBeltCamera
 from r2s2r_common.config import ConfigError
+from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.ros.qos import LATCHED_QOS
+from r2s2r_description.transforms import matrix_to_quat
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from tf2_msgs.msg import TFMessage
 
 RADIUS_M = 0.03
 SPEED_MPS = 0.12
@@ -177,3 +184,70 @@ def test_bad_grounding_artifact_fails_at_startup(
         BeltSpeedNode(
             context=context, parameter_overrides=[Parameter("grounding_artifact", value=str(path))]
         )
+
+
+def test_vision_geometry_from_camera_info_and_tf_static(context: Context) -> None:
+    """With geometry_from_tf the node builds its homography from camera_info + /tf_static."""
+    camera = SyntheticBeltCamera(width_px=320, height_px=240, focal_px=300.0, noise_std=0.0)
+    T_belt_camera = np.linalg.inv(camera.camera_from_belt())
+    node = BeltSpeedNode(
+        context=context,
+        parameter_overrides=[
+            Parameter("encoder.roller_radius_m", value=RADIUS_M),
+            Parameter("diagnostics_period_s", value=0.2),
+            Parameter("vision.geometry_from_tf", value=True),
+            Parameter("vision.belt_length_m", value=0.5),
+        ],
+    )
+    driver = rclpy.create_node("fake_cell", context=context)
+    image_pub = driver.create_publisher(Image, "/head_camera/image_raw", qos_profile_sensor_data)
+    info_pub = driver.create_publisher(
+        CameraInfo, "/head_camera/camera_info", qos_profile_sensor_data
+    )
+    tf_pub = driver.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
+    transform = TransformStamped()
+    transform.header.frame_id = "belt_link"
+    transform.child_frame_id = "head_camera_optical_frame"
+    t, q = transform.transform.translation, transform.transform.rotation
+    t.x, t.y, t.z = (float(v) for v in T_belt_camera[:3, 3])
+    q.w, q.x, q.y, q.z = (float(v) for v in matrix_to_quat(T_belt_camera[:3, :3]))
+    tf_pub.publish(TFMessage(transforms=[transform]))
+    diagnostics: list[DiagnosticArray] = []
+    driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+    start_s = time.time()
+
+    def publish_frame() -> None:
+        now = driver.get_clock().now().to_msg()
+        offset_m = SPEED_MPS * (time.time() - start_s)
+        image = to_image_msg(camera.render(offset_m), "mono8", now, "head_camera_optical_frame")
+        info = CameraInfo(width=320, height=240, distortion_model="plumb_bob")
+        info.header = image.header
+        info.k = [float(v) for v in camera.camera_matrix.ravel()]
+        info.d = [0.0] * 5
+        info_pub.publish(info)
+        image_pub.publish(image)
+
+    driver.create_timer(0.05, publish_frame)
+    executor = MultiThreadedExecutor(num_threads=3, context=context)
+    executor.add_node(node)
+    executor.add_node(driver)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+
+    def vision_reports() -> list[dict[str, str]]:
+        reports = [{kv.key: kv.value for kv in d.status[0].values} for d in list(diagnostics)]
+        return [r for r in reports if r["vision_state"] == "ok"]
+
+    try:
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and len(vision_reports()) < 2:
+            time.sleep(0.05)
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=5.0)
+        driver.destroy_node()
+        node.destroy_node()
+    ok = vision_reports()
+    assert ok, [d.status[0].message for d in diagnostics]
+    assert "tf_static" in ok[-1]["vision_geometry"]
+    assert int(ok[-1]["vision_updates"]) > 0

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
@@ -21,6 +22,7 @@ from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
 )
+from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
@@ -32,7 +34,10 @@ from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.estimates import FusedSpeed, SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
+from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree
+from r2s2r_belt.vision_geometry import vision_config_from_camera
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray
+from tf2_msgs.msg import TFMessage
 
 
 def stamp_to_s(stamp: Any) -> float:
@@ -61,7 +66,13 @@ class BeltSpeedNode(Node):
         config = self.config
         self._lock = threading.Lock()
         self._encoder = EncoderSpeedEstimator(config.encoder)
-        self._vision = VisionSpeedEstimator(config.vision) if config.vision.enabled else None
+        self._vision_wanted = config.vision.enabled
+        self._vision: VisionSpeedEstimator | None = None
+        if config.vision.enabled and not config.vision.geometry_from_tf:
+            self._vision = VisionSpeedEstimator(config.vision)
+        self._camera_info: CameraInfo | None = None
+        self._tf = TransformTree()
+        self.vision_geometry = "configured" if self._vision is not None else ""
         self._filter = BeltSpeedFilter(config.filter)
         self._last: dict[str, SpeedMeasurement] = {}
         self._dropped: dict[str, int] = {"encoder": 0, "vision": 0}
@@ -79,7 +90,7 @@ class BeltSpeedNode(Node):
             qos_profile_sensor_data,
             callback_group=encoder_group,
         )
-        if self._vision is not None:
+        if self._vision_wanted:
             self.create_subscription(
                 Image,
                 "/head_camera/image_raw",
@@ -94,6 +105,14 @@ class BeltSpeedNode(Node):
                 qos_profile_sensor_data,
                 callback_group=vision_group,
             )
+        if config.vision.geometry_from_tf:
+            self.create_subscription(
+                TFMessage,
+                "/tf_static",
+                self._on_tf_static,
+                LATCHED_QOS,
+                callback_group=vision_group,
+            )
         self._speed_pub = self.create_publisher(TwistStamped, "/belt/speed", 10)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_timer(
@@ -103,7 +122,7 @@ class BeltSpeedNode(Node):
             config.diagnostics_period_s, self._publish_diagnostics, callback_group=output_group
         )
         self.get_logger().info(
-            f"belt speed from encoder{' and vision' if self._vision else ''} at "
+            f"belt speed from encoder{' and vision' if self._vision_wanted else ''} at "
             f"{config.publish_rate_hz:g} Hz; {self.roller_radius_source}"
         )
 
@@ -141,8 +160,55 @@ class BeltSpeedNode(Node):
 
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._camera_size_px = (int(msg.width), int(msg.height))
+        self._camera_info = msg
+
+    def _on_tf_static(self, msg: TFMessage) -> None:
+        for transform in msg.transforms:
+            t, q = transform.transform.translation, transform.transform.rotation
+            try:
+                self._tf.set_transform_quat(
+                    transform.header.frame_id,
+                    transform.child_frame_id,
+                    (t.x, t.y, t.z),
+                    (q.x, q.y, q.z, q.w),
+                )
+            except ValueError as error:
+                self._drop("vision", f"tf_static: {error}")
+
+    def _vision_from_tf(self, frame_id: str) -> str | None:
+        """Build the vision estimator from camera_info and /tf_static; None or why not yet."""
+        vision = self.config.vision
+        info = self._camera_info
+        if info is None:
+            return "waiting for /head_camera/camera_info"
+        camera_frame = frame_id or vision.camera_frame
+        try:
+            T_camera_belt = self._tf.lookup(camera_frame, vision.belt_frame)
+        except TransformLookupError as error:
+            return f"waiting for /tf_static ({error})"
+        try:
+            geometry = vision_config_from_camera(
+                vision,
+                np.asarray(info.k, dtype=float).reshape(3, 3),
+                [float(v) for v in info.d][:5],
+                (int(info.width), int(info.height)),
+                T_camera_belt,
+            )
+        except ValueError as error:
+            return str(error)
+        self._vision = VisionSpeedEstimator(geometry)
+        self.vision_geometry = f"camera_info + /tf_static ({camera_frame} -> {vision.belt_frame})"
+        self.get_logger().info(
+            f"vision: belt homography from {self.vision_geometry}, ROI {geometry.roi_px} px"
+        )
+        return None
 
     def _on_image(self, msg: Image) -> None:
+        if self._vision is None:
+            waiting = self._vision_from_tf(msg.header.frame_id)
+            if waiting is not None:
+                self._drop("vision", waiting)
+                return
         assert self._vision is not None
         try:
             gray = to_gray(from_image_msg(msg), msg.encoding)
@@ -183,6 +249,7 @@ class BeltSpeedNode(Node):
             "valid": str(fused.valid) if fused else "False",
             "last_error": last_error,
             "roller_radius": self.roller_radius_source,
+            "vision_geometry": self.vision_geometry,
         }
         for source in ("encoder", "vision"):
             reading = last.get(source)
@@ -190,7 +257,7 @@ class BeltSpeedNode(Node):
             values[f"{source}_dropped_messages"] = str(dropped[source])
             values[f"{source}_state"] = (
                 "disabled"
-                if source == "vision" and self._vision is None
+                if source == "vision" and not self._vision_wanted
                 else "no data"
                 if reading is None
                 else "ok"
@@ -201,7 +268,7 @@ class BeltSpeedNode(Node):
                 values["vision_features"] = str(reading.feature_count)
         if fused is None or not fused.sources:
             level, message = DiagnosticStatus.ERROR, "no belt speed source"
-        elif not fused.valid or (self._vision is not None and len(fused.sources) < 2):
+        elif not fused.valid or (self._vision_wanted and len(fused.sources) < 2):
             level, message = DiagnosticStatus.WARN, f"running on {','.join(fused.sources)} only"
         else:
             level, message = DiagnosticStatus.OK, f"fused {','.join(fused.sources)}"
