@@ -3,10 +3,14 @@
 Runs :func:`r2s2r_calibration.procedure.run_grounding` with only the ``registration`` step
 (head camera from ``camera_info`` / ``/tf_static``: nominal, uncalibrated), then again with the
 twin's *true* head camera intrinsics and pose served in place of the published ones (to see the
-registration's own accuracy). Only this probe reads the twin truth, to score the artifact.
-Errors are given in the element frame (belt: x = travel, unobservable, held at nominal).
+registration's own accuracy), and, when ``--artifact`` names a grounding artifact with a head
+camera record (default ``runs/g2/artifact.yaml``, a calibration of the default twin), with that
+calibrated head camera put into the run's artifact, as :func:`run_grounding` does after the board
+steps. Only this probe reads the twin truth, to score the artifact. Errors are given in the
+element frame (belt: x = travel, unobservable, held at nominal); the rotation error is also split
+into roll/pitch/yaw about the element axes.
 
-Run: ``MUJOCO_GL=egl python bench/probe_registration.py [--twin default]``.
+Run: ``MUJOCO_GL=egl python bench/probe_registration.py [--twin default] [--artifact PATH]``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -78,6 +83,7 @@ def score(label: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str,
         estimate = invert_pose(T_nominal_base) @ record.pose.matrix()
         local = true_pose[:3, :3].T @ (estimate[:3, 3] - true_pose[:3, 3])
         _, rotation = pose_error(estimate, true_pose)
+        rotvec = Rotation.from_matrix(true_pose[:3, :3].T @ estimate[:3, :3]).as_rotvec()
         observed = float(np.linalg.norm(local[1:] if name == "belt" else local))
         rows.append(
             {
@@ -86,13 +92,15 @@ def score(label: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str,
                 "error_xyz_mm": [float(v) for v in 1000 * local],
                 "observed_position_error_mm": 1000 * observed,
                 "rotation_error_deg": math.degrees(rotation),
+                "rotation_error_rpy_deg": [math.degrees(v) for v in rotvec],
                 "held_at_nominal": list(record.held_at_nominal),
             }
         )
         print(
             f"[{label}] {name:6s} error x/y/z {1000 * local[0]:+6.2f} {1000 * local[1]:+6.2f} "
             f"{1000 * local[2]:+6.2f} mm, observed part {1000 * observed:5.2f} mm (target 3), "
-            f"rotation {math.degrees(rotation):.3f} deg (target 0.5), fitness "
+            f"rotation {math.degrees(rotation):.3f} deg (target 0.5; r/p/y "
+            f"{' '.join(f'{math.degrees(v):+.2f}' for v in rotvec)}), fitness "
             f"{record.fitness:.2f}, rmse {1000 * record.inlier_rmse_m:.2f} mm, held "
             f"{record.held_at_nominal}"
         )
@@ -103,8 +111,22 @@ def main() -> int:
     """Run the probe; prints one line per element and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--twin", default="default")
+    parser.add_argument(
+        "--artifact",
+        default=None,
+        help="grounding artifact whose head camera record is used for a third run ('' = none; "
+        "default: runs/g2/artifact.yaml, a calibration of the default twin, with --twin default)",
+    )
     args = parser.parse_args()
-    from r2s2r_calibration.procedure import run_grounding
+    if args.artifact is None:
+        args.artifact = str(ROOT / "runs/g2/artifact.yaml") if args.twin == "default" else ""
+    from r2s2r_calibration.artifact import GroundingArtifact, load_artifact
+    from r2s2r_calibration.procedure import (
+        GroundingRun,
+        ProcedureConfig,
+        run_grounding,
+        run_registration,
+    )
     from r2s2r_calibration.sim_cell_client import SimCellClient
     from r2s2r_sim.cell_runtime import SimCell
     from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -124,6 +146,16 @@ def main() -> int:
             for step, message in run.failures.items():
                 print(f"[{label}] FAILED {step}: {message}")
             score(label, run.artifact, truth, nominal)
+        if args.artifact and Path(args.artifact).is_file():
+            cameras = load_artifact(args.artifact).cameras
+            if "head" in cameras:
+                label = f"calibrated camera ({Path(args.artifact).parent.name})"
+                run = GroundingRun(artifact=GroundingArtifact(cameras=dict(cameras)))
+                try:
+                    run_registration(client, nominal, ProcedureConfig(), run, print)
+                except Exception as error:  # report it and score what was kept
+                    print(f"[{label}] FAILED registration: {error}")
+                score(label, run.artifact, truth, nominal)
     finally:
         cell.close()
     return 0

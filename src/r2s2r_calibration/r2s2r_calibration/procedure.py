@@ -232,6 +232,20 @@ class ProcedureConfig(ConfigModel):
         "they are held at the nominal pose. The belt's ends are out of the head camera's view, "
         "so translation along its travel axis (belt_link x) is not observable.",
     )
+    registration_held: dict[str, list[PoseAxis]] = Field(
+        default_factory=lambda: {
+            name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")
+        },
+        description="Per element, pose directions (element frame) known from physics and held "
+        "at the nominal pose instead of registered. A bin stands on the table, so its roll, "
+        "pitch and height are the table top's; only x, y and yaw are registered (its wall tops "
+        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg).",
+    )
+    registration_on_support: list[str] = Field(
+        default_factory=lambda: ["bin_0", "bin_1", "bin_2"],
+        description="Elements standing on the table top (z = 0 of their frame): observed "
+        "points nearer to the table plane than to the element are left out of their fit.",
+    )
     registration_required: list[str] = Field(
         default_factory=lambda: ["belt"],
         description="Elements whose refusal fails the registration step (the belt step needs "
@@ -434,7 +448,9 @@ def run_registration(
     elements = [
         element.model_copy(
             update={
-                "unobservable_ok": list(config.registration_unobservable_ok.get(element.name, []))
+                "unobservable_ok": list(config.registration_unobservable_ok.get(element.name, [])),
+                "held": list(config.registration_held.get(element.name, [])),
+                "on_support": element.name in config.registration_on_support,
             }
         )
         for element in scene_elements(nominal, config.registration_elements)

@@ -17,6 +17,13 @@ declare directions that are allowed to be unobservable (:attr:`SceneElement.unob
 e.g. the belt's travel axis, whose ends are out of view); these are held at nominal and
 reported. Any other unobservable direction refuses the registration, as do too few points, a
 low fitness (inlier fraction) or a high inlier RMSE.
+
+Directions known from physics rather than from the image (:attr:`SceneElement.held`) are not
+solved at all: a bin standing on the table has the table's height, roll and pitch, so only x, y
+and yaw are registered. At 2-3 m a 128 px depth image puts ~2 cm between points, so a bin's thin
+wall tops and the strip of floor behind its front wall carry few points, and its height, roll and
+pitch come out of the fit several mm / ~1 deg off; holding them at the nominal (description)
+values also removes their coupling into x, y and yaw.
 """
 
 from __future__ import annotations
@@ -81,6 +88,30 @@ class SceneElement(ConfigModel):
         "and reported instead of refusing the registration. E.g. ['tx'] for a belt whose ends "
         "(x = travel direction) are out of view.",
     )
+    held: list[PoseAxis] = Field(
+        default_factory=list,
+        description="Pose directions (element frame) known from physics, not registered: they "
+        "stay at the nominal pose and are reported as held. E.g. ['rx', 'ry', 'tz'] for a bin "
+        "standing on the table (its height, roll and pitch are the table top's), which leaves "
+        "x, y and yaw to the registration.",
+    )
+
+    on_support: bool = Field(
+        False,
+        description="The element stands on a plane at z = 0 of its frame (a bin on the table "
+        "top). Observed points nearer to that plane than to the element are the support's and "
+        "are left out; otherwise the table next to a wall's bottom edge drags the wall "
+        "sideways.",
+    )
+
+    @field_validator("held")
+    @classmethod
+    def _not_all_held(cls, value: list[PoseAxis]) -> list[PoseAxis]:
+        if len(set(value)) == len(_AXES):
+            raise ValueError(
+                f"held = {value} holds every pose direction; leave at least one to register"
+            )
+        return value
 
     def nominal_pose(self) -> FloatArray:
         """``T_base_element`` at the nominal pose."""
@@ -137,6 +168,22 @@ class RegistrationConfig(ConfigModel):
         description="An unobservable direction counts as an element axis (for unobservable_ok "
         "and for naming it) when its unit vector has at least this component along the axes.",
     )
+    depth_noise_m: float = Field(
+        0.001,
+        ge=0.0,
+        le=0.1,
+        description="Standard deviation of a depth reading along its ray (m), for the point "
+        "weights (pixel_weighting).",
+    )
+    pixel_weighting: bool = Field(
+        True,
+        description="Weight each point by its expected off-surface error: a depth pixel stands "
+        "for a footprint of range / f metres across the ray, which lies along the normal of a "
+        "surface seen at a grazing angle (sigma^2 = depth_noise^2 + (range / f)^2 / 12 * "
+        "(1 - (ray . normal)^2)). Without it, steep side walls (a few mm of scatter per pixel) "
+        "pull the pose as hard as surfaces seen face-on. Needs the camera position and focal "
+        "length (register_scene_elements passes them).",
+    )
     convergence_step: float = Field(
         1e-6,
         gt=0.0,
@@ -158,8 +205,10 @@ class ElementRegistration:
         observability: Weakest / strongest eigenvalue of the point-to-plane information over
             the solved directions (the held ones excluded).
         n_points: Observed points used.
-        held_at_nominal: Unobservable directions that were held at the nominal pose (allowed
-            by :attr:`SceneElement.unobservable_ok`), e.g. ``"translation along belt x"``.
+        held_at_nominal: Directions held at the nominal pose: the known ones
+            (:attr:`SceneElement.held`, e.g. ``"rotation about bin_0 x (known)"``) and the
+            unobservable ones (allowed by :attr:`SceneElement.unobservable_ok`), e.g.
+            ``"translation along belt x"``.
 
     """
 
@@ -480,6 +529,16 @@ def _allowed(basis: FloatArray, allowed: list[PoseAxis], alignment: float) -> bo
     return bool(len(singular) >= basis.shape[1] and singular[basis.shape[1] - 1] >= alignment)
 
 
+def _free_basis(held: list[PoseAxis]) -> FloatArray:
+    """(6, k) basis of the pose directions that are solved (every axis not in ``held``).
+
+    The held rotations and translations are axis-aligned in the element frame; rotations about
+    z through any pivot only move x and y, so with ``rx``, ``ry`` and ``tz`` held the solved
+    motions never change height, roll or pitch.
+    """
+    return np.eye(6)[:, [k for k, axis in enumerate(_AXES) if axis not in held]]
+
+
 def _model_motion(
     update: FloatArray, pivot: FloatArray, length_m: float
 ) -> tuple[FloatArray, FloatArray]:
@@ -488,12 +547,33 @@ def _model_motion(
     return rotation, update[3:] - np.cross(rotation, pivot)
 
 
+@dataclass
+class _PixelNoise:
+    """Expected off-surface scatter of depth points (element frame), for point weights."""
+
+    camera_local: FloatArray  # camera position in the element frame
+    pixel_angle_rad: float  # 1 / focal length
+    depth_noise_m: float
+
+    def weights(self, local: FloatArray, normal: FloatArray) -> FloatArray:
+        """Inverse variances along ``normal``, scaled so that a face-on point weighs 1."""
+        rays = local - self.camera_local
+        ranges = np.linalg.norm(rays, axis=1)
+        cosine = np.einsum("ni,ni->n", rays, normal) / np.maximum(ranges, 1e-9)
+        footprint = (ranges * self.pixel_angle_rad) ** 2 / 12.0
+        variance = self.depth_noise_m**2 + footprint * np.clip(1.0 - cosine**2, 0.0, 1.0)
+        return np.asarray((self.depth_noise_m**2 + 1e-12) / (variance + 1e-12))
+
+
 def _gauss_newton_step(
     local: FloatArray,
     faces: _Faces,
     distance_m: float,
     length_m: float,
     min_observability: float,
+    free: FloatArray,
+    noise: _PixelNoise | None = None,
+    on_support: bool = False,
 ) -> tuple[FloatArray, FloatArray]:
     """One robust point-to-plane step restricted to the observable subspace.
 
@@ -503,6 +583,10 @@ def _gauss_newton_step(
         distance_m: Tukey width: points farther from the model get no weight.
         length_m: Rotation scale (m).
         min_observability: Eigenvalue ratio below which a direction is held.
+        free: (6, k) orthonormal basis of the solved directions (``_free_basis``); the rest
+            is held.
+        noise: Pixel noise model for per-point weights (None: equal weights).
+        on_support: Leave out points nearer to the support plane z = 0 than to the faces.
 
     Returns:
         The model motion ``M`` (4x4, element frame; ``T_new = T @ M``) and the largest point
@@ -511,17 +595,22 @@ def _gauss_newton_step(
     """
     distance, signed, normal, nearest = _closest_faces(local, faces)
     weights = np.where(distance < distance_m, (1.0 - (distance / distance_m) ** 2) ** 2, 0.0)
+    if on_support:
+        weights[np.abs(local[:, 2]) < distance] = 0.0
+    if noise is not None:
+        weights = weights * noise.weights(local, normal)
     if np.count_nonzero(weights) < 6:
         return np.eye(4), np.zeros(1)
     pivot = np.average(nearest, axis=0, weights=weights)
-    jacobian = _jacobian(nearest, normal, pivot, length_m)
+    jacobian = _jacobian(nearest, normal, pivot, length_m) @ free
     information = _normalised_information(jacobian, weights)
     gradient = -(jacobian * weights[:, None]).T @ signed / weights.sum()
     ratios, observable, unobservable = _degenerate_split(information, min_observability)
     eigenvalues = ratios * max(float(np.linalg.eigvalsh(information)[-1]), 1e-300)
     strong = ratios >= min_observability
     # Truncated solve: only the observable eigen-directions move.
-    update = observable @ ((observable.T @ gradient) / eigenvalues[strong])
+    update = free @ (observable @ ((observable.T @ gradient) / eigenvalues[strong]))
+    unobservable = free @ unobservable
     rotation, translation = _model_motion(update, pivot, length_m)
     if unobservable.shape[1] > 0:
         # The unobservable directions do not change the cost: use that freedom to keep the
@@ -544,6 +633,7 @@ def register_element(
     element: SceneElement,
     config: RegistrationConfig | None = None,
     camera_position_base_m: npt.ArrayLike | None = None,
+    pixel_angle_rad: float | None = None,
 ) -> ElementRegistration:
     """Register one element to the observed cloud, starting from its nominal pose.
 
@@ -556,6 +646,9 @@ def register_element(
         config: Parameters; defaults to :class:`RegistrationConfig`.
         camera_position_base_m: Depth camera position in ``base_link``; when given, model faces
             turned away from the camera are left out.
+        pixel_angle_rad: Angle of one depth pixel (1 / focal length in px); with the camera
+            position it weights the points by their expected scatter
+            (:attr:`RegistrationConfig.pixel_weighting`).
 
     Returns:
         The registered pose with fitness, RMSE, observability and the held directions.
@@ -572,9 +665,16 @@ def register_element(
         else np.asarray(camera_position_base_m, dtype=float).reshape(3)
     )
     all_faces = _element_faces(element)
+    free = _free_basis(element.held)
     lower, upper = _element_bounds(element)
     T_nominal = element.nominal_pose()
     T_estimate = T_nominal.copy()
+
+    def noise(T: FloatArray) -> _PixelNoise | None:
+        if camera is None or pixel_angle_rad is None or not cfg.pixel_weighting:
+            return None
+        camera_local = (camera - T[:3, 3]) @ T[:3, :3]
+        return _PixelNoise(camera_local, float(pixel_angle_rad), cfg.depth_noise_m)
 
     def facing(T: FloatArray) -> _Faces:
         camera_local = None if camera is None else (camera - T[:3, 3]) @ T[:3, :3]
@@ -594,7 +694,14 @@ def register_element(
         for _ in range(cfg.icp_iterations):
             local = (sample_base - T_estimate[:3, 3]) @ T_estimate[:3, :3]
             step, moved = _gauss_newton_step(
-                local, facing(T_estimate), distance, length, cfg.min_observability
+                local,
+                facing(T_estimate),
+                distance,
+                length,
+                cfg.min_observability,
+                free,
+                noise(T_estimate),
+                element.on_support,
             )
             T_estimate = T_estimate @ step
             if float(np.max(moved)) < cfg.convergence_step:
@@ -606,6 +713,10 @@ def register_element(
             f"{cfg.min_points}); the element may be occluded or far from its nominal pose"
         )
     distances, _, normals, nearest = _closest_faces(local, facing(T_estimate))
+    if element.on_support:
+        on_element = np.abs(local[:, 2]) >= distances
+        local, distances = local[on_element], distances[on_element]
+        normals, nearest = normals[on_element], nearest[on_element]
     inliers = distances < cfg.inlier_distance_m
     fitness = float(np.mean(inliers))
     rmse = float(np.sqrt(np.mean(distances[inliers] ** 2))) if np.any(inliers) else float("inf")
@@ -629,12 +740,16 @@ def register_element(
     pivot = nearest[inliers].mean(axis=0)
     length = max(float(np.sqrt(np.mean(np.sum((local[inliers] - pivot) ** 2, 1)))), 1e-3)
     information = _normalised_information(
-        _jacobian(nearest[inliers], normals[inliers], pivot, length), np.ones(int(inliers.sum()))
+        _jacobian(nearest[inliers], normals[inliers], pivot, length) @ free,
+        np.ones(int(inliers.sum())),
     )
     ratios, _, unobservable = _degenerate_split(information, cfg.min_observability)
+    unobservable = free @ unobservable
     solved = ratios[ratios >= cfg.min_observability]
     observability = float(solved.min()) if solved.size else 0.0
-    held = _describe_directions(unobservable, element.name, cfg.axis_alignment)
+    names = _axis_names(element.name)
+    held = [f"{names[axis]} (known)" for axis in _AXES if axis in element.held]
+    held += _describe_directions(unobservable, element.name, cfg.axis_alignment)
     if not _allowed(unobservable, element.unobservable_ok, cfg.axis_alignment):
         allowed = ", ".join(element.unobservable_ok) or "none"
         raise RegistrationError(
@@ -687,12 +802,14 @@ def register_scene_elements(
     points_camera = depth_to_points(
         depth_m, camera_matrix, distortion, cfg.min_depth_m, cfg.max_depth_m
     )
+    K = np.asarray(camera_matrix, dtype=float)
+    pixel_angle = 2.0 / float(K[0, 0] + K[1, 1])
     T = np.asarray(T_base_camera, dtype=float)
     points_base = points_camera @ T[:3, :3].T + T[:3, 3]
     outcome = SceneRegistration()
     for element in elements:
         try:
-            registration = register_element(points_base, element, cfg, T[:3, 3])
+            registration = register_element(points_base, element, cfg, T[:3, 3], pixel_angle)
         except RegistrationError as error:
             outcome.failures[element.name] = str(error)
             continue
