@@ -254,6 +254,9 @@ class ProcedureConfig(ConfigModel):
     )
     belt: BeltModelConfig = Field(default_factory=BeltModelConfig)
     belt_trial_seed: int = Field(7, ge=0, description="Seed of the trial that brings an object.")
+    belt_validation_seed: int | None = Field(
+        8, ge=0, description="Seed of a second trial tracked for the held-out check (None: skip)."
+    )
     belt_track_s: float = Field(
         14.0, gt=0.5, le=120.0, description="Longest object tracking time (s)."
     )
@@ -289,6 +292,10 @@ class BeltObservation:
         encoder_rate_rad_s: Mean encoder rate over the same time (rad/s).
         stamps_s: Track stamps (s).
         along_belt_m: Object position along belt x per stamp (m).
+        encoder_stamps_s: Encoder stamps over the track (s).
+        encoder_angles_rad: Unwrapped roller angles (rad).
+        validation: A second object's track (stamps, positions, encoder stamps, angles), not
+            used in the fit; the report's held-out check.
 
     """
 
@@ -296,6 +303,9 @@ class BeltObservation:
     encoder_rate_rad_s: float
     stamps_s: FloatArray
     along_belt_m: FloatArray
+    encoder_stamps_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    encoder_angles_rad: FloatArray = field(default_factory=lambda: np.zeros(0))
+    validation: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
 
 
 @dataclass
@@ -575,31 +585,24 @@ def run_sysid(
     run.sysid_result = result
 
 
-def run_belt(
+def _track_object(
     client: CellClient,
-    nominal: WorldParams,
+    camera: CameraModel,
+    T_belt_optical: FloatArray,
     config: ProcedureConfig,
-    run: GroundingRun,
-    say: ProgressFn,
-) -> None:
-    """Belt model: an object's travel along the belt (head depth) against the roller angle.
+    seed: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Track one trial's object along the belt in head depth, with the encoder meanwhile.
 
-    The object's position along the belt is the median of its top-face points (the highest
-    points above the registered belt surface): unlike the centroid of all visible points it
-    does not shift as the camera sees the object's front, then its back.
+    Returns track stamps, positions along belt x, encoder stamps and unwrapped angles.
+
+    Raises:
+        DegenerateMotionError: The object was seen in too few frames.
+
     """
-    camera, T_base_optical, _ = _head_camera(client, run.artifact, nominal)
-    T_world_base = client.frame_pose("base_link")
-    belt_scene = run.artifact.scene.get("belt")
-    if belt_scene is not None:
-        T_world_belt = belt_scene.pose.matrix()
-    else:
-        T_world_belt = client.frame_pose("belt_link")
-        say("belt: belt pose from /tf_static (registration not run)")
-    T_belt_optical = invert_pose(T_world_belt) @ T_world_base @ T_base_optical
     _, background = client.capture_depth()
     client.encoder_samples(0.0)  # drop what came before the track
-    client.start_trial(config.belt_trial_seed)
+    client.start_trial(seed)
     stamps: list[float] = []
     along: list[float] = []
     encoder_stamps: list[FloatArray] = []
@@ -649,6 +652,34 @@ def run_belt(
             f"{config.belt.min_track_points}); check that trials bring objects into the head "
             "camera's view, or track longer (belt_track_s)"
         )
+    return track_t, track_x, enc_t, enc_a
+
+
+def run_belt(
+    client: CellClient,
+    nominal: WorldParams,
+    config: ProcedureConfig,
+    run: GroundingRun,
+    say: ProgressFn,
+) -> None:
+    """Belt model: an object's travel along the belt (head depth) against the roller angle.
+
+    The object's position along the belt is the median of its top-face points (the highest
+    points above the registered belt surface): unlike the centroid of all visible points it
+    does not shift as the camera sees the object's front, then its back.
+    """
+    camera, T_base_optical, _ = _head_camera(client, run.artifact, nominal)
+    T_world_base = client.frame_pose("base_link")
+    belt_scene = run.artifact.scene.get("belt")
+    if belt_scene is not None:
+        T_world_belt = belt_scene.pose.matrix()
+    else:
+        T_world_belt = client.frame_pose("belt_link")
+        say("belt: belt pose from /tf_static (registration not run)")
+    T_belt_optical = invert_pose(T_world_belt) @ T_world_base @ T_base_optical
+    track_t, track_x, enc_t, enc_a = _track_object(
+        client, camera, T_belt_optical, config, config.belt_trial_seed
+    )
     fit = fit_belt_track(track_t, track_x, enc_t, enc_a, config.belt)
     # Mean roller rate over the track (its own fit: the report compares radius x rate with the
     # camera speed, which must not hold by construction).
@@ -664,7 +695,12 @@ def run_belt(
         "(belt_model.fit_belt_track)",
     )
     run.artifact.belt = belt_record(fit.model, provenance, speed_mps=fit.speed_mps)
-    run.belt = BeltObservation(fit.speed_mps, rate, track_t, track_x)
+    run.belt = BeltObservation(fit.speed_mps, rate, track_t, track_x, enc_t, enc_a)
+    if config.belt_validation_seed is not None:
+        # A second object, never used in the fit: the report's held-out belt-speed check.
+        run.belt.validation = _track_object(
+            client, camera, T_belt_optical, config, config.belt_validation_seed
+        )
     say(
         f"belt: surface speed {fit.speed_mps:.4f} m/s from {fit.n_used} frames over "
         f"{fit.travel_m:.2f} m, roller radius {1000 * fit.model.roller_radius_m:.2f} +- "

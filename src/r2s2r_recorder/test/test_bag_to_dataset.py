@@ -40,7 +40,10 @@ def test_three_episodes_convert_aligned(three_bags: list[Path], tmp_path: Path) 
     summary = convert_bags(three_bags, tmp_path / "ds.hdf5", CFG)
     assert summary.errors == [] and summary.skipped == []
     assert len(summary.converted) == 3
-    start = BASE_NS + HAND_START_NS  # last stream to begin: the hand command
+    # The last sensor stream to begin is the hand camera (2 ms in); commands start later, and
+    # until a controller's first command its action is the measured position (holding).
+    start = BASE_NS + 2_000_000
+    assert start < BASE_NS + min(ARM_START_NS, HAND_START_NS)
     with EpisodeDataset(tmp_path / "ds.hdf5") as ds:
         assert len(ds) == 3
         for index, bag in enumerate(three_bags):
@@ -60,12 +63,12 @@ def test_three_episodes_convert_aligned(three_bags: list[Path], tmp_path: Path) 
                 t = start + row * 10**8
                 k_arm = (t - BASE_NS - ARM_START_NS) // ARM_PERIOD_NS
                 k_hand = (t - BASE_NS - HAND_START_NS) // HAND_PERIOD_NS
-                want = [arm_value(k_arm, j) for j in range(3)] + [
-                    hand_value(k_hand, j) for j in range(2)
-                ]
-                np.testing.assert_allclose(episode.actions[row], want, atol=1e-6)
                 t_joint = BASE_NS + ((t - BASE_NS) // JOINT_PERIOD_NS) * JOINT_PERIOD_NS
                 joints = [joint_value(j, t_joint) for j in range(5)]
+                want = [arm_value(k_arm, j) if k_arm >= 0 else joints[j] for j in range(3)] + [
+                    hand_value(k_hand, j) if k_hand >= 0 else joints[3 + j] for j in range(2)
+                ]
+                np.testing.assert_allclose(episode.actions[row], want, atol=1e-6)
                 np.testing.assert_allclose(episode.joint_pos_rad[row], joints, atol=1e-6)
                 head_index = (t - BASE_NS) // CAM_PERIOD_NS
                 hand_index = (t - BASE_NS - 2_000_000) // CAM_PERIOD_NS
