@@ -260,6 +260,9 @@ class ProcedureConfig(ConfigModel):
     belt_track_s: float = Field(
         14.0, gt=0.5, le=120.0, description="Longest object tracking time (s)."
     )
+    belt_encoder_wait_s: float = Field(
+        0.3, ge=0.0, le=5.0, description="Wait for late encoder messages after a track (s)."
+    )
     belt_lost_s: float = Field(
         1.0, gt=0.0, le=10.0, description="Stop tracking once the object was unseen this long (s)."
     )
@@ -642,10 +645,19 @@ def _track_object(
         stamps.append(stamp)
         along.append(float(np.median(in_belt[top, 0])))
         last_seen = stamp
+    # Encoder messages stamped up to the last frame may still be on their way: wait for them.
+    client.wait_until(client.now_s() + config.belt_encoder_wait_s)
+    t, a = client.encoder_samples(0.0)
+    encoder_stamps.append(t)
+    encoder_angles.append(a)
     client.reset_cell()
     enc_t = np.concatenate(encoder_stamps) if encoder_stamps else np.zeros(0)
     enc_a = np.concatenate(encoder_angles) if encoder_angles else np.zeros(0)
     track_t, track_x = np.asarray(stamps), np.asarray(along)
+    if enc_t.size >= 2:
+        # Frames outside the encoder record (a sample lost at either end) cannot be paired.
+        inside = (track_t >= enc_t.min()) & (track_t <= enc_t.max())
+        track_t, track_x = track_t[inside], track_x[inside]
     if track_t.size < config.belt.min_track_points:
         raise DegenerateMotionError(
             f"the object on the belt was seen in {track_t.size} head depth frames (need "
