@@ -203,7 +203,7 @@ class ProcedureConfig(ConfigModel):
         "the cell clock this client sees (a backlog of 500 Hz joint states under load).",
     )
     sysid_attempts: int = Field(
-        2, ge=1, le=5, description="Excitation runs before an unusable log fails the step."
+        3, ge=1, le=5, description="Excitation runs before an unusable log fails the step."
     )
     sysid_joints: list[str] = Field(
         default_factory=lambda: list(ALL_JOINT_NAMES), description="Joints to identify."

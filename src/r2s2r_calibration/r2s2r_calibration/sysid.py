@@ -74,6 +74,12 @@ class SysIdConfig(ConfigModel):
         0.04, gt=0.0, le=1.0, description="Logged rest before a segment that starts its simulation."
     )
     max_latency_s: float = Field(0.08, ge=0.0, le=0.5, description="Largest latency searched.")
+    max_rise_s: float = Field(
+        0.1,
+        gt=0.0,
+        le=2.0,
+        description="A step response must pass 20 % of the step this long after latency (s).",
+    )
     latency_joints: list[str] = Field(
         default_factory=lambda: ["wrist_1_joint", "index_mcp_joint"],
         description="Joints whose step segments fix the shared latency (those present are used).",
@@ -450,6 +456,19 @@ def check_log(
             column = log.column(segment.joint)
             mask = log.window(segment.start_time_s, end)
             moved = float(np.ptp(log.positions[mask, column])) if np.any(mask) else 0.0
+            if moved >= cfg.min_motion_fraction * segment.amplitude_rad:
+                # The response must begin within the largest latency searched (plus the servo's
+                # rise): later means the command arrived after its stamp and started late.
+                values = log.positions[mask, column]
+                departed = np.abs(values - values[0]) > 0.2 * segment.amplitude_rad
+                onset = float(log.stamps_s[mask][int(np.argmax(departed))] - segment.start_time_s)
+                limit_s = cfg.max_latency_s + cfg.max_rise_s
+                if onset > limit_s:
+                    raise SysIdLogError(
+                        f"joint {segment.joint} started its step {onset * 1000:.0f} ms after the "
+                        f"command time (expected within {limit_s * 1000:.0f} ms): the command "
+                        "arrived late; send it further ahead"
+                    )
             if moved < cfg.min_motion_fraction * segment.amplitude_rad:
                 raise SysIdLogError(
                     f"joint {segment.joint} moved {moved:.5f} rad in its step segment (commanded "

@@ -95,6 +95,16 @@ def test_merged_command_reproduces_every_segment():
         merge_segments(overlapping)
 
 
+def test_step_that_starts_late_is_refused(measured):
+    segments, log = measured
+    step = next(s for s in segments[1:] if s.kind == "step")
+    check_log(log, [step])  # on time: accepted
+    # The same response against a command time 0.3 s earlier: it started late.
+    early = dataclasses.replace(step, start_time_s=step.start_time_s - 0.3)
+    with pytest.raises(SysIdLogError, match="arrived late"):
+        check_log(log, [early])
+
+
 def test_log_with_gap_names_what_is_missing(measured):
     segments, log = measured
     chirp = segments[1]
