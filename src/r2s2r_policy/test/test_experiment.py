@@ -62,10 +62,17 @@ def test_main_effects_on_known_numbers() -> None:
     assert effects.world.points == pytest.approx(24.0, abs=1e-9)
     # behavior = mean(0.86, 0.66) - mean(0.76, 0.48) = 0.76 - 0.62
     assert effects.behavior.points == pytest.approx(14.0, abs=1e-9)
-    p = np.array([0.86, 0.76, 0.66, 0.48])
-    half = Z95 * math.sqrt(float(np.sum(p * (1 - p) / 50)) / 4) * 100
-    assert effects.world.ci95_points == pytest.approx((24.0 - half, 24.0 + half), abs=1e-6)
-    assert effects.behavior.ci95_points == pytest.approx((14.0 - half, 14.0 + half), abs=1e-6)
+    # Agresti-Caffo adjusted interval: (x + 1) / (n + 2) per group.
+    p = (np.array([43, 38, 33, 24]) + 1) / 52
+    half = Z95 * math.sqrt(float(np.sum(p * (1 - p) / 52)) / 4) * 100
+    world_centre = 100 * ((p[0] + p[1]) / 2 - (p[2] + p[3]) / 2)
+    behavior_centre = 100 * ((p[0] + p[2]) / 2 - (p[1] + p[3]) / 2)
+    assert effects.world.ci95_points == pytest.approx(
+        (world_centre - half, world_centre + half), abs=1e-6
+    )
+    assert effects.behavior.ci95_points == pytest.approx(
+        (behavior_centre - half, behavior_centre + half), abs=1e-6
+    )
     # Behavior grounding matters more when the world is not grounded (the paper's interaction).
     assert effects.simple["behavior@grounded_world"].points == pytest.approx(10.0)
     assert effects.simple["behavior@nominal_world"].points == pytest.approx(18.0)
@@ -85,6 +92,14 @@ def test_main_effects_on_known_numbers() -> None:
     table = results.table()
     assert "NOT RUN: grounding failed" in table and "n/a" in table
     assert "52% [39, 65] n=50" in table  # real only, Wilson interval
+
+
+def test_contrast_of_zero_rates_keeps_its_uncertainty() -> None:
+    # 0/50 vs 0/50 is not certain equality: the interval has width (Wald would give [0, 0]).
+    effect = contrast([GroupResult(0, 50)], [GroupResult(0, 50)])
+    assert effect.points == 0.0
+    low, high = effect.ci95_points
+    assert low < -3.0 and high > 3.0 and low == pytest.approx(-high)
 
 
 def test_contrast_rejects_empty_and_zero_trials() -> None:

@@ -182,7 +182,7 @@ class Effect:
 
     Attributes:
         points: Estimate (percentage points; positive: grounding helps).
-        ci95_points: 95% normal-approximation interval (points).
+        ci95_points: 95% interval (points), Agresti-Caffo adjusted Wald.
 
     """
 
@@ -195,7 +195,7 @@ class Effect:
 
 
 def contrast(plus: Sequence[GroupResult], minus: Sequence[GroupResult]) -> Effect:
-    """Mean rate of ``plus`` minus mean rate of ``minus``, in points, with a Wald 95% interval.
+    """Mean rate of ``plus`` minus mean rate of ``minus``, in points, with a 95% interval.
 
     Args:
         plus: Results averaged with a positive sign.
@@ -215,12 +215,20 @@ def contrast(plus: Sequence[GroupResult], minus: Sequence[GroupResult]) -> Effec
         raise ValueError("contrast: a result with 0 trials has no success rate")
     mean_plus = sum(r.rate for r in plus) / len(plus)
     mean_minus = sum(r.rate for r in minus) / len(minus)
-    variance = sum(r.rate * (1 - r.rate) / r.trials for r in plus) / len(plus) ** 2
-    variance += sum(r.rate * (1 - r.rate) / r.trials for r in minus) / len(minus) ** 2
-    z = NormalDist().inv_cdf(0.975)
     estimate = mean_plus - mean_minus
+    # Agresti-Caffo: one success and one failure added to every group. The plain Wald interval
+    # collapses to zero width when a group's rate is 0 or 1 (0/50 vs 0/50 would read as
+    # certain equality); the adjusted one keeps the uncertainty of small samples.
+    adjusted = [((r.successes + 1) / (r.trials + 2), r.trials + 2) for r in (*plus, *minus)]
+    center = sum(p for p, _ in adjusted[: len(plus)]) / len(plus) - sum(
+        p for p, _ in adjusted[len(plus) :]
+    ) / len(minus)
+    variance = sum(p * (1 - p) / n for p, n in adjusted[: len(plus)]) / len(plus) ** 2
+    variance += sum(p * (1 - p) / n for p, n in adjusted[len(plus) :]) / len(minus) ** 2
+    z = NormalDist().inv_cdf(0.975)
     half = z * math.sqrt(variance)
-    return Effect(100.0 * estimate, (100.0 * (estimate - half), 100.0 * (estimate + half)))
+    low, high = max(center - half, -1.0), min(center + half, 1.0)
+    return Effect(100.0 * estimate, (100.0 * low, 100.0 * high))
 
 
 @dataclass
