@@ -34,7 +34,7 @@ from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.estimates import FusedSpeed, SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
-from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree
+from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree, add_transforms
 from r2s2r_belt.vision_geometry import vision_config_from_camera
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray
 from tf2_msgs.msg import TFMessage
@@ -163,17 +163,8 @@ class BeltSpeedNode(Node):
         self._camera_info = msg
 
     def _on_tf_static(self, msg: TFMessage) -> None:
-        for transform in msg.transforms:
-            t, q = transform.transform.translation, transform.transform.rotation
-            try:
-                self._tf.set_transform_quat(
-                    transform.header.frame_id,
-                    transform.child_frame_id,
-                    (t.x, t.y, t.z),
-                    (q.x, q.y, q.z, q.w),
-                )
-            except ValueError as error:
-                self._drop("vision", f"tf_static: {error}")
+        for error in add_transforms(self._tf, msg.transforms):
+            self._drop("vision", f"tf_static: {error}")
 
     def _vision_from_tf(self, frame_id: str) -> str | None:
         """Build the vision estimator from camera_info and /tf_static; None or why not yet."""

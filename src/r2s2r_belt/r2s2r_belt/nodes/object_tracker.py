@@ -35,7 +35,7 @@ from r2s2r_belt.tracking.detection import FrameError, SceneGeometry
 from r2s2r_belt.tracking.geometry import CameraModel, CameraModelError, matrix_to_quat
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore, TrackerOutput
 from r2s2r_belt.tracking.sync import Pair, StampSynchronizer
-from r2s2r_belt.tracking.tf_tree import TransformTree
+from r2s2r_belt.tracking.tf_tree import TransformTree, add_transforms
 from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
 from tf2_msgs.msg import TFMessage
 
@@ -213,17 +213,8 @@ class ObjectTrackerNode(Node):
 
     def _on_tf_static(self, msg: TFMessage) -> None:
         with self._lock:
-            for transform in msg.transforms:
-                t, q = transform.transform.translation, transform.transform.rotation
-                try:
-                    self._tf.set_transform_quat(
-                        transform.header.frame_id,
-                        transform.child_frame_id,
-                        (t.x, t.y, t.z),
-                        (q.x, q.y, q.z, q.w),
-                    )
-                except ValueError as error:
-                    self._last_error = f"tf_static: {error}"
+            for error in add_transforms(self._tf, msg.transforms):
+                self._last_error = f"tf_static: {error}"
 
     # -- worker -------------------------------------------------------------------------------
     def _drop(self, reason: str) -> None:

@@ -7,6 +7,7 @@ publishers; :class:`TransformTree` collects them and chains any two connected fr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,3 +98,24 @@ class TransformTree:
                 "are not connected"
             )
         return invert_transform(t_root_target) @ t_root_source  # type: ignore[no-any-return]
+
+
+def add_transforms(tree: TransformTree, transforms: Sequence[Any]) -> list[str]:
+    """Add ``geometry_msgs/TransformStamped``-like transforms; return the refused ones' errors.
+
+    Duck-typed (``header.frame_id``, ``child_frame_id``, ``transform.translation/rotation``), so
+    this module stays free of ROS imports.
+    """
+    errors: list[str] = []
+    for transform in transforms:
+        t, q = transform.transform.translation, transform.transform.rotation
+        try:
+            tree.set_transform_quat(
+                transform.header.frame_id,
+                transform.child_frame_id,
+                (t.x, t.y, t.z),
+                (q.x, q.y, q.z, q.w),
+            )
+        except ValueError as error:
+            errors.append(str(error))
+    return errors
