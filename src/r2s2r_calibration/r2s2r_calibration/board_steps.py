@@ -19,7 +19,7 @@ geometry is the datasheet's; only mounts are uncertain).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES
@@ -357,6 +357,35 @@ def _solve_ik(ik: PalmIk, T_world_link: FloatArray, seed: FloatArray) -> FloatAr
         return None
 
 
+def _visit_views(
+    client: CellClient,
+    ik: PalmIk,
+    views: list[FloatArray],
+    home: FloatArray,
+    cfg: BoardStepsConfig,
+    lead_s: float,
+    camera: str,
+    say: ProgressFn,
+) -> Iterator[tuple[FloatArray, float, np.ndarray]]:
+    """Move to each reachable view (nominal IK) and yield (measured arm joints, stamp, image).
+
+    Unreachable views are skipped with a message.
+    """
+    seed = home
+    for view in views:
+        q = _solve_ik(ik, view, seed)
+        if q is None:
+            q = _solve_ik(ik, view, home)
+        if q is None:
+            say(f"{camera}: a view pose is out of reach; skipped")
+            continue
+        seed = q
+        move_arm(client, q, cfg, lead_s)
+        measured = _arm(client.joint_positions())
+        stamp, rgb = _capture(client, camera, cfg.frame_delay_s)
+        yield measured, stamp, rgb
+
+
 def _capture_hand_views(
     client: CellClient,
     nominal: WorldParams,
@@ -384,18 +413,8 @@ def _capture_hand_views(
     T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
     operator.place_board("world", T_world_board)
     images, stamps, palms = [], [], []
-    seed = home
-    for view in views:
-        q = _solve_ik(ik, view, seed)
-        if q is None:
-            q = _solve_ik(ik, view, home)
-        if q is None:
-            say("hand camera: a view pose is out of reach; skipped")
-            continue
-        seed = q
-        move_arm(client, q, cfg, config.command_lead_s)
-        measured = _arm(client.joint_positions())
-        stamp, rgb = _capture(client, "hand_camera", cfg.frame_delay_s)
+    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "hand_camera", say)
+    for measured, stamp, rgb in visits:
         images.append(rgb)
         stamps.append(stamp)
         palms.append(T_base_world @ fk.forward(measured))
@@ -519,16 +538,8 @@ def run_head_extrinsics(
     home = _arm(client.joint_positions())
     operator.place_board("palm_link", T_palm_board)
     detections, palms, stamps = [], [], []
-    seed = home
-    for view in views:
-        q = _solve_ik(ik, view, seed)
-        if q is None:
-            say("head extrinsics: a board pose is out of reach; skipped")
-            continue
-        seed = q
-        move_arm(client, q, cfg, config.command_lead_s)
-        measured = _arm(client.joint_positions())
-        stamp, rgb = _capture(client, "head_camera", cfg.frame_delay_s)
+    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "head_camera", say)
+    for measured, stamp, rgb in visits:
         detection = detect_board(cfg.board, rgb)
         if detection is None:
             say("head extrinsics: board not detected in a view; skipped")
