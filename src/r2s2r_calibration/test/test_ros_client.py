@@ -36,7 +36,9 @@ def cell():
         ],
     )
     node = Node("calibration_client_test", context=context)
-    client = RosCellClient(node, board_operator=True, timeout_s=60.0)
+    # Generous limit: twin and client share one process (and the GIL) here, so 2 s of cell
+    # time can take a minute of wall time on a loaded 2-core machine.
+    client = RosCellClient(node, board_operator=True, timeout_s=180.0)
     twin_executor = SingleThreadedExecutor(context=context)  # EGL: render on one thread
     twin_executor.add_node(twin)
     client_executor = MultiThreadedExecutor(num_threads=2, context=context)
