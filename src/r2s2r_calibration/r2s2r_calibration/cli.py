@@ -89,7 +89,7 @@ def ground_command(
     """Ground the simulator against a running cell: write the artifact and the report."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
     from r2s2r_calibration.nodes.calibration import CalibrationNode, spin_until_done
@@ -116,7 +116,9 @@ def ground_command(
                     Parameter("timeout_s", value=float(timeout_s)),
                 ],
             )
-            executor = MultiThreadedExecutor(num_threads=3, context=context)
+            # One thread: the procedure runs in its own worker thread and only waits on the
+            # buffers; rclpy's multi-threaded executor cannot keep up with 500 Hz joint states.
+            executor = SingleThreadedExecutor(context=context)
             executor.add_node(node)
             if not node.autostart():
                 raise click.UsageError("the calibration node failed to configure (see the log)")

@@ -26,7 +26,7 @@ from r2s2r_common.ros.params import (
     declare_schema_parameters,
 )
 from r2s2r_sim.world import load_world
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
@@ -168,7 +168,7 @@ class CalibrationNode(LifecycleNode):
         return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
-def spin_until_done(node: CalibrationNode, executor: MultiThreadedExecutor) -> None:
+def spin_until_done(node: CalibrationNode, executor: Executor) -> None:
     """Spin until the procedure finished (or ROS shuts down)."""
     while rclpy.ok(context=node.context) and not node.done.is_set():
         executor.spin_once(timeout_sec=0.1)
@@ -178,7 +178,10 @@ def main(args: list[str] | None = None) -> None:
     """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits."""
     rclpy.init(args=args)
     node = CalibrationNode()
-    executor = MultiThreadedExecutor(num_threads=3)
+    # One executor thread is enough (the procedure has its own worker thread) and the only
+    # choice that keeps up with 500 Hz /joint_states: rclpy's MultiThreadedExecutor spends a
+    # whole core and drops most samples at that rate.
+    executor = SingleThreadedExecutor()
     executor.add_node(node)
     failed = False
     try:

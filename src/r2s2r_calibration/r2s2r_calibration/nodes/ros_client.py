@@ -118,6 +118,9 @@ class RosCellClient:
         # Joint states arrive at the control rate (500 Hz): a deep reader queue and their own
         # callback group, so that image callbacks never make the sysid log drop samples. The
         # group is mutually exclusive: callbacks of one stream run one at a time, in order.
+        # Spin the node on a SingleThreadedExecutor: rclpy's MultiThreadedExecutor cannot keep
+        # up with 500 Hz (it spends a core and drops most samples). Order is also restored
+        # from the stamps (the log is sorted on stop; the latest position only moves forward).
         streams = MutuallyExclusiveCallbackGroup()
         joint_qos = QoSProfile(
             depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
@@ -162,8 +165,9 @@ class RosCellClient:
                 if k < len(msg.velocity):
                     velocities[index] = msg.velocity[k]
         with self._cond:
-            self._time_s = max(self._time_s, stamp)
-            self._positions = positions
+            if stamp >= self._time_s:
+                self._time_s = stamp
+                self._positions = positions
             if self._logging:
                 self._log.append((stamp, positions, velocities))
             self._cond.notify_all()

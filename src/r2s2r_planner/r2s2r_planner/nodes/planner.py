@@ -23,7 +23,7 @@ from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_sim.world import load_world
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -186,12 +186,17 @@ class PlannerNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the planner node on a multi-threaded executor."""
+    """Run the planner node on a single-threaded executor.
+
+    A plan uses the joint states, tracks and belt speed received before the request; newer
+    ones wait in their queues. rclpy's MultiThreadedExecutor would update them during planning
+    but spends a whole core and drops most samples of the 500 Hz ``/joint_states``.
+    """
     rclpy.init(args=args)
     node = None
     try:
         node = PlannerNode()
-        executor = MultiThreadedExecutor(num_threads=2)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
