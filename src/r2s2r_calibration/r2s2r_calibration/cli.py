@@ -49,7 +49,11 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
     "--output", "-o", required=True, type=click.Path(dir_okay=False), help="Artifact YAML."
 )
 @click.option(
-    "--steps", default="all", show_default=True, help="Comma-separated subset of the steps."
+    "--steps",
+    default="all",
+    show_default=True,
+    help="Comma-separated subset of the steps "
+    "(intrinsics, extrinsics, registration, bins, sysid, belt).",
 )
 @click.option(
     "--nominal",

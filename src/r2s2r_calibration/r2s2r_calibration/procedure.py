@@ -46,6 +46,7 @@ from r2s2r_calibration.artifact import (
     scene_record,
 )
 from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_track
+from r2s2r_calibration.bin_views import BinViewsConfig, run_bin_views
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError, RegistrationError
 from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
@@ -71,7 +72,14 @@ from r2s2r_calibration.sysid import (
     plan_excitation,
 )
 
-STEP_NAMES: tuple[str, ...] = ("intrinsics", "extrinsics", "registration", "sysid", "belt")
+STEP_NAMES: tuple[str, ...] = (
+    "intrinsics",
+    "extrinsics",
+    "registration",
+    "bins",
+    "sysid",
+    "belt",
+)
 """Grounding steps, in the order the full procedure runs them."""
 
 ProgressFn = Callable[[str], None]
@@ -251,6 +259,10 @@ class ProcedureConfig(ConfigModel):
         description="Elements whose refusal fails the registration step (the belt step needs "
         "the belt surface); other refusals are reported and the rest is kept, unless every "
         "element was refused.",
+    )
+    bin_views: BinViewsConfig = Field(
+        default_factory=BinViewsConfig,
+        description="Bin refinement from hand-camera views of the rims (step 'bins').",
     )
     belt: BeltModelConfig = Field(default_factory=BeltModelConfig)
     belt_trial_seed: int = Field(7, ge=0, description="Seed of the trial that brings an object.")
@@ -753,6 +765,7 @@ _STEPS: dict[
     str, Callable[[CellClient, WorldParams, ProcedureConfig, GroundingRun, ProgressFn], None]
 ] = {
     "registration": run_registration,
+    "bins": run_bin_views,
     "sysid": run_sysid,
     "belt": run_belt,
 }

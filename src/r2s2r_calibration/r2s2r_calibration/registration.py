@@ -24,6 +24,10 @@ and yaw are registered. At 2-3 m a 128 px depth image puts ~2 cm between points,
 wall tops and the strip of floor behind its front wall carry few points, and its height, roll and
 pitch come out of the fit several mm / ~1 deg off; holding them at the nominal (description)
 values also removes their coupling into x, y and yaw.
+
+At this range a 128 px depth image places a bin to a few mm and ~0.5 deg (its pixels sample the
+walls on a 2 cm grid); the procedure's ``bins`` step (:mod:`r2s2r_calibration.bin_views`) then
+refines x, y and yaw from hand-camera views of the rims.
 """
 
 from __future__ import annotations
@@ -337,7 +341,8 @@ def element_model_points(element: SceneElement, spacing_m: float) -> tuple[Float
     return np.vstack(all_points), np.vstack(all_normals)
 
 
-def _element_bounds(element: SceneElement) -> tuple[FloatArray, FloatArray]:
+def element_bounds(element: SceneElement) -> tuple[FloatArray, FloatArray]:
+    """Lower and upper corners of the element's boxes in its own frame (m)."""
     corners = []
     for box in element.boxes:
         T_box = pose_from_xyz_rpy(box.xyz_m, box.rpy_rad)
@@ -666,7 +671,7 @@ def register_element(
     )
     all_faces = _element_faces(element)
     free = _free_basis(element.held)
-    lower, upper = _element_bounds(element)
+    lower, upper = element_bounds(element)
     T_nominal = element.nominal_pose()
     T_estimate = T_nominal.copy()
 

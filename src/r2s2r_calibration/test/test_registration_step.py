@@ -10,7 +10,7 @@ from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, run_groun
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_sim.world import apply_grounding, load_world
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
 
@@ -59,3 +59,40 @@ def test_a_refused_belt_fails_the_step_but_keeps_the_bins(
     assert "required element(s) ['belt'] refused" in message
     assert "translation along belt x" in message
     assert sorted(strict.artifact.scene) == ["bin_0", "bin_1", "bin_2"]
+
+
+def test_hand_camera_views_refine_moved_bins() -> None:
+    """Registration then the ``bins`` step on a cell whose bins stand off the drawing."""
+    nominal = load_world(NOMINAL)
+    moved = {
+        "bin_0": ((-0.394, -0.324, 0.75), 0.02),
+        "bin_1": ((-0.405, 0.004, 0.75), -0.016),
+        "bin_2": ((-0.396, 0.327, 0.75), 0.03),
+    }
+    truth = apply_grounding(
+        nominal,
+        {
+            "bins": {
+                name: {"pose": {"xyz_m": list(xyz), "rpy_rad": [0.0, 0.0, yaw]}}
+                for name, (xyz, yaw) in moved.items()
+            }
+        },
+    )
+    cell = SimCell(MujocoBackend(), truth, nominal)
+    messages: list[str] = []
+    try:
+        run = run_grounding(
+            SimCellClient(cell), nominal, ["registration", "bins"], progress=messages.append
+        )
+    finally:
+        cell.close()
+    assert run.failures == {}, run.failures
+    for name, (xyz, yaw) in moved.items():
+        record = run.artifact.scene[name]
+        assert "hand-camera rim edges" in record.provenance.solver
+        pose = record.pose.matrix()
+        assert np.linalg.norm(pose[:2, 3] - np.asarray(xyz[:2])) < 0.0015, name
+        yaw_error = np.arctan2(pose[1, 0], pose[0, 0]) - yaw
+        assert abs(np.degrees(yaw_error)) < 0.3, name
+        assert pose[2, 3] == pytest.approx(xyz[2], abs=1e-6)  # on the table: height held
+    assert sum(m.startswith("bins: bin_") for m in messages) == 3

@@ -1,0 +1,152 @@
+"""Bin refinement from hand-camera rim views, on synthetic images with known answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+from r2s2r_calibration.bin_views import (
+    BinViewsConfig,
+    RimGeometry,
+    RimView,
+    fit_bin_pose,
+    rim_edge_points,
+    view_poses,
+)
+from r2s2r_calibration.errors import CalibrationError
+from r2s2r_calibration.geometry import FloatArray, pose_from_xyz_rpy
+
+K = np.array([[88.0, 0.0, 63.5], [0.0, 88.0, 63.5], [0.0, 0.0, 1.0]])
+NO_DISTORTION = np.zeros(5)
+RIM = RimGeometry(centre_xy_m=(0.0, 0.0), half_x_m=0.13, half_y_m=0.13, height_m=0.12)
+RIM_WIDTH_M = 0.01
+TABLE_RGB = np.array([158.0, 128.0, 97.0])
+RIM_RGB = np.array([77.0, 140.0, 89.0])
+INSIDE_RGB = np.array([25.0, 60.0, 35.0])
+
+
+def render_rim(T_base_bin: FloatArray, T_base_optical: FloatArray, rim_present: bool = True,
+               supersample: int = 4, blur_px: float = 1.0) -> np.ndarray:  # fmt: skip
+    """Top-down image of a bin rim on a table: rays through sub-pixels hit the rim plane."""
+    size = 128 * supersample
+    v, u = np.mgrid[0:size, 0:size].astype(float)
+    u = (u + 0.5) / supersample - 0.5
+    v = (v + 0.5) / supersample - 0.5
+    rays = np.stack([(u - K[0, 2]) / K[0, 0], (v - K[1, 2]) / K[1, 1], np.ones_like(u)], -1)
+    R, t = T_base_optical[:3, :3], T_base_optical[:3, 3]
+    directions = rays.reshape(-1, 3) @ R.T
+    normal = T_base_bin[:3, 2]
+    plane_point = T_base_bin[:3, :3] @ [0.0, 0.0, RIM.height_m] + T_base_bin[:3, 3]
+    lam = ((plane_point - t) @ normal) / (directions @ normal)
+    hits = t + lam[:, None] * directions
+    local = (hits - T_base_bin[:3, 3]) @ T_base_bin[:3, :3]
+    extent = np.maximum(np.abs(local[:, 0]) / RIM.half_x_m, np.abs(local[:, 1]) / RIM.half_y_m)
+    inner = np.maximum(
+        np.abs(local[:, 0]) / (RIM.half_x_m - RIM_WIDTH_M),
+        np.abs(local[:, 1]) / (RIM.half_y_m - RIM_WIDTH_M),
+    )
+    colours = np.tile(TABLE_RGB, (len(local), 1))
+    if rim_present:
+        colours[extent <= 1.0] = RIM_RGB
+        colours[inner <= 1.0] = INSIDE_RGB
+    image = colours.reshape(size, size, 3)
+    image = image.reshape(128, supersample, 128, supersample, 3).mean(axis=(1, 3))
+    image = cv2.GaussianBlur(image, (0, 0), blur_px)
+    return np.clip(np.round(image), 0, 255).astype(np.uint8)
+
+
+def _views(
+    T_true: FloatArray, T_guess: FloatArray, cfg: BinViewsConfig, **render: Any
+) -> list[RimView]:
+    views = []
+    for T_world_optical in view_poses(T_guess, RIM, cfg):  # base_link = world here
+        image = render_rim(T_true, T_world_optical, **render)
+        views.append(RimView(image, K, NO_DISTORTION, T_world_optical, 0.0))
+    return views
+
+
+def _yaw(T: FloatArray) -> float:
+    return float(np.arctan2(T[1, 0], T[0, 0]))
+
+
+@pytest.mark.parametrize("yaw_deg", [0.0, 1.3, -2.0])
+def test_rim_fit_recovers_a_moved_and_turned_bin(yaw_deg: float) -> None:
+    T_true = pose_from_xyz_rpy((0.40, -0.31, 0.0), (0.0, 0.0, np.radians(yaw_deg)))
+    # The registration left it 4 mm / 3 mm and 0.6 deg off.
+    T_guess = pose_from_xyz_rpy((0.404, -0.313, 0.0), (0.0, 0.0, np.radians(yaw_deg - 0.6)))
+    cfg = BinViewsConfig()
+    views = _views(T_true, T_guess, cfg)
+    found = [rim_edge_points(view, T_guess, RIM, cfg) for view in views]
+    assert all(len(edges.pixels) > 0.8 * edges.profiles for edges in found)
+    fit = fit_bin_pose(views, found, T_guess, RIM, cfg)
+    assert np.linalg.norm(fit.T_base_bin[:2, 3] - T_true[:2, 3]) < 0.0005
+    assert abs(np.degrees(_yaw(fit.T_base_bin) - _yaw(T_true))) < 0.1
+    assert fit.T_base_bin[2, 3] == pytest.approx(T_guess[2, 3])  # height is not touched
+    assert fit.rms_m < 0.0008 and fit.correction_m == pytest.approx(0.005, abs=0.0006)
+
+
+def test_opposite_rolls_cancel_a_hand_eye_translation_error() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.01))
+    cfg = BinViewsConfig()
+    views = _views(T_true, T_true, cfg)
+    # The calibration believes the camera 2 mm off along its own x axis.
+    for view in views:
+        view.T_base_optical = view.T_base_optical @ pose_from_xyz_rpy((0.002, 0, 0), (0, 0, 0))
+    found = [rim_edge_points(view, T_true, RIM, cfg) for view in views]
+    both = fit_bin_pose(views, found, T_true, RIM, cfg)
+    one = fit_bin_pose(views[:1], found[:1], T_true, RIM, cfg)
+    assert np.linalg.norm(one.T_base_bin[:2, 3] - T_true[:2, 3]) > 0.0015
+    assert np.linalg.norm(both.T_base_bin[:2, 3] - T_true[:2, 3]) < 0.0005
+
+
+def test_views_look_straight_down_at_the_rim_centre() -> None:
+    T_bin = pose_from_xyz_rpy((0.4, 0.3, 0.75), (0.0, 0.0, 0.3))
+    cfg = BinViewsConfig(camera_height_m=0.3)
+    poses = view_poses(T_bin, RIM, cfg)
+    assert len(poses) == len(cfg.rolls_rad)
+    for pose in poses:
+        np.testing.assert_allclose(pose[:3, 2], [0.0, 0.0, -1.0], atol=1e-12)
+        np.testing.assert_allclose(pose[:3, 3], [0.4, 0.3, 0.75 + 0.12 + 0.3], atol=1e-12)
+    # Opposite rolls: the image x axes point in opposite directions.
+    assert poses[0][:3, 0] @ poses[1][:3, 0] == pytest.approx(-1.0)
+
+
+def test_no_rim_in_view_is_refused_with_the_missing_edges() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
+    cfg = BinViewsConfig()
+    views = _views(T_true, T_true, cfg, rim_present=False)
+    found = [rim_edge_points(view, T_true, RIM, cfg) for view in views]
+    assert all(len(edges.pixels) == 0 for edges in found)
+    with pytest.raises(CalibrationError, match=r"\+x 0, -x 0, \+y 0, -y 0"):
+        fit_bin_pose(views, found, T_true, RIM, cfg)
+
+
+def test_a_rim_of_another_size_is_refused() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
+    cfg = BinViewsConfig()
+    views = _views(T_true, T_true, cfg)
+    found = [rim_edge_points(view, T_true, RIM, cfg) for view in views]
+    # The description says 2 cm wider in x than the bin really is.
+    wrong = RimGeometry((0.0, 0.0), RIM.half_x_m + 0.01, RIM.half_y_m, RIM.height_m)
+    with pytest.raises(CalibrationError, match="RMS"):
+        fit_bin_pose(views, found, T_true, wrong, cfg)
+
+
+def test_a_fit_far_from_the_registration_is_refused() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
+    T_guess = pose_from_xyz_rpy((0.406, 0.0, 0.0), (0.0, 0.0, 0.0))
+    cfg = BinViewsConfig(max_correction_m=0.003)
+    views = _views(T_true, T_guess, cfg)
+    found = [rim_edge_points(view, T_guess, RIM, cfg) for view in views]
+    with pytest.raises(CalibrationError, match="max_correction_m"):
+        fit_bin_pose(views, found, T_guess, RIM, cfg)
+
+
+def test_rim_geometry_from_the_description_bounds() -> None:
+    rim = RimGeometry.from_bounds(np.array([-0.13, -0.13, 0.0]), np.array([0.13, 0.13, 0.12]))
+    assert rim == RimGeometry((0.0, 0.0), 0.13, 0.13, 0.12)
+    points = rim.edge_points("+y", 0.5, 3)
+    np.testing.assert_allclose(points[:, 1], 0.13)
+    np.testing.assert_allclose(points[:, 0], [-0.065, 0.0, 0.065])
