@@ -107,3 +107,14 @@ def test_trajectory_moves_the_arm_and_the_joint_log_has_no_gaps(cell):
     assert np.mean(gaps > 0.0025) < 0.05 and np.max(gaps) < 0.05
     times, angles = cell.encoder_samples(0.2)
     assert times.size > 10 and np.all(np.diff(angles) > 0.0)  # the belt runs
+
+
+def test_streams_released_from_a_worker_thread_while_spinning_can_be_taken_again(cell):
+    for _ in range(3):  # each release destroys the subscriptions on the executor's thread
+        stamp, image = cell.capture_image("head_camera", cell.now_s())
+        assert image.ndim == 3 and stamp > 0.0
+        _, depth = cell.capture_depth()
+        assert depth.dtype == np.float32
+        cell.release_streams()
+        topics = [subscription.topic_name for subscription in cell.node.subscriptions]
+        assert not [topic for topic in topics if "camera" in topic], topics

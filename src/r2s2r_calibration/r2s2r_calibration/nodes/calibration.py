@@ -124,7 +124,7 @@ class CalibrationNode(LifecycleNode):
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         """Release the camera streams."""
         if self.client is not None:
-            self.client.release_streams()
+            self.client.release_streams(from_executor=True)
         return TransitionCallbackReturn.SUCCESS
 
     def _say(self, message: str) -> None:

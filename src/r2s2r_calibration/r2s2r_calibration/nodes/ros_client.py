@@ -115,6 +115,8 @@ class RosCellClient:
         self._infos: dict[str, CameraInfo] = {}
         self._static: dict[str, tuple[str, FloatArray]] = {}
         self._subscriptions: dict[str, Any] = {}
+        self._releases: list[tuple[list[Any], threading.Event]] = []
+        self._release_guard = node.create_guard_condition(self._on_release)
         # Joint states arrive at the control rate (500 Hz): a deep reader queue and their own
         # callback group, so that image callbacks never make the sysid log drop samples. The
         # group is mutually exclusive: callbacks of one stream run one at a time, in order.
@@ -246,13 +248,42 @@ class RosCellClient:
                 msg_type, topic, callback, SENSOR_DATA_QOS
             )
 
-    def release_streams(self) -> None:
-        """Unsubscribe from cameras and depth (the twin stops rendering what nobody watches)."""
-        for subscription in self._subscriptions.values():
-            self.node.destroy_subscription(subscription)
-        self._subscriptions = {}
+    def release_streams(self, from_executor: bool = False) -> None:
+        """Unsubscribe from cameras and depth (the twin stops rendering what nobody watches).
+
+        The subscriptions are destroyed on the executor's thread: destroying one while the
+        executor builds its wait set in another thread fails there (``InvalidHandle``). From a
+        worker thread this hands them over and waits; ``from_executor`` (a callback, e.g. a
+        lifecycle transition) destroys them at once.
+        """
         with self._cond:
+            released = list(self._subscriptions.values())
+            self._subscriptions = {}
             self._images = {}
+        if not released:
+            return
+        if from_executor:
+            for subscription in released:
+                self.node.destroy_subscription(subscription)
+            return
+        done = threading.Event()
+        with self._cond:
+            self._releases.append((released, done))
+        self._release_guard.trigger()
+        if not done.wait(self.timeout_s):
+            raise CellTimeoutError(
+                f"waited {self.timeout_s:.0f} s for the executor to release the camera streams; "
+                "is the node being spun?"
+            )
+
+    def _on_release(self) -> None:
+        """Executor thread: destroy the subscriptions handed over by :meth:`release_streams`."""
+        with self._cond:
+            pending, self._releases = self._releases, []
+        for released, done in pending:
+            for subscription in released:
+                self.node.destroy_subscription(subscription)
+            done.set()
 
     # -- CellClient --------------------------------------------------------------------------
     @property
