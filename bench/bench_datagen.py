@@ -1,15 +1,27 @@
 """Generation benchmark: yield and episodes/min per configuration, overhead vs raw sim, scaling.
 
-Run: python bench/bench_datagen.py [--attempts 50] [--workers 2]
+Run: python bench/bench_datagen.py [--attempts 50] [--workers 2] [--demos D] [--artifact A]
 
 - Per configuration of config/datagen/configurations.yaml whose generator (and, for grounded
   ones, grounding artifact) exists here: yield and episodes/min for N attempts on the local
   process pool. Configurations that cannot run are listed with the reason.
+- Inputs are found as the main job (`r2s2r launch sim_generate`, parameters in
+  config/nodes/sim_generate.yaml) finds them: MimicGen's source demonstrations by
+  r2s2r_datagen.prerequisites.mimicgen_source_path (the configurations file, then
+  mimicgen.yaml, else the job's demos_dataset_path, runs/demos/dataset.hdf5; --demos replaces
+  that last one), the grounding artifact from the job's grounding_artifact_path, else the
+  configurations file's (runs/grounding/artifact.yaml; --artifact replaces both). The bench
+  never records demonstrations or grounds: missing ones are reported as "not available".
 - Overhead: generation throughput (episodes per worker-minute, everything a job does: trial,
   recording, resize, HDF5 write) over the raw simulator's step+render throughput for the same
-  episode length (physics steps + both cameras rendered at every frame, nothing else).
-  Goal >= 0.7. Measured on the first available generator, else on the test-only scripted
-  generator (src/r2s2r_datagen/test/datagen_test_generators.py), which is labelled as such.
+  episode length (physics steps + both cameras rendered at every frame, nothing else), in
+  the measured configuration's world (its cameras: a grounded world's calibrated intrinsics,
+  distortion and blur cost more per frame than the nominal ones). Goal >= 0.7. Measured on
+  the first available planner configuration (one rollout per episode), else the first
+  available one, else on the test-only scripted generator
+  (src/r2s2r_datagen/test/datagen_test_generators.py), which is labelled as such. A MimicGen
+  episode may take up to max_attempts rollouts, each simulated and rendered in full, so its
+  per-episode ratio also reflects its yield: it is printed beside (1 worker), without a goal.
 - Scaling: end-to-end episodes/min with 2 workers over 1 worker (goal >= 1.7x).
 
 The last line is one JSON object: {"benchmark": "datagen", "figures": [...]}.
@@ -32,21 +44,73 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_DIR = REPO / "src" / "r2s2r_datagen" / "test"
 SCRIPTED = "datagen_test_generators:make_scripted_generator"
 
-from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path  # noqa: E402
+from r2s2r_common.config import parse_config, read_yaml, ros_parameters_section  # noqa: E402
+from r2s2r_datagen.config import (  # noqa: E402
+    DatagenConfig,
+    GenerateConfig,
+    bundled_configurations_path,
+)
 from r2s2r_datagen.configurations import (  # noqa: E402
     load_datagen_config,
     make_jobs,
     prepare_configurations,
 )
 from r2s2r_datagen.ledger import Ledger  # noqa: E402
+from r2s2r_datagen.prerequisites import mimicgen_source_path, prepare_prerequisites  # noqa: E402
 from r2s2r_datagen.runner import run_generation  # noqa: E402
 from r2s2r_sim.mujoco_backend import MujocoBackend  # noqa: E402
 from r2s2r_sim.task import TrialRunner  # noqa: E402
 
+MAIN_JOB_PARAMS = REPO / "config" / "nodes" / "sim_generate.yaml"
+MAIN_JOB_NODE = "sim_generate"
+
+
+def main_job_config() -> GenerateConfig:
+    """The main job's settings (its node parameter file), as `r2s2r launch sim_generate` uses."""
+    values = ros_parameters_section(read_yaml(MAIN_JOB_PARAMS), MAIN_JOB_NODE, str(MAIN_JOB_PARAMS))
+    return parse_config(GenerateConfig, values, str(MAIN_JOB_PARAMS))
+
+
+class Inputs:
+    """Where the demonstrations and the artifact are (the main job's resolution) and if present."""
+
+    def __init__(self, main_job: GenerateConfig, datagen: DatagenConfig, demos: str | None,
+                 artifact: str | None) -> None:  # fmt: skip
+        if demos:
+            main_job = main_job.model_copy(update={"demos_dataset_path": demos})
+        self.demos_dataset_path = main_job.demos_dataset_path
+        self.demos, origin = mimicgen_source_path(main_job, datagen)
+        self.demos_present = self.demos.exists()
+        self.demos_reason = (
+            None
+            if self.demos_present
+            else f"MimicGen source demonstrations {self.demos} not found ({origin} setting; "
+            "the main job records them on the twin first, or run `r2s2r record-demos`, or "
+            "pass --demos)"
+        )
+        self.artifact = Path(
+            artifact or main_job.grounding_artifact_path or datagen.grounding_artifact_path
+        ).resolve()
+
+    def generate_config(self, **fields: object) -> GenerateConfig:
+        """Job settings using these inputs; never records demos or grounds (both prepare_*
+        steps only find what exists: prepare_demos is on only when the demos are present)."""
+        return GenerateConfig(
+            demos_dataset_path=self.demos_dataset_path,
+            prepare_demos=self.demos_present,
+            grounding_artifact_path=str(self.artifact),
+            prepare_grounding=False,
+            **fields,
+        )
+
+
+def _never_run(command: list[str], _timeout_s: float, _log: Path) -> tuple[int, str]:
+    raise RuntimeError(f"the bench does not run prerequisite commands ({command})")
+
 
 def run(config_path: Path, names: list[str], attempts: int, workers: int, out: Path,
-        overrides: list[str]) -> tuple[dict, float, list[dict]]:  # fmt: skip
-    config = GenerateConfig(
+        overrides: list[str], inputs: Inputs) -> tuple[dict, float, list[dict]]:  # fmt: skip
+    config = inputs.generate_config(
         configurations_path=str(config_path),
         configurations=names,
         episodes_per_configuration=attempts,
@@ -57,20 +121,33 @@ def run(config_path: Path, names: list[str], attempts: int, workers: int, out: P
         progress=False,
     )
     started = time.perf_counter()
-    summary = run_generation(config, log=lambda _text: None)
+    summary = run_generation(config, log=lambda _text: None, command_runner=_never_run)
     elapsed = time.perf_counter() - started
     summary_dict = summary.as_dict()
     summary_dict["end_to_end_s"] = elapsed
     return summary_dict, summary.jobs_elapsed_s, Ledger(out / "ledger.jsonl").records()
 
 
-def raw_seconds_per_frame(config_path: Path, steps_per_frame: int, frames: int = 60) -> float:
-    """Physics for one frame period + both cameras rendered, on the episode's scene."""
+RAW_FRAMES = 150
+"""Frames of each raw step+render timing (more than one episode's ~120)."""
+
+
+def raw_seconds_per_frame(
+    config_path: Path, rate_hz: float, configuration: str, artifact: Path, frames: int = 60
+) -> float:
+    """Physics for one frame period + both cameras rendered, on the episode's scene.
+
+    The scene is episode 0 of ``configuration``, in that configuration's world: a grounded
+    world's cameras (calibrated intrinsics and distortion, blur) are the ones its episodes
+    render, and they cost more per frame than the nominal ones.
+    """
     datagen = load_datagen_config(config_path)
+    scripted = {"planner": SCRIPTED, "mimicgen": SCRIPTED}  # only the world is used here
     nominal, prepared = prepare_configurations(
-        datagen, config_path, ["nominal_planner"], generator_overrides={"planner": SCRIPTED}
+        datagen, config_path, [configuration], artifact, generator_overrides=scripted
     )
     job = make_jobs(nominal, prepared, [0], 0, datagen)[0]
+    steps_per_frame = round(1.0 / (rate_hz * job.world.physics.timestep_s))
     backend = MujocoBackend(enable_rendering=True)
     runner = TrialRunner(backend, job.world, job.plan)
     runner.start()
@@ -83,27 +160,75 @@ def raw_seconds_per_frame(config_path: Path, steps_per_frame: int, frames: int =
     return (time.perf_counter() - started) / frames
 
 
+def overhead(records: list[dict], raw_frame_s: float) -> tuple[float, float, float, float, float]:
+    """Generation vs raw step+render for a 1-worker run's ledger records.
+
+    Returns:
+        Mean frames of the recorded episodes, episodes per worker-minute (every job: its
+        worker-side total time), raw step+render episodes/min at that length, their ratio,
+        and simulator rollouts per episode.
+
+    """
+    frames = [r["frames"] for r in records if r["frames"]]
+    worker_s = sum(r["timings"]["total"] for r in records)
+    mean_frames = statistics.mean(frames) if frames else 0.0
+    gen_rate = len(records) / (worker_s / 60.0)
+    raw_rate = 60.0 / (mean_frames * raw_frame_s) if mean_frames else 0.0
+    ratio = gen_rate / raw_rate if raw_rate else 0.0
+    rollouts = sum(r.get("total_attempts", r["attempts"]) for r in records) / max(len(records), 1)
+    return mean_frames, gen_rate, raw_rate, ratio, rollouts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--attempts", type=int, default=50, help="episodes per configuration")
     parser.add_argument("--workers", type=int, default=2, help="workers for the yield runs")
+    parser.add_argument(
+        "--demos",
+        help="MimicGen source demonstrations when the configurations files name none (default: "
+        "the main job's demos_dataset_path, config/nodes/sim_generate.yaml)",
+    )
+    parser.add_argument(
+        "--artifact",
+        help="grounding artifact (default: the main job's grounding_artifact_path, else the "
+        "configurations file's)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(TEST_DIR))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(TEST_DIR), os.environ.get("PYTHONPATH", "")])
     config_path = bundled_configurations_path()
     datagen = load_datagen_config(config_path)
-    _, prepared = prepare_configurations(datagen, config_path)
+    inputs = Inputs(main_job_config(), datagen, args.demos, args.artifact)
+    found = prepare_prerequisites(
+        inputs.generate_config(configurations_path=str(config_path)),
+        datagen,
+        Path(tempfile.mkdtemp(prefix="bench_datagen_logs_")),
+        lambda _text: None,
+        _never_run,
+    )
+    _, prepared = prepare_configurations(found.datagen, config_path, (), inputs.artifact)
+    print(f"MimicGen source demonstrations: {inputs.demos} "
+          f"({'found' if inputs.demos_present else 'missing'})")  # fmt: skip
+    print(f"grounding artifact: {inputs.artifact} "
+          f"({'found' if inputs.artifact.is_file() else 'missing'})")  # fmt: skip
     figures: list[dict] = []
     rows: list[tuple[str, str, str, str, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_datagen_"))
-    available = [p.spec.name for p in prepared if p.unavailable is None]
+    available = [
+        p.spec.name
+        for p in prepared
+        if p.unavailable is None and not (p.spec.behavior == "mimicgen" and inputs.demos_reason)
+    ]
     for entry in prepared:
         name = entry.spec.name
-        if entry.unavailable:
-            rows.append((name, "-", "-", "-", f"not available: {entry.unavailable[:70]}"))
+        reason = entry.unavailable
+        if entry.spec.behavior == "mimicgen" and inputs.demos_reason:
+            reason = inputs.demos_reason
+        if reason:
+            rows.append((name, "-", "-", "-", f"not available: {reason}"))
             continue
         summary, elapsed, _ = run(config_path, [name], args.attempts, args.workers,
-                                  tmp / name, [])  # fmt: skip
+                                  tmp / name, [], inputs)  # fmt: skip
         elapsed = summary["end_to_end_s"]
         (item,) = summary["configurations"]
         rate = item["finished"] / (elapsed / 60.0)
@@ -113,28 +238,53 @@ def main() -> None:
         figures.append({"name": f"{name}_episodes_per_min", "value": round(rate, 2),
                         "unit": "episodes/min", "goal": None})  # fmt: skip
 
-    # Overhead and scaling: on the first available generator, else the scripted test one.
+    # Overhead and scaling: on the first available planner configuration (one rollout per
+    # episode), else the first available one, else the scripted test generator. MimicGen may
+    # play up to max_attempts rollouts for one episode (each simulated and rendered in full),
+    # so its per-episode figure also measures its yield; it is printed beside, without goal.
+    behavior = {p.spec.name: p.spec.behavior for p in prepared}
+    planners = [name for name in available if behavior[name] == "planner"]
     if available:
-        label, names, overrides = available[0], [available[0]], []
+        label = (planners or available)[0]
+        names, overrides = [label], []
     else:
         label, names, overrides = (
             "scripted (test-only)",
             ["nominal_planner"],
             [f"planner={SCRIPTED}"],
         )
-    s1, elapsed_1, records_1 = run(config_path, names, args.attempts, 1, tmp / "w1", overrides)
-    s2, elapsed_2, _ = run(config_path, names, args.attempts, 2, tmp / "w2", overrides)
-    frames = [r["frames"] for r in records_1 if r["frames"]]
-    worker_s = sum(r["timings"]["total"] for r in records_1)
-    steps_per_frame = round(1.0 / (datagen.recording.rate_hz * 0.002))
-    raw_frame_s = raw_seconds_per_frame(config_path, steps_per_frame)
-    mean_frames = statistics.mean(frames) if frames else 0.0
-    gen_rate = len(records_1) / (worker_s / 60.0)
-    raw_rate = 60.0 / (mean_frames * raw_frame_s) if mean_frames else 0.0
-    ratio = gen_rate / raw_rate if raw_rate else 0.0
+    # The raw baseline is timed right before and right after the 1-worker generation run and
+    # averaged, so that a change in the machine's load during the run affects both sides.
+    raw_before_s = raw_seconds_per_frame(
+        config_path, datagen.recording.rate_hz, names[0], inputs.artifact, RAW_FRAMES
+    )
+    s1, elapsed_1, records_1 = run(
+        config_path, names, args.attempts, 1, tmp / "w1", overrides, inputs
+    )
+    raw_after_s = raw_seconds_per_frame(
+        config_path, datagen.recording.rate_hz, names[0], inputs.artifact, RAW_FRAMES
+    )
+    raw_frame_s = 0.5 * (raw_before_s + raw_after_s)
+    s2, elapsed_2, _ = run(config_path, names, args.attempts, 2, tmp / "w2", overrides, inputs)
+    # The baseline before it rendered the measured configuration's cameras: on the nominal
+    # world whatever the configuration (printed for comparison with earlier figures).
+    raw_nominal_frame_s = raw_seconds_per_frame(
+        config_path, datagen.recording.rate_hz, "nominal_planner", inputs.artifact
+    )
+    mean_frames, gen_rate, raw_rate, ratio, _ = overhead(records_1, raw_frame_s)
     rate_1 = len(records_1) / (elapsed_1 / 60.0)
     rate_2 = args.attempts / (elapsed_2 / 60.0)
     scaling = rate_2 / rate_1
+    mimicgen = [name for name in available if behavior[name] == "mimicgen"]
+    mimicgen_overhead = None
+    if mimicgen and mimicgen[0] != label:
+        _, _, records_m = run(
+            config_path, mimicgen[:1], args.attempts, 1, tmp / "w1_mimicgen", [], inputs
+        )
+        raw_m_frame_s = raw_seconds_per_frame(
+            config_path, datagen.recording.rate_hz, mimicgen[0], inputs.artifact
+        )
+        mimicgen_overhead = (mimicgen[0], *overhead(records_m, raw_m_frame_s))
 
     print(f"\nsim_generate benchmark ({args.attempts} attempts per configuration, "
           f"{args.workers} workers, {os.cpu_count()} CPUs)")  # fmt: skip
@@ -144,8 +294,14 @@ def main() -> None:
     print(f"\noverhead and scaling measured on: {label}")
     print(f"  mean episode length            {mean_frames:8.1f} frames")
     print(f"  generation, 1 worker           {gen_rate:8.1f} episodes per worker-minute")
-    print(f"  raw step+render, same length   {raw_rate:8.1f} episodes/min")
+    print(f"  raw step+render, same length   {raw_rate:8.1f} episodes/min "
+          f"(timed before/after the run: {1000 * raw_before_s:.2f}/{1000 * raw_after_s:.2f} "
+          "ms per frame)")  # fmt: skip
     print(f"  ratio (goal >= 0.7)            {ratio:8.2f}")
+    if mean_frames:
+        raw_nominal_rate = 60.0 / (mean_frames * raw_nominal_frame_s)
+        print(f"  (raw on the nominal world's cameras: {raw_nominal_rate:.1f} episodes/min, "
+              f"ratio {gen_rate / raw_nominal_rate:.2f})")  # fmt: skip
     print(
         f"  jobs, 1 worker                 {rate_1:8.1f} episodes/min ({elapsed_1:.1f} s; "
         f"{s1['end_to_end_s']:.1f} s with start-up and merge)"
@@ -155,6 +311,21 @@ def main() -> None:
         f"{s2['end_to_end_s']:.1f} s with start-up and merge)"
     )
     print(f"  scaling 1 -> 2 (goal >= 1.7)   {scaling:8.2f}x")
+    if mimicgen_overhead is not None:
+        name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m = mimicgen_overhead
+        print(f"\nMimicGen per episode, 1 worker: {name_m} (no goal: an episode may take "
+              "several rollouts, each simulated and rendered in full)")  # fmt: skip
+        print(f"  rollouts per episode           {rollouts_m:8.2f}")
+        print(f"  mean episode length            {frames_m:8.1f} frames")
+        print(f"  generation, 1 worker           {gen_m:8.1f} episodes per worker-minute")
+        print(f"  raw step+render, same length   {raw_m:8.1f} episodes/min")
+        print(f"  ratio per episode              {ratio_m:8.2f}")
+        figures += [
+            {"name": "mimicgen_generation_vs_raw_sim_ratio", "value": round(ratio_m, 3),
+             "unit": "ratio", "goal": None},
+            {"name": "mimicgen_rollouts_per_episode", "value": round(rollouts_m, 3),
+             "unit": "rollouts/episode", "goal": None},
+        ]  # fmt: skip
     figures += [
         {"name": "generation_vs_raw_sim_ratio", "value": round(ratio, 3), "unit": "ratio",
          "goal": 0.7},

@@ -11,6 +11,10 @@ Contract with the planner function (imported lazily; a clear "not available" oth
 - it returns the trial outcome: an object with ``success: bool`` and ``reason: str``
   (:class:`r2s2r_sim.task.TrialOutcome`), or one with an ``outcome`` attribute holding such an
   object; optional ``attempts: int`` and ``provenance: dict`` attributes are recorded;
+- with the default function, the generator passes ``planner=``: one
+  :class:`r2s2r_planner.pick.PickPlanner` per world, reused across the worker's episodes of
+  that world (its IK and collision models and the pinch-hand tables are built once; planning
+  results are the same as with a fresh one, which holds no per-episode state);
 - an unreachable object raises :class:`r2s2r_sim.kinematics.IkError` or an exception whose
   class name contains ``Unreachable`` (skipped, counted); a failed plan one whose name
   contains ``Planning`` (a failed attempt).
@@ -25,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from r2s2r_sim.backend import SimBackend
+from r2s2r_sim.world import WorldParams
 
 from r2s2r_datagen.generator import EpisodeJob, GenerationResult
 from r2s2r_datagen.recording import RecordingBackend
@@ -32,7 +37,11 @@ from r2s2r_datagen.recording import RecordingBackend
 DEFAULT_PLANNER_FUNCTION = "r2s2r_planner.pick:plan_and_execute_pick"
 """Where the planner's pick function lives (option ``function`` overrides it)."""
 
+DEFAULT_PICK_PLANNER = "r2s2r_planner.pick:PickPlanner"
+"""The reusable planner the default function accepts as ``planner=`` (built once per world)."""
+
 PlannerFunction = Callable[..., Any]
+PickPlannerFactory = Callable[[WorldParams], Any]
 
 
 def load_planner_function(spec: str) -> PlannerFunction:
@@ -74,19 +83,42 @@ class PlannerGenerator:
     Args:
         function: ``plan_and_execute_pick(backend, world, plan, rng) -> outcome``.
         options: Behavior options (recorded in the provenance).
+        planner_factory: Builds the reusable planner of a world, passed to ``function`` as
+            ``planner=``; None to let ``function`` build its own every episode.
 
     """
 
-    def __init__(self, function: PlannerFunction, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        function: PlannerFunction,
+        options: Mapping[str, Any],
+        planner_factory: PickPlannerFactory | None = None,
+    ) -> None:
         self.function = function
         self.options = dict(options)
+        self.planner_factory = planner_factory
+        self._planner: Any = None
+        self._planner_world = ""
+
+    def _planner_for(self, world: WorldParams) -> Any:
+        """Return the planner of ``world``, rebuilt only when the world changes."""
+        assert self.planner_factory is not None
+        key = world.model_dump_json()
+        if self._planner is None or key != self._planner_world:
+            self._planner = self.planner_factory(world)
+            self._planner_world = key
+        return self._planner
 
     def generate(self, job: EpisodeJob, backend: SimBackend) -> GenerationResult:
         """See :meth:`r2s2r_datagen.generator.EpisodeGenerator.generate`."""
         started = time.perf_counter()
         recorder = RecordingBackend(backend, job.recording)
         rng = np.random.default_rng(job.seed)
-        result = self.function(recorder, job.world, job.plan, rng)
+        if self.planner_factory is None:
+            result = self.function(recorder, job.world, job.plan, rng)
+        else:
+            planner = self._planner_for(job.world)
+            result = self.function(recorder, job.world, job.plan, rng, planner=planner)
         success, reason, attempts, provenance = interpret_outcome(result)
         episode = None
         if success:
@@ -123,4 +155,7 @@ def make_generator(options: Mapping[str, Any]) -> PlannerGenerator:
         function = load_planner_function(spec)
     except ImportError as error:
         raise ImportError(f"planner function {spec!r} not importable: {error}") from None
-    return PlannerGenerator(function, options)
+    planner_factory = None
+    if spec == DEFAULT_PLANNER_FUNCTION:
+        planner_factory = load_planner_function(DEFAULT_PICK_PLANNER)
+    return PlannerGenerator(function, options, planner_factory)

@@ -115,7 +115,7 @@ class RecordingBackend:
             "joint_pos": [],
             "belt": [],
             "action": [],
-            "object_pose": [],
+            "object_world": [],
             "object_valid": [],
         }
         self._commands = {"arm": [], "hand": []}
@@ -148,24 +148,44 @@ class RecordingBackend:
         for controller in ("arm", "hand"):
             action.update(command_in_force(self._commands[controller], time_s))
         self._frames["action"].append([action[name] for name in ALL_JOINT_NAMES])
-        pose, valid = self._object_pose()
-        self._frames["object_pose"].append(pose)
+        world_pose, valid = self._object_world_pose()
+        self._frames["object_world"].append(world_pose)
         self._frames["object_valid"].append(valid)
         self._last_sampled_step = self._steps
 
-    def _object_pose(self) -> tuple[NDArray[np.float32], bool]:
+    def _object_world_pose(self) -> tuple[FloatArray | None, bool]:
+        """Return the object's world pose (x, y, z, quaternion w, x, y, z) while on the belt."""
         if self._object_name is None:
-            return np.zeros(7, dtype=np.float32), False
+            return None, False
         pose = self.inner.object_poses()[self._object_name]
         if not pose.active:
-            return np.zeros(7, dtype=np.float32), False
-        world_object: FloatArray = np.eye(4)
-        w, x, y, z = (float(v) for v in pose.quat_wxyz)
-        world_object[:3, :3] = Rotation.from_quat([x, y, z, w]).as_matrix()
-        world_object[:3, 3] = pose.position_m
-        base_object = self._base_inverse @ world_object
-        quat_xyzw = Rotation.from_matrix(base_object[:3, :3]).as_quat()
-        return np.concatenate([base_object[:3, 3], quat_xyzw]).astype(np.float32), True
+            return None, False
+        return np.concatenate([pose.position_m, pose.quat_wxyz]), True
+
+    def _object_poses_in_base(self) -> NDArray[np.float32]:
+        """(T, 7) object poses in ``base_link`` (x, y, z, quaternion x, y, z, w); 0 if invalid.
+
+        Converted once per episode: scipy's rotations cost as much per call as for a whole
+        batch, and converting row by row or in one batch gives the same numbers.
+        """
+        world_poses = self._frames["object_world"]
+        poses = np.zeros((len(world_poses), 7), dtype=np.float32)
+        rows = [k for k, pose in enumerate(world_poses) if pose is not None]
+        if not rows:
+            return poses
+        world = np.stack([world_poses[k] for k in rows])
+        quat_xyzw = world[:, [4, 5, 6, 3]]
+        rotations = Rotation.from_quat(quat_xyzw).as_matrix()
+        base_objects = []
+        for rotation, position in zip(rotations, world[:, :3], strict=True):
+            world_object: FloatArray = np.eye(4)
+            world_object[:3, :3] = rotation
+            world_object[:3, 3] = position
+            base_objects.append(self._base_inverse @ world_object)
+        base = np.stack(base_objects)
+        base_quat_xyzw = Rotation.from_matrix(base[:, :3, :3]).as_quat()
+        poses[rows] = np.concatenate([base[:, :3, 3], base_quat_xyzw], axis=1).astype(np.float32)
+        return poses
 
     def _sample_due(self) -> None:
         if self._steps % self._period_steps == 0 and self._last_sampled_step != self._steps:
@@ -213,7 +233,7 @@ class RecordingBackend:
             joint_pos_rad=np.stack(frames["joint_pos"]).astype(np.float32),
             belt_speed_mps=np.asarray(frames["belt"], dtype=np.float32),
             actions=np.asarray(frames["action"], dtype=np.float32),
-            object_pose=np.stack(frames["object_pose"]) if has_object else None,
+            object_pose=self._object_poses_in_base() if has_object else None,
             object_pose_valid=(
                 np.asarray(frames["object_valid"], dtype=np.bool_) if has_object else None
             ),

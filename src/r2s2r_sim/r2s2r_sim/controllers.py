@@ -124,6 +124,77 @@ def sample_trajectory(
     return h00 * p0 + h10 * duration * v0 + h01 * p1 + h11 * duration * v1  # type: ignore[no-any-return]
 
 
+class _Segments:
+    """A trajectory as segments from a start position, for sampling at many times at once.
+
+    Segment 0 runs from ``(0 s, start positions, zero velocity)`` to the first point (what
+    :func:`sample_trajectory` does before the first point), segment ``i`` from point ``i - 1``
+    to point ``i``; all per-segment values are computed once.
+    """
+
+    def __init__(self, trajectory: Trajectory, start_positions: FloatArray) -> None:
+        times, positions, velocities = (
+            trajectory.times_s,
+            trajectory.positions,
+            trajectory.velocities,
+        )
+        knot_times = np.concatenate([[0.0], times])
+        knot_positions = np.vstack([np.asarray(start_positions, dtype=float)[None, :], positions])
+        self.inner_times = times[:-1]  # searchsorted here gives the segment index
+        self.t0 = knot_times[:-1]
+        self.duration = knot_times[1:] - knot_times[:-1]
+        self.p0, self.p1 = knot_positions[:-1], knot_positions[1:]
+        self.p_delta = self.p1 - self.p0
+        self.v0: FloatArray | None = None
+        self.v1: FloatArray | None = None
+        if velocities is not None:
+            knot_velocities = np.vstack([np.zeros((1, positions.shape[1])), velocities])
+            self.v0, self.v1 = knot_velocities[:-1], knot_velocities[1:]
+        self.empty = self.duration <= 0.0
+        self.any_empty = bool(self.empty.any())
+        # Dividing by 1 where a segment is empty: those rows are replaced by the end point.
+        self.safe_duration = np.where(self.empty, 1.0, self.duration)
+        self.end_s = float(times[-1])
+        self.end_positions = positions[-1]
+
+    def sample(self, t: FloatArray) -> FloatArray:
+        """Positions at the increasing times ``t`` (see :func:`sample_trajectory_many`)."""
+        segment = np.searchsorted(self.inner_times, t, side="right")
+        duration = self.safe_duration[segment]
+        s = ((t - self.t0[segment]) / duration)[:, None]
+        p0, p1 = self.p0[segment], self.p1[segment]
+        if self.v0 is None or self.v1 is None:
+            result = p0 + s * self.p_delta[segment]
+        else:
+            # The operations of sample_trajectory, in its order (3·s² and s³ computed once).
+            s2 = s * s
+            s3 = s2 * s
+            two_s3, three_s2 = 2 * s3, 3 * s2
+            h00 = two_s3 - three_s2 + 1
+            h10 = s3 - 2 * s2 + s
+            h01 = three_s2 - two_s3
+            h11 = s3 - s2
+            d = duration[:, None]
+            result = h00 * p0 + h10 * d * self.v0[segment] + h01 * p1 + h11 * d * self.v1[segment]
+        if self.any_empty:
+            empty = self.empty[segment]
+            result[empty] = p1[empty]
+        if t[-1] >= self.end_s:
+            result[t >= self.end_s] = self.end_positions
+        return result  # type: ignore[no-any-return]
+
+
+def sample_trajectory_many(
+    trajectory: Trajectory, start_positions: FloatArray, t_s: FloatArray
+) -> FloatArray:
+    """:func:`sample_trajectory` at several increasing times: (K,) times → (K, N) positions.
+
+    Row ``k`` equals ``sample_trajectory(trajectory, start_positions, t_s[k])`` bit for bit:
+    the same floating-point operations in the same order, done on arrays.
+    """
+    return _Segments(trajectory, start_positions).sample(np.asarray(t_s, dtype=float))
+
+
 @dataclass
 class _Pending:
     execute_at_s: float
@@ -158,6 +229,7 @@ class JointTrajectoryController:
         self._active: Trajectory | None = None
         self._active_start_s = 0.0
         self._start_positions = np.zeros(len(self.joint_names))
+        self._segments: _Segments | None = None  # of the active trajectory (update_ticks)
         self.desired = np.zeros(len(self.joint_names))
         self.commands_received = 0
 
@@ -193,10 +265,7 @@ class JointTrajectoryController:
     def update(self, now_s: float) -> FloatArray:
         """Advance to ``now_s`` and return the desired positions (the servo targets)."""
         while self._queue and self._queue[0].execute_at_s <= now_s + 1e-9:
-            pending = self._queue.popleft()
-            self._active = pending.trajectory
-            self._active_start_s = pending.execute_at_s
-            self._start_positions = self.desired.copy()
+            self._activate(self._queue.popleft())
         if self._active is not None:
             elapsed = now_s - self._active_start_s
             self.desired = np.clip(
@@ -207,6 +276,63 @@ class JointTrajectoryController:
             if elapsed >= self._active.times_s[-1]:
                 self._active = None
         return self.desired
+
+    def update_ticks(self, times_s: FloatArray) -> FloatArray:
+        """:meth:`update` at each of several control ticks, for as long as it is busy.
+
+        The same result, bit for bit, as calling :meth:`update` at ``times_s[0]``,
+        ``times_s[1]``, ... while :attr:`busy` (no command may arrive in between), with the
+        interpolation done on arrays; the simulator's stepping loop then only copies rows.
+
+        Args:
+            times_s: (K,) increasing tick times.
+
+        Returns:
+            (M, N) desired positions at the first M ticks, the ticks at which the controller
+            was busy (M < K: it is idle from tick M on).
+
+        """
+        times = np.asarray(times_s, dtype=float)
+        rows: list[FloatArray] = []
+        k = 0
+        while k < times.size and self.busy:
+            now = float(times[k])
+            while self._queue and self._queue[0].execute_at_s <= now + 1e-9:
+                self._activate(self._queue.popleft())
+            # Ticks until the next command starts executing (exclusive).
+            stop = times.size
+            if self._queue:
+                due = np.flatnonzero(self._queue[0].execute_at_s <= times[k + 1 :] + 1e-9)
+                stop = k + 1 + int(due[0]) if due.size else times.size
+            if self._active is None:
+                rows.append(np.broadcast_to(self.desired, (stop - k, self.desired.size)))
+                k = stop
+                continue
+            elapsed = times[k:stop] - self._active_start_s
+            finished = False
+            if elapsed[-1] >= self._active.times_s[-1]:
+                last = int(np.flatnonzero(elapsed >= self._active.times_s[-1])[0])
+                stop, elapsed, finished = k + last + 1, elapsed[: last + 1], True
+            if self._segments is None:
+                self._segments = _Segments(self._active, self._start_positions)
+            samples = self._segments.sample(elapsed)
+            # np.clip's arithmetic (max, then min) without its Python-level overhead.
+            np.minimum(np.maximum(samples, self.lower, out=samples), self.upper, out=samples)
+            rows.append(samples)
+            self.desired = samples[-1].copy()
+            if finished:
+                self._active = None
+            k = stop
+        if not rows:
+            return np.empty((0, self.desired.size))
+        return rows[0] if len(rows) == 1 else np.vstack(rows)
+
+    def _activate(self, pending: _Pending) -> None:
+        """Start executing a queued trajectory from the current desired positions."""
+        self._active = pending.trajectory
+        self._active_start_s = pending.execute_at_s
+        self._start_positions = self.desired.copy()
+        self._segments = None
 
     def snapshot(self) -> dict[str, object]:
         """Return a copy of the internal state (for simulator get_state/set_state)."""
@@ -225,6 +351,7 @@ class JointTrajectoryController:
         self._queue = collections.deque(_Pending(t, traj) for t, traj in queue)
         active = snapshot["active"]
         self._active = active if isinstance(active, Trajectory) else None
+        self._segments = None
         self._active_start_s = float(snapshot["active_start_s"])  # type: ignore[arg-type]
         self._start_positions = np.array(snapshot["start_positions"], dtype=float)
         self.desired = np.array(snapshot["desired"], dtype=float)

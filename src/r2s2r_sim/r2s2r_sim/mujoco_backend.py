@@ -224,31 +224,79 @@ class MujocoBackend:
 
     # -- stepping and control ---------------------------------------------------------------
     def step(self, n_steps: int = 1) -> None:
-        """See :meth:`r2s2r_sim.backend.SimBackend.step`."""
+        """See :meth:`r2s2r_sim.backend.SimBackend.step`.
+
+        Busy controllers are updated at every control tick. Commands only arrive between
+        calls, so the desired positions of all the call's ticks are computed up front, on
+        arrays (:meth:`JointTrajectoryController.update_ticks`, bit for bit what one update
+        per tick gives); the loop then only writes them into ``ctrl`` and steps.
+        """
         model, data = self._require()
         period = self.world.physics.steps_per_control
         remaining = int(n_steps)
-        while remaining > 0:
-            phase = self._steps_since_control % period
-            if phase == 0:
-                self._control_tick(data)
-            if not (self.arm_controller.busy or self.hand_controller.busy):
-                # Idle controllers hold their targets and commands only arrive between calls,
-                # so the rest of this call needs no controller updates.
-                chunk = remaining
-            else:
-                chunk = min(period - phase, remaining)
-            mujoco.mj_step(model, data, nstep=chunk)
-            self._steps_since_control += chunk
+        if remaining <= 0:
+            return
+        controllers = [
+            (controller, actuators)
+            for controller, actuators in (
+                (self.arm_controller, self._arm_act),
+                (self.hand_controller, self._hand_act),
+            )
+            if controller.busy
+        ]
+        if not controllers:
+            # Idle controllers hold their targets and commands only arrive between calls,
+            # so the whole call needs no controller updates.
+            self._advance(model, data, remaining)
+            return
+        # Tick times: mj_step advances data.time by one timestep per step (the same sums).
+        phase = self._steps_since_control % period
+        first_tick = (period - phase) % period
+        timestep = float(model.opt.timestep)
+        time_s = float(data.time)
+        tick_times: list[float] = []
+        for offset in range(remaining):
+            if offset >= first_tick and (offset - first_tick) % period == 0:
+                tick_times.append(time_s)
+            time_s += timestep
+        ticks = np.asarray(tick_times)
+        # ctrl at each tick as one update per tick leaves it (a controller idle from some
+        # tick on keeps its last target there), so that the loop copies whole rows.
+        ctrl_rows = np.repeat(data.ctrl[None, :], ticks.size, axis=0)
+        idle_from = 0  # the first tick after which every controller is idle (or ticks.size)
+        for controller, actuators in controllers:
+            rows = controller.update_ticks(ticks)
+            if rows.shape[0]:
+                ctrl_rows[: rows.shape[0], actuators] = rows
+                ctrl_rows[rows.shape[0] :, actuators] = rows[-1]
+            idle_from = max(idle_from, ticks.size if controller.busy else rows.shape[0] - 1)
+        if first_tick > 0:
+            chunk = min(first_tick, remaining)
+            self._advance(model, data, chunk)
             remaining -= chunk
-            self._belt_travel_m += self._belt_speed_mps * chunk * model.opt.timestep
+        # One control period per tick while busy; from the tick after which all are idle (or
+        # for a last partial period) the rest in one go. Belt travel is summed per chunk.
+        ctrl = data.ctrl
+        belt_travel_m = self._belt_travel_m
+        period_travel_m = self._belt_speed_mps * period * model.opt.timestep
+        stepped = 0
+        for tick in range(ticks.size):
+            ctrl[:] = ctrl_rows[tick]
+            if tick >= idle_from or remaining < period:
+                break
+            mujoco.mj_step(model, data, nstep=period)
+            belt_travel_m += period_travel_m
+            remaining -= period
+            stepped += period
+        self._belt_travel_m = belt_travel_m
+        self._steps_since_control += stepped
+        if remaining > 0:
+            self._advance(model, data, remaining)
 
-    def _control_tick(self, data: mujoco.MjData) -> None:
-        now = float(data.time)
-        if self.arm_controller.busy:
-            data.ctrl[self._arm_act] = self.arm_controller.update(now)
-        if self.hand_controller.busy:
-            data.ctrl[self._hand_act] = self.hand_controller.update(now)
+    def _advance(self, model: mujoco.MjModel, data: mujoco.MjData, n_steps: int) -> None:
+        mujoco.mj_step(model, data, nstep=n_steps)
+        self._steps_since_control += n_steps
+        self._belt_travel_m += self._belt_speed_mps * n_steps * model.opt.timestep
 
     def _controller_for(self, joint_names: Sequence[str]) -> JointTrajectoryController:
         names = set(joint_names)
