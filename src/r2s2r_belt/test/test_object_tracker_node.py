@@ -118,13 +118,31 @@ def test_tracks_in_base_link_from_twin_messages(
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        time.sleep(0.5)  # discovery
+        # Discovery: best-effort messages sent before the match are lost, not dropped.
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not (
+            rgb_pub.get_subscription_count() and depth_pub.get_subscription_count()
+        ):
+            time.sleep(0.05)
+        time.sleep(0.2)
         bad = to_image_msg(
             np.zeros((4, 4), np.uint8), "mono8", frame_id="head_camera_optical_frame"
         )
         bad_depth = to_image_msg(np.zeros((4, 4), np.float32), "32FC1")
-        rgb_pub.publish(bad)
-        depth_pub.publish(bad_depth)  # no camera_info yet + wrong encoding: dropped, counted
+
+        def counters() -> dict[str, str]:
+            return {kv.key: kv.value for kv in diagnostics[-1].status[0].values}
+
+        # No camera_info yet + wrong encoding: dropped and counted. Wait for the count before
+        # the good frames (a slow node's best-effort queue would let them push it out).
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and (
+            not diagnostics or int(counters()["frames_dropped"]) < 1
+        ):
+            rgb_pub.publish(bad)
+            depth_pub.publish(bad_depth)
+            time.sleep(0.3)
+        dropped_before = int(counters()["frames_dropped"]) if diagnostics else 0
         for frame in rendered:
             stamp = Time(seconds=frame.stamp_s).to_msg()
             info = nominal_camera_info(nominal)
@@ -138,9 +156,15 @@ def test_tracks_in_base_link_from_twin_messages(
                 to_image_msg(frame.depth_m, "32FC1", stamp, "head_camera_optical_frame")
             )
             time.sleep(0.1)
-        deadline = time.monotonic() + 5.0
+
+        # Wait for the tracks and for a diagnostics report that counts every frame handled
+        # (a report published while the last frames were still queued would be stale).
+        deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline and (
-            len([m for m in received if m.tracks]) < FRAMES - 3 or len(diagnostics) < 2
+            len([m for m in received if m.tracks]) < FRAMES - 3
+            or not diagnostics
+            or int(counters()["frames_processed"]) + int(counters()["frames_dropped"])
+            < FRAMES + dropped_before
         ):
             time.sleep(0.05)
     finally:
