@@ -32,7 +32,8 @@ class ConfigurationSummary:
         failure_reasons: Reason → count over failed and skipped episodes.
         job_wall_s: Sum of job wall times (worker seconds).
         finished_this_session: Episodes finished by this invocation.
-        episodes_per_min: ``finished_this_session`` per minute of this invocation.
+        episodes_per_min: ``finished_this_session`` per minute of this invocation's
+            generation jobs (prerequisites such as recording demos or grounding excluded).
         dataset: Merged dataset path ('' if none).
         dataset_episodes: Episodes in the merged dataset.
         excluded_shards: ``"shard: reason"`` for shards left out of the merge.
