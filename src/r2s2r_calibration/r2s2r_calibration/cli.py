@@ -81,6 +81,19 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
 @click.option(
     "--timeout-s", default=60.0, show_default=True, help="Limit of each wait on the cell (s)."
 )
+@click.option(
+    "--record-bag",
+    default="",
+    type=click.Path(file_okay=False),
+    help="Record everything the procedure observes to this new rosbag2 (MCAP) directory.",
+)
+@click.option(
+    "--from-bag",
+    default="",
+    type=click.Path(file_okay=False),
+    help="Run the steps from a session recorded with --record-bag instead of a live cell "
+    "(no ROS needed; --launch is ignored).",
+)
 def ground_command(
     output: str,
     steps: str,
@@ -89,20 +102,30 @@ def ground_command(
     launch_arguments: tuple[str, ...],
     no_board_operator: bool,
     timeout_s: float,
+    record_bag: str,
+    from_bag: str,
 ) -> None:
-    """Ground the simulator against a running cell: write the artifact and the report."""
+    """Ground the simulator against a running cell (or a recorded session): artifact + report."""
     os.environ.setdefault("MUJOCO_GL", "egl")
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
-
-    from r2s2r_calibration.nodes.calibration import CalibrationNode, spin_until_done
     from r2s2r_calibration.procedure import parse_steps
 
     try:
         parse_steps(steps)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+    if from_bag:
+        if record_bag:
+            raise click.UsageError("--record-bag and --from-bag exclude each other")
+        _ground_from_bag(output, steps, nominal, from_bag)
+        return
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from r2s2r_calibration.nodes.calibration import CalibrationNode, spin_until_done
+
+    if record_bag and Path(record_bag).exists():
+        raise click.UsageError(f"--record-bag {record_bag}: exists; give a new directory")
     log_dir = Path(output).with_suffix("").parent / "ground_logs"
     started = time.perf_counter()
     with launched_graph(graph, list(launch_arguments), log_dir):
@@ -118,6 +141,7 @@ def ground_command(
                     Parameter("nominal_world_path", value=nominal),
                     Parameter("board_operator", value=not no_board_operator),
                     Parameter("timeout_s", value=float(timeout_s)),
+                    Parameter("record_bag", value=str(record_bag)),
                 ],
             )
             # One thread: the procedure runs in its own worker thread and only waits on the
@@ -137,5 +161,32 @@ def ground_command(
         raise SystemExit(1)
     if node.run is not None and node.run.failures:
         for step, message in node.run.failures.items():
+            click.echo(f"step {step} failed: {message}", err=True)
+        raise SystemExit(1)
+
+
+def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
+    """Run grounding steps from a recorded session bag; exit 1 if a step failed."""
+    from r2s2r_common.config import resolve_config_path
+    from r2s2r_sim.world import load_world
+
+    from r2s2r_calibration.procedure import parse_steps, run_grounding
+    from r2s2r_calibration.report import write_grounding_outputs
+    from r2s2r_calibration.session_bag import BagCellClient, SessionBagError
+
+    try:
+        client = BagCellClient(bag)
+    except SessionBagError as error:
+        raise click.UsageError(str(error)) from None
+    names = parse_steps(steps)
+    if steps == "all":
+        names = [name for name in names if name in client.steps]
+    click.echo(f"r2s2r ground: steps {names} from {bag} (recorded: {client.steps})")
+    world = load_world(resolve_config_path(nominal))
+    started = time.perf_counter()
+    run = run_grounding(client, world, names, progress=click.echo)
+    write_grounding_outputs(run, world, output, time.perf_counter() - started, click.echo)
+    if run.failures:
+        for step, message in run.failures.items():
             click.echo(f"step {step} failed: {message}", err=True)
         raise SystemExit(1)

@@ -803,6 +803,9 @@ def run_grounding(
         say(f"== {step}")
         started = time.perf_counter()
         try:
+            begin_step = getattr(client, "begin_step", None)  # session bags mark the steps
+            if begin_step is not None:
+                begin_step(step)
             if step in _STEPS:
                 _STEPS[step](client, nominal, cfg, run, say)
             else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -318,3 +319,22 @@ def save_report(
         plt.close(figure)
         written.append(png_path)
     return written
+
+
+def write_grounding_outputs(
+    run: GroundingRun,
+    nominal: WorldParams,
+    output_path: str | Path,
+    wall_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """Write the artifact and the grounding report of a run, saying what was written."""
+    from r2s2r_calibration.artifact import format_residual_table, save_artifact
+
+    save_artifact(run.artifact, output_path)
+    say(format_residual_table(run.artifact))
+    figures, traces = build_report(run, nominal)
+    say(format_report(figures))
+    for path in save_report(figures, traces, output_path):
+        say(f"wrote {path}")
+    say(f"wrote {output_path} (steps {run.steps_run}, {wall_s:.1f} s wall)")

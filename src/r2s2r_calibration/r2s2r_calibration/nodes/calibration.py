@@ -30,12 +30,18 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
-from r2s2r_calibration.artifact import format_residual_table, save_artifact
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.intrinsics import ChessboardConfig
 from r2s2r_calibration.nodes.ros_client import RosCellClient
-from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, parse_steps, run_grounding
-from r2s2r_calibration.report import build_report, format_report, save_report
+from r2s2r_calibration.procedure import (
+    CellClient,
+    GroundingRun,
+    ProcedureConfig,
+    parse_steps,
+    run_grounding,
+)
+from r2s2r_calibration.report import write_grounding_outputs
+from r2s2r_calibration.session_bag import RecordingCellClient
 
 
 class CalibrationParams(ConfigModel):
@@ -60,6 +66,11 @@ class CalibrationParams(ConfigModel):
     )
     timeout_s: float = Field(
         default=30.0, gt=0.0, le=600.0, description="Wall-clock limit of each wait on the cell."
+    )
+    record_bag: str = Field(
+        default="",
+        description="Record everything the procedure observes to this new rosbag2 (MCAP) "
+        "directory, to re-run steps later with `r2s2r ground --from-bag` ('' = do not record).",
     )
     autostart: bool = Field(
         default=True, description="Configure and activate at start-up (no lifecycle manager)."
@@ -136,21 +147,23 @@ class CalibrationNode(LifecycleNode):
         params, client = self.params, self.client
         assert params is not None and client is not None
         started = time.perf_counter()
+        recorder: RecordingCellClient | None = None
         try:
             client.wait_for_cell()
-            run = run_grounding(
-                client, self._nominal, self._steps, self.procedure_config, self._say
-            )
+            cell: CellClient = client
+            if params.record_bag:
+                recorder = RecordingCellClient(client, params.record_bag)
+                cell = recorder
+                self._say(f"recording the session to {params.record_bag}")
+            try:
+                run = run_grounding(
+                    cell, self._nominal, self._steps, self.procedure_config, self._say
+                )
+            finally:
+                if recorder is not None:
+                    recorder.close()
             self.wall_s = time.perf_counter() - started
-            save_artifact(run.artifact, params.output_path)
-            self._say(format_residual_table(run.artifact))
-            figures, traces = build_report(run, self._nominal)
-            self._say(format_report(figures))
-            for path in save_report(figures, traces, params.output_path):
-                self._say(f"wrote {path}")
-            self._say(
-                f"wrote {params.output_path} (steps {run.steps_run}, {self.wall_s:.1f} s wall)"
-            )
+            write_grounding_outputs(run, self._nominal, params.output_path, self.wall_s, self._say)
             for step, message in run.failures.items():
                 self.get_logger().error(f"step {step} failed: {message}")
             self.run = run
