@@ -14,6 +14,11 @@ registration left them (a bin stands on the table).
 Everything comes from images, ``/joint_states`` (through the nominal arm kinematics) and the
 calibrated hand camera (intrinsics and hand-eye from the board steps); the description gives the
 bin's shape.
+
+On hardware: the arm moves between the views as in the board steps (joint-space moves at
+``board_steps.move_s``, nominal IK), so the space above the bins must be clear of people and
+objects, and the bins empty (an object inside does not disturb the rim edges, one on the rim
+does).
 """
 
 from __future__ import annotations
