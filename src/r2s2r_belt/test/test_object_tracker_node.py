@@ -26,7 +26,7 @@ from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_sim.world import WorldParams, load_world
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, Image
@@ -112,7 +112,7 @@ def test_tracks_in_base_link_from_twin_messages(
     driver.create_subscription(ObjectTrackArray, "/objects/tracks", received.append, 10)
     driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
     tf_pub.publish(nominal_tf_static(nominal))
-    executor = MultiThreadedExecutor(num_threads=3, context=context)
+    executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     executor.add_node(driver)
     spinner = threading.Thread(target=executor.spin, daemon=True)
