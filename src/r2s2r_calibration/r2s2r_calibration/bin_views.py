@@ -39,7 +39,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r_calibration.artifact import Provenance, ScenePoseRecord, pose_value
 from r2s2r_calibration.errors import CalibrationError
-from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose, pose_from_xyz_rpy
+from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
 from r2s2r_calibration.registration import element_bounds
 
 if TYPE_CHECKING:  # the procedure imports this module (for BinViewsConfig)
@@ -472,27 +472,22 @@ def run_bin_views(
 
     """
     from r2s2r_calibration.board_steps import move_arm
-    from r2s2r_calibration.procedure import scene_elements
+    from r2s2r_calibration.procedure import T_LINK_OPTICAL, camera_intrinsics, scene_elements
 
     cfg = config.bin_views
     board_cfg = config.board_steps
     layout = nominal.layout()
+    camera, note = camera_intrinsics(client, run.artifact, "hand")
+    K, D = camera.camera_matrix, camera.distortion
+    if note:
+        say(f"bins: {note}")
     record = run.artifact.cameras.get("hand")
-    if record is not None and record.intrinsics is not None:
-        intr = record.intrinsics
-        K = np.array([[intr.fx_px, 0, intr.cx_px], [0, intr.fy_px, intr.cy_px], [0, 0, 1.0]])
-        d = intr.distortion
-        D = np.array([d.k1, d.k2, d.p1, d.p2, d.k3])
-    else:
-        camera = client.camera_model("hand_camera")
-        K, D = camera.camera_matrix, camera.distortion
-        say("bins: hand intrinsics from camera_info (uncalibrated)")
     if record is not None and record.pose is not None:
         T_palm_link = record.pose.pose.matrix()
     else:
         T_palm_link = layout.hand_camera_pose.matrix()
         say("bins: hand camera mount from the description (uncalibrated)")
-    T_palm_optical = T_palm_link @ pose_from_xyz_rpy((0, 0, 0), (-np.pi / 2, 0.0, -np.pi / 2))
+    T_palm_optical = T_palm_link @ T_LINK_OPTICAL
     T_world_base = client.frame_pose("base_link")
     T_base_world = invert_pose(T_world_base)
     T_base_world_kinematics = invert_pose(nominal.robot.base_pose.to_pose().matrix())

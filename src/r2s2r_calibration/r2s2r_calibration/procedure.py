@@ -38,6 +38,7 @@ from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_sim.world import WorldParams
 
 from r2s2r_calibration.artifact import (
+    OPTICAL_FROM_LINK_RPY_RAD,
     ControllerRecord,
     GroundingArtifact,
     JointControllerRecord,
@@ -421,27 +422,41 @@ def _xyz_rpy(
     )
 
 
-def _head_camera(
-    client: CellClient, artifact: GroundingArtifact, nominal: WorldParams
-) -> tuple[CameraModel, FloatArray, list[str]]:
-    """Head camera K/D and ``T_base_optical``: calibrated when available, else published."""
-    notes = []
-    record = artifact.cameras.get("head")
+T_LINK_OPTICAL: FloatArray = pose_from_xyz_rpy((0.0, 0.0, 0.0), OPTICAL_FROM_LINK_RPY_RAD)
+"""``T_<camera>_link_<camera>_optical_frame`` (REP 103 body frame to the optical frame)."""
+
+
+def camera_intrinsics(
+    client: CellClient, artifact: GroundingArtifact, key: str
+) -> tuple[CameraModel, str | None]:
+    """Return the camera's intrinsics from the run's artifact, else its ``camera_info`` + a note.
+
+    Args:
+        client: The cell.
+        artifact: The run's artifact so far.
+        key: ``"head"`` or ``"hand"`` (the camera is ``<key>_camera``).
+
+    """
+    record = artifact.cameras.get(key)
     if record is not None and record.intrinsics is not None:
         intr = record.intrinsics
         K = np.array([[intr.fx_px, 0, intr.cx_px], [0, intr.fy_px, intr.cy_px], [0, 0, 1.0]])
         d = intr.distortion
-        camera = CameraModel(
-            K, np.array([d.k1, d.k2, d.p1, d.p2, d.k3]), intr.width_px, intr.height_px
-        )
-    else:
-        camera = client.camera_model("head_camera")
-        notes.append("head intrinsics from camera_info (uncalibrated)")
+        distortion = np.array([d.k1, d.k2, d.p1, d.p2, d.k3])
+        return CameraModel(K, distortion, intr.width_px, intr.height_px), None
+    return client.camera_model(f"{key}_camera"), f"{key} intrinsics from camera_info (uncalibrated)"
+
+
+def _head_camera(
+    client: CellClient, artifact: GroundingArtifact, nominal: WorldParams
+) -> tuple[CameraModel, FloatArray, list[str]]:
+    """Head camera K/D and ``T_base_optical``: calibrated when available, else published."""
+    camera, note = camera_intrinsics(client, artifact, "head")
+    notes = [note] if note else []
+    record = artifact.cameras.get("head")
     T_world_base = client.frame_pose("base_link")
     if record is not None and record.pose is not None:
-        T_world_link = record.pose.pose.matrix()
-        T_link_optical = pose_from_xyz_rpy((0, 0, 0), (-np.pi / 2, 0.0, -np.pi / 2))
-        T_world_optical = T_world_link @ T_link_optical
+        T_world_optical = record.pose.pose.matrix() @ T_LINK_OPTICAL
     else:
         T_world_optical = client.frame_pose("head_camera_optical_frame")
         notes.append("head camera pose from /tf_static (uncalibrated)")
