@@ -254,11 +254,13 @@ def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
     assert speed == pytest.approx(belt, abs=0.03)
 
     # Actions line up with the measured joints: the arm follows the command in force within
-    # 0.5 s (servo tracking of the demonstrator's short minimum-jerk segments; a time-base
-    # mismatch between commands and sensors shows up as seconds).
+    # 1 s (servo tracking of the demonstrator's short minimum-jerk segments: 0.3-0.7 s seen, the
+    # error curve is flat near its minimum; a time-base mismatch between commands and sensors
+    # shows up as seconds, so lags up to 4 s are searched).
     arm_q, arm_target = episode.joint_pos_rad[:, :6], episode.actions[:, :6]
-    errors = [np.abs(arm_q[lag:] - arm_target[: len(arm_target) - lag]).mean() for lag in range(12)]
-    assert int(np.argmin(errors)) <= 5
+    lags = range(min(40, len(arm_target) // 2))
+    errors = [np.abs(arm_q[lag:] - arm_target[: len(arm_target) - lag]).mean() for lag in lags]
+    assert int(np.argmin(errors)) <= 9, errors
 
     # Idempotent: the same request reuses the dataset without recording.
     manifest = yaml.safe_load((config.out_path / MANIFEST_NAME).read_text())
