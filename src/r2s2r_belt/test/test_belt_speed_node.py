@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +20,9 @@ from r2s2r_belt.synthetic import SyntheticBeltCamera
 from r2s2r_common.config import ConfigError
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS
+from r2s2r_common.ros.spinning import spinning
 from r2s2r_description.transforms import matrix_to_quat
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -79,22 +78,10 @@ def run_encoder(
         encoder_pub.publish(msg)
 
     driver.create_timer(0.02, publish_angle)
-    # One thread: rclpy's MultiThreadedExecutor spends itself on dispatch at these rates and,
-    # on a loaded machine, delivered 41 speeds in 10 s.
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(driver)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
-    try:
+    with spinning(context, node, driver):
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline and (len(speeds) < 60 or len(diagnostics) < 2):
             time.sleep(0.05)
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=5.0)
-        driver.destroy_node()
-        node.destroy_node()
     return speeds, diagnostics
 
 
@@ -230,25 +217,15 @@ def test_vision_geometry_from_camera_info_and_tf_static(context: Context) -> Non
         image_pub.publish(image)
 
     driver.create_timer(0.05, publish_frame)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(driver)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
 
     def vision_reports() -> list[dict[str, str]]:
         reports = [{kv.key: kv.value for kv in d.status[0].values} for d in list(diagnostics)]
         return [r for r in reports if r["vision_state"] == "ok"]
 
-    try:
+    with spinning(context, node, driver):
         deadline = time.monotonic() + 15.0
         while time.monotonic() < deadline and len(vision_reports()) < 2:
             time.sleep(0.05)
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=5.0)
-        driver.destroy_node()
-        node.destroy_node()
     ok = vision_reports()
     assert ok, [d.status[0].message for d in diagnostics]
     assert "tf_static" in ok[-1]["vision_geometry"]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +22,10 @@ from r2s2r_belt.tracking.geometry import matrix_to_quat
 from r2s2r_common.config import ConfigError
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.spinning import spinning
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_sim.world import WorldParams, load_world
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, Image
@@ -112,12 +111,7 @@ def test_tracks_in_base_link_from_twin_messages(
     driver.create_subscription(ObjectTrackArray, "/objects/tracks", received.append, 10)
     driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
     tf_pub.publish(nominal_tf_static(nominal))
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(driver)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
-    try:
+    with spinning(context, node, driver):
         # Discovery: best-effort messages sent before the match are lost, not dropped.
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline and not (
@@ -167,11 +161,6 @@ def test_tracks_in_base_link_from_twin_messages(
             < FRAMES + dropped_before
         ):
             time.sleep(0.05)
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=5.0)
-        driver.destroy_node()
-        node.destroy_node()
     with_tracks = [m for m in received if m.tracks]
     assert len(with_tracks) >= FRAMES - 3
     truth_by_stamp = {round(f.stamp_s, 6): f.truth[0] for f in rendered}

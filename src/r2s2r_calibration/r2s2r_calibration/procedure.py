@@ -196,6 +196,10 @@ class CellClient(Protocol):
         """Stop receiving camera images and depth until they are asked for again."""
         ...
 
+    def begin_step(self, step: str) -> None:
+        """Mark the start of a procedure step (a session bag records it; live cells ignore it)."""
+        ...
+
 
 npt_float32 = np.ndarray  # a (H, W) float32 depth image
 
@@ -818,9 +822,7 @@ def run_grounding(
         say(f"== {step}")
         started = time.perf_counter()
         try:
-            begin_step = getattr(client, "begin_step", None)  # session bags mark the steps
-            if begin_step is not None:
-                begin_step(step)
+            client.begin_step(step)
             if step in _STEPS:
                 _STEPS[step](client, nominal, cfg, run, say)
             else:

@@ -124,6 +124,9 @@ class SimCellClient:
             self._step()
         return self._frames[camera]
 
+    def begin_step(self, step: str) -> None:
+        """Mark the start of a procedure step: nothing to do on a live cell."""
+
     def release_streams(self) -> None:
         """Drop the buffered camera frames (a new capture waits for a new frame)."""
         self._frames = {}

@@ -25,7 +25,6 @@ from r2s2r_common.ros.params import (
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -276,8 +275,8 @@ class BeltSpeedNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the belt_speed node on a multi-threaded executor (exit code 2 on bad parameters)."""
-    # One executor thread: the callbacks are short, and rclpy's MultiThreadedExecutor
-    # spends more on dispatch than they cost (belt_speed published 40 of 50 Hz at 0.5 core
-    # with it; 50 Hz at 0.2 core on one thread).
-    sys.exit(run_node(BeltSpeedNode, lambda: SingleThreadedExecutor(), args))
+    """Run the belt_speed node on one executor thread (exit code 2 on bad parameters)."""
+    # run_node's single-threaded executor: the callbacks are short, and rclpy's
+    # MultiThreadedExecutor spends more on dispatch than they cost (belt_speed published 40 of
+    # 50 Hz at 0.5 core with it; 50 Hz at 0.2 core on one thread).
+    sys.exit(run_node(BeltSpeedNode, args=args))

@@ -26,7 +26,6 @@ from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -350,8 +349,8 @@ class ObjectTrackerNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the object_tracker node on a multi-threaded executor (exit code 2 on bad parameters)."""
-    # One executor thread: the callbacks are short, and rclpy's MultiThreadedExecutor
-    # spends more on dispatch than they cost (belt_speed published 40 of 50 Hz at 0.5 core
-    # with it; 50 Hz at 0.2 core on one thread).
-    sys.exit(run_node(ObjectTrackerNode, lambda: SingleThreadedExecutor(), args))
+    """Run the object_tracker node on one executor thread (exit code 2 on bad parameters)."""
+    # run_node's single-threaded executor: the callbacks are short, and rclpy's
+    # MultiThreadedExecutor spends more on dispatch than they cost (belt_speed published 40 of
+    # 50 Hz at 0.5 core with it; 50 Hz at 0.2 core on one thread).
+    sys.exit(run_node(ObjectTrackerNode, args=args))

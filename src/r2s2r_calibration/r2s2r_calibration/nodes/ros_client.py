@@ -248,6 +248,9 @@ class RosCellClient:
                 msg_type, topic, callback, SENSOR_DATA_QOS
             )
 
+    def begin_step(self, step: str) -> None:
+        """Mark the start of a procedure step: nothing to do on a live cell."""
+
     def release_streams(self, from_executor: bool = False) -> None:
         """Unsubscribe from cameras and depth (the twin stops rendering what nobody watches).
 
