@@ -43,9 +43,10 @@ def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, i
         geom.size = [x / 2.0, 0.0, 0.0]
     geom.mass = obj.mass_kg
     geom.friction = [obj.friction, 0.005, 0.002]
-    # Torsional friction helps grasps; spheres also get rolling friction so the belt carries
-    # them at belt speed instead of rolling them along at a fraction of it.
-    geom.condim = 6 if obj.shape == "sphere" else 4
+    # Torsional friction helps grasps. Round shapes (spheres, and cylinders lying on their side)
+    # also get rolling friction (condim 6): without it the belt cannot carry a sphere and a
+    # cylinder that falls over in a bin rolls between its walls for ever (never at rest).
+    geom.condim = 6 if obj.shape in ("sphere", "cylinder") else 4
     geom.rgba = list(obj.rgba)
     geom.contype, geom.conaffinity = OBJECT_COLLISION_BITS
 
