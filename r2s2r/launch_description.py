@@ -35,6 +35,7 @@ from r2s2r.graph import (
     ConfigRef,
     GraphError,
     GraphSpec,
+    NodeSpec,
     as_bool,
     check_references,
     has_substitution,
@@ -93,7 +94,7 @@ def generate_graph_launch_description(
             )
         )
     for node in spec.nodes:
-        entities.extend(node_actions(spec, node.name, config))
+        entities.extend(node_actions(node, config))
     return LaunchDescription(entities)
 
 
@@ -147,7 +148,7 @@ def check_launch_values(
     resolve_graph(spec, given, directory)
 
 
-def node_actions(spec: GraphSpec, node_name: str, config: Any) -> list[Any]:
+def node_actions(node: NodeSpec, config: Any) -> list[Any]:
     """Return the launch_ros ``Node`` of one graph node, plus its exit handler if required."""
     from launch.actions import RegisterEventHandler
     from launch.conditions import IfCondition
@@ -155,7 +156,6 @@ def node_actions(spec: GraphSpec, node_name: str, config: Any) -> list[Any]:
     from launch_ros.actions import Node
     from launch_ros.parameter_descriptions import ParameterFile, ParameterValue
 
-    node = next(n for n in spec.nodes if n.name == node_name)
     parameters: list[Any] = [
         ParameterFile(substitutions(path, config), allow_substs=False) for path in node.parameters
     ]
