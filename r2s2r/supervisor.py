@@ -22,6 +22,10 @@ from typing import IO, TextIO
 
 from r2s2r.graph import GraphError, ResolvedNode
 
+# Seconds a node gets to stop after SIGINT before SIGTERM, and again before SIGKILL (the same
+# under `ros2 launch`: the launch files give it as sigterm/sigkill timeouts).
+DEFAULT_GRACE_PERIOD_S = 10.0
+
 
 def find_executable(package: str, executable: str) -> Path:
     """Locate ``lib/<package>/<executable>`` through the ament index (AMENT_PREFIX_PATH).
@@ -62,7 +66,7 @@ class GraphSupervisor:
         self,
         nodes: list[ResolvedNode],
         log_dir: Path,
-        grace_period_s: float = 10.0,
+        grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
         console: TextIO | None = None,
     ) -> None:
         """Prepare (but do not start) the graph.
@@ -196,7 +200,9 @@ def default_log_dir(graph_name: str) -> Path:
     return root / f"{graph_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def run_graph(nodes: list[ResolvedNode], log_dir: Path, grace_period_s: float = 10.0) -> int:
+def run_graph(
+    nodes: list[ResolvedNode], log_dir: Path, grace_period_s: float = DEFAULT_GRACE_PERIOD_S
+) -> int:
     """Start the graph, install SIGINT/SIGTERM handlers that stop it, and wait for the end."""
     supervisor = GraphSupervisor(nodes, log_dir, grace_period_s)
     previous = {

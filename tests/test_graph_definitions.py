@@ -8,11 +8,14 @@ import pytest
 import yaml
 
 from r2s2r.graph import (
+    ArgRef,
+    ConfigRef,
     GraphError,
     GraphSpec,
     available_graphs,
     load_graph,
     parse_launch_arguments,
+    parse_template,
     resolve_graph,
 )
 
@@ -103,6 +106,7 @@ def test_user_errors_name_the_thing_and_the_choices(tmp_path: Path) -> None:
         (["launch", "nope"], "unknown graph 'nope' (choices:"),
         (["launch", "sim_generate", "no_such_arg:=1"], "unknown launch argument 'no_such_arg'"),
         (["launch", "sim_generate", "oops"], "bad launch argument 'oops'"),
+        (["launch", "sim_generate", "episodes:=four"], "episodes_per_configuration"),
     ],
 )
 def test_cli_user_errors_are_one_line_exit_2(argv: list[str], expected: str) -> None:
@@ -179,3 +183,44 @@ def test_real_deploy_wires_the_grounding_artifact_and_one_static_tf_publisher() 
     publisher_file = nodes["cell_state_publisher"].parameter_files[0]
     publisher = yaml.safe_load(publisher_file.read_text())["cell_state_publisher"]
     assert publisher["ros__parameters"]["publish_fixed"] is True
+
+
+def test_templates_split_into_text_and_references() -> None:
+    assert parse_template("$(config)/nodes/$(arg name).yaml") == (
+        ConfigRef(),
+        "/nodes/",
+        ArgRef("name"),
+        ".yaml",
+    )
+    assert parse_template("plain") == ("plain",)
+    assert parse_template("") == ()
+
+
+def test_overrides_are_typed_by_the_schema_the_node_declares() -> None:
+    given = {"episodes": "7", "output_dir": "123", "ray_address": "true"}
+    (node,) = resolve_graph(load_graph("sim_generate", CONFIG), given, CONFIG)
+    overrides = node.parameter_overrides
+    assert overrides["episodes_per_configuration"] == 7
+    assert type(overrides["episodes_per_configuration"]) is int
+    assert overrides["output_dir"] == "123" and overrides["ray_address"] == "true"
+    args = node.ros_arguments()
+    # rcl reads -p values as YAML: strings that look like numbers or booleans are quoted.
+    assert "episodes_per_configuration:=7" in args
+    assert "output_dir:='123'" in args and "ray_address:='true'" in args
+    twin = resolve_graph(load_graph("real_deploy", CONFIG), {"real_time_factor": "2"}, CONFIG)[0]
+    assert twin.parameter_overrides["real_time_factor"] == 2.0
+    assert type(twin.parameter_overrides["real_time_factor"]) is float
+    assert "real_time_factor:=2.0" in twin.ros_arguments()
+    with pytest.raises(GraphError, match=r"episodes_per_configuration .*'four': expected an int"):
+        resolve_graph(load_graph("sim_generate", CONFIG), {"episodes": "four"}, CONFIG)
+
+
+def test_an_override_the_node_does_not_declare_is_an_error(tmp_path: Path) -> None:
+    graph = tmp_path / "typo.yaml"
+    graph.write_text(
+        "name: typo\ndescription: an override with a typo\nnodes:\n"
+        "  - {name: sim_generate, package: r2s2r_datagen, executable: sim_generate,\n"
+        "     parameter_overrides: {episodes_per_config: 3}}\n"
+    )
+    with pytest.raises(GraphError, match="'episodes_per_config' is not a parameter of"):
+        resolve_graph(load_graph(str(graph)), {}, CONFIG)

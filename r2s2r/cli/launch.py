@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
-from r2s2r.supervisor import default_log_dir, run_graph
+from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
 
 
 @click.command(
@@ -33,7 +33,7 @@ from r2s2r.supervisor import default_log_dir, run_graph
     "--grace-period",
     "grace_period_s",
     type=click.FloatRange(min=0.1),
-    default=10.0,
+    default=DEFAULT_GRACE_PERIOD_S,
     show_default=True,
     help="Seconds a node gets to stop after SIGINT before SIGTERM, then SIGKILL.",
 )

@@ -8,11 +8,14 @@ declares its ROS parameters from it (see :mod:`r2s2r_common.ros.params`).
 from __future__ import annotations
 
 import contextlib
+import types
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -29,6 +32,63 @@ class ConfigModel(BaseModel):
     """Base class of every r2s2r config schema: unknown keys are errors, values are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+def schema_leaves(
+    model: type[BaseModel], defaults: BaseModel | None = None, prefix: str = ""
+) -> list[tuple[str, FieldInfo, Any]]:
+    """Every leaf field of a schema as (dotted name, field info, default value).
+
+    Nested models give dotted names (``device.width_px``): these are the ROS parameters a node
+    declares from the schema (:mod:`r2s2r_common.ros.params`).
+    """
+    values = defaults if defaults is not None else model()
+    leaves: list[tuple[str, FieldInfo, Any]] = []
+    for name, info in model.model_fields.items():
+        value = getattr(values, name)
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            leaves.extend(schema_leaves(annotation, value, f"{prefix}{name}."))
+        else:
+            leaves.append((f"{prefix}{name}", info, value))
+    return leaves
+
+
+def parameter_value_type(annotation: Any, name: str) -> tuple[type, bool]:
+    """Return the ROS parameter type of a schema field: (scalar type, is a list).
+
+    The scalar type is one of bool, int, float, str (a string ``Literal`` is a str).
+
+    Raises:
+        TypeError: The field has no ROS parameter type (union, optional, nested list...).
+
+    """
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        if not all(isinstance(choice, str) for choice in typing.get_args(annotation)):
+            raise TypeError(f"{name}: only string Literal fields can become parameters")
+        return str, False
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        if item in (bool, int, float, str):
+            return item, True
+    if annotation in (bool, int, float, str):
+        return annotation, False
+    if origin in (typing.Union, types.UnionType):
+        raise TypeError(f"{name}: optional/union fields cannot become ROS parameters")
+    raise TypeError(f"{name}: field type {annotation!r} has no ROS parameter type")
+
+
+def schema_parameter_types(model: type[BaseModel]) -> dict[str, tuple[type, bool]]:
+    """Dotted parameter name -> (scalar type, is a list) for every parameter of a schema.
+
+    Raises:
+        TypeError: A field has no ROS parameter type.
+
+    """
+    return {
+        name: parameter_value_type(info.annotation, name) for name, info, _ in schema_leaves(model)
+    }
 
 
 def format_validation_error(error: ValidationError, source: str | None = None) -> str:

@@ -44,6 +44,11 @@ def stamp_to_s(stamp: Any) -> float:
     return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = BeltSpeedConfig
+
+
 class BeltSpeedNode(Node):
     """Belt-speed estimation node; see the module docstring.
 
@@ -58,7 +63,7 @@ class BeltSpeedNode(Node):
 
     def __init__(self, node_name: str = "belt_speed", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        declared = declare_schema_parameters(self, BeltSpeedConfig)
+        declared = declare_schema_parameters(self, PARAMETER_SCHEMA)
         self.config, self.roller_radius_source = apply_grounding(
             config_from_parameters(self, declared, BeltSpeedConfig)
         )

@@ -113,6 +113,11 @@ def tracks_to_msg(output: TrackerOutput, stamp: Any, frame_id: str) -> ObjectTra
     return msg
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = ObjectTrackerConfig
+
+
 class ObjectTrackerNode(Node):
     """Object tracker node; see the module docstring.
 
@@ -127,7 +132,7 @@ class ObjectTrackerNode(Node):
 
     def __init__(self, node_name: str = "object_tracker", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self.config = declare_config(self, ObjectTrackerConfig)
+        self.config = declare_config(self, PARAMETER_SCHEMA)
         config = self.config
         self._core = ObjectTrackerCore(config)
         self._lock = threading.Lock()

@@ -80,6 +80,11 @@ class CalibrationParams(ConfigModel):
     )
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = CalibrationParams
+
+
 class CalibrationNode(LifecycleNode):
     """The grounding procedure as a lifecycle node; see the module docstring.
 
@@ -92,7 +97,7 @@ class CalibrationNode(LifecycleNode):
 
     def __init__(self, node_name: str = "calibration", progress: Any = None, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, CalibrationParams)
+        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
         add_schema_validation(self, self._schema)
         self.params: CalibrationParams | None = None
         self.client: RosCellClient | None = None

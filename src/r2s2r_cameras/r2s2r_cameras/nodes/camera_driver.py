@@ -92,6 +92,11 @@ class CaptureStats:
             return (len(self._capture_times_s) - 1) / span_s if span_s > 0 else 0.0
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = CameraDriverConfig
+
+
 class CameraDriverNode(LifecycleNode):
     """Lifecycle camera driver; see the module docstring.
 
@@ -111,7 +116,7 @@ class CameraDriverNode(LifecycleNode):
     ) -> None:
         super().__init__(node_name, **kwargs)
         self._extra_backends = extra_backends or {}
-        self._schema_parameters = declare_schema_parameters(self, CameraDriverConfig)
+        self._schema_parameters = declare_schema_parameters(self, PARAMETER_SCHEMA)
         add_schema_validation(self, self._schema_parameters)
         self.config: CameraDriverConfig | None = None
         self._backend: CameraBackend | None = None

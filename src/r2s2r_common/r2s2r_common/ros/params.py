@@ -9,7 +9,6 @@ constructor, so a lifecycle node can refuse ``configure`` with the reason.
 
 from __future__ import annotations
 
-import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,13 @@ from rclpy.exceptions import (
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from r2s2r_common.config import ConfigError, parse_config, unflatten
+from r2s2r_common.config import (
+    ConfigError,
+    parameter_value_type,
+    parse_config,
+    schema_leaves,
+    unflatten,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -69,27 +74,12 @@ class SchemaParameters:
 
 def _ros_types(annotation: Any, name: str) -> tuple[int, Parameter.Type, str]:
     """Map a field annotation to (descriptor type, rclpy type, extra description)."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        choices = typing.get_args(annotation)
-        if not all(isinstance(choice, str) for choice in choices):
-            raise TypeError(f"{name}: only string Literal fields can become parameters")
-        return (
-            ParameterType.PARAMETER_STRING,
-            Parameter.Type.STRING,
-            f" One of: {', '.join(choices)}.",
-        )
-    if origin is list:
-        (item,) = typing.get_args(annotation)
-        if item in _LIST_TYPES:
-            descriptor_type, rclpy_type = _LIST_TYPES[item]
-            return descriptor_type, rclpy_type, ""
-    if isinstance(annotation, type) and annotation in _SCALAR_TYPES:
-        descriptor_type, rclpy_type = _SCALAR_TYPES[annotation]
-        return descriptor_type, rclpy_type, ""
-    if origin in (typing.Union, types.UnionType):
-        raise TypeError(f"{name}: optional/union fields cannot become ROS parameters")
-    raise TypeError(f"{name}: field type {annotation!r} has no ROS parameter type")
+    scalar, is_list = parameter_value_type(annotation, name)
+    descriptor_type, rclpy_type = (_LIST_TYPES if is_list else _SCALAR_TYPES)[scalar]
+    extra = ""
+    if typing.get_origin(annotation) is typing.Literal:
+        extra = f" One of: {', '.join(typing.get_args(annotation))}."
+    return descriptor_type, rclpy_type, extra
 
 
 def _range(info: FieldInfo, descriptor_type: int) -> dict[str, Any]:
@@ -126,21 +116,6 @@ def _range(info: FieldInfo, descriptor_type: int) -> dict[str, Any]:
     return {}
 
 
-def _leaves(
-    model: type[BaseModel], defaults: BaseModel, prefix: str = ""
-) -> list[tuple[str, FieldInfo, Any]]:
-    """Every leaf field as (dotted name, field info, default value)."""
-    leaves: list[tuple[str, FieldInfo, Any]] = []
-    for name, info in model.model_fields.items():
-        value = getattr(defaults, name)
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            leaves.extend(_leaves(annotation, value, f"{prefix}{name}."))
-        else:
-            leaves.append((f"{prefix}{name}", info, value))
-    return leaves
-
-
 def declare_schema_parameters(
     node: Node, model: type[BaseModel], defaults: BaseModel | None = None
 ) -> SchemaParameters:
@@ -157,7 +132,7 @@ def declare_schema_parameters(
 
     """
     declared = SchemaParameters(model=model)
-    for name, info, default in _leaves(model, defaults if defaults is not None else model()):
+    for name, info, default in schema_leaves(model, defaults):
         descriptor_type, rclpy_type, extra = _ros_types(info.annotation, name)
         descriptor = ParameterDescriptor(
             name=name,

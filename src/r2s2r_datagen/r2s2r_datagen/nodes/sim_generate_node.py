@@ -31,6 +31,11 @@ EXIT_JOB_ERROR = 1
 DIAGNOSTICS_PERIOD_S = 1.0
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = GenerateConfig
+
+
 class SimGenerateNode(Node):
     """Runs one generation job and reports its progress.
 
@@ -41,7 +46,7 @@ class SimGenerateNode(Node):
 
     def __init__(self) -> None:
         super().__init__("sim_generate")
-        self.config = declare_config(self, GenerateConfig)
+        self.config = declare_config(self, PARAMETER_SCHEMA)
         self._lock = threading.Lock()
         self._progress = (0, 0, 0, 0)
         self._started = time.monotonic()

@@ -124,6 +124,11 @@ def to_transform_msg(transform: FrameTransform, stamp: Time) -> TransformStamped
     return msg
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = CellStatePublisherConfig
+
+
 class CellStatePublisher(Node):
     """Publishes ``/robot_description``, ``/tf_static`` and ``/tf``; see the module docstring.
 
@@ -147,7 +152,7 @@ class CellStatePublisher(Node):
         self._static_pub = self.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
         self._tf_pub = self.create_publisher(TFMessage, "/tf", TF_QOS)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
-        self.config = declare_config(self, CellStatePublisherConfig, on_change=self._apply)
+        self.config = declare_config(self, PARAMETER_SCHEMA, on_change=self._apply)
         self.description: Description = build_description(self.config.layout())
         self._publish_description()
         self.create_subscription(JointState, "/joint_states", self._on_joint_state, DEFAULT_QOS)

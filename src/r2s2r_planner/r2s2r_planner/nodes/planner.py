@@ -71,6 +71,11 @@ def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
     return message
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = PlannerNodeConfig
+
+
 class PlannerNode(Node):
     """See the module docstring.
 
@@ -81,7 +86,7 @@ class PlannerNode(Node):
 
     def __init__(self, node_name: str = "planner", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self.config = declare_config(self, PlannerNodeConfig)
+        self.config = declare_config(self, PARAMETER_SCHEMA)
         world = load_world(resolve_config_path(self.config.world_path))
         core = (
             load_planner_config(self.config.planner_config_path)

@@ -216,6 +216,11 @@ def trajectory_messages(command: ActionCommand) -> dict[str, JointTrajectory]:
     return messages
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = PolicyInferenceParams
+
+
 class PolicyInferenceNode(LifecycleNode):
     """The policy inference node; see the module docstring.
 
@@ -227,7 +232,7 @@ class PolicyInferenceNode(LifecycleNode):
 
     def __init__(self, node_name: str = "policy_inference", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, PolicyInferenceParams)
+        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
         add_schema_validation(self, self._schema)
         self.params: PolicyInferenceParams | None = None
         self.engine: InferenceEngine | None = None

@@ -81,6 +81,11 @@ def _descriptor(name: str, value: Any, description: str) -> ParameterDescriptor:
     return ParameterDescriptor(name=name, description=description)
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = RecorderConfig
+
+
 class RecorderNode(Node):
     """Thin ROS edge over :class:`RecordingEngine`.
 

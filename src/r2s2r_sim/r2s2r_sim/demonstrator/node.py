@@ -207,6 +207,11 @@ def trial_notes(outcome: Any) -> str:
     )
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = DemonstratorNodeConfig
+
+
 class DemonstratorNode(Node):
     """Runs ``trials`` demonstrations on the twin through its controller topics.
 
@@ -223,7 +228,7 @@ class DemonstratorNode(Node):
         from r2s2r_interfaces.msg import ObjectTrackArray, TrialOutcome
         from r2s2r_interfaces.srv import StartTrial
 
-        self.config = declare_config(self, DemonstratorNodeConfig)
+        self.config = declare_config(self, PARAMETER_SCHEMA)
         self.reach_world = load_world(resolve_config_path(self.config.reach_world_path))
         self._start_type = StartTrial
         self.arm_pub = self.create_publisher(

@@ -209,6 +209,11 @@ def periods_per_tick(real_time_factor: float, tick_rate_hz: float, control_perio
     return max(1, math.ceil(2.0 * real_time_factor / (tick_rate_hz * control_period_s)))
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = RealTwinParams
+
+
 class RealTwinNode(LifecycleNode):
     """The real twin; see the module docstring.
 
@@ -220,7 +225,7 @@ class RealTwinNode(LifecycleNode):
 
     def __init__(self, node_name: str = "real_twin", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, RealTwinParams)
+        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
         add_schema_validation(self, self._schema)
         self.params: RealTwinParams | None = None
         self.cell: SimCell | None = None

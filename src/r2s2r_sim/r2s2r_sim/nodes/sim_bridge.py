@@ -667,6 +667,11 @@ class _GenerationMode:
         )
 
 
+# The schema this node declares its ROS parameters from; r2s2r.graph types launch
+# parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
+PARAMETER_SCHEMA = SimBridgeConfig
+
+
 class SimBridgeNode(LifecycleNode):
     """The sim bridge; see the module docstring.
 
@@ -678,7 +683,7 @@ class SimBridgeNode(LifecycleNode):
 
     def __init__(self, node_name: str = "sim_bridge", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, SimBridgeConfig)
+        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
         add_schema_validation(self, self._schema)  # values take effect at the next configure
         self.config: SimBridgeConfig | None = None
         self.mode: _MirrorMode | _GenerationMode | None = None
