@@ -23,6 +23,7 @@ Contract with the planner function (imported lazily; a clear "not available" oth
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -114,11 +115,16 @@ class PlannerGenerator:
         started = time.perf_counter()
         recorder = RecordingBackend(backend, job.recording)
         rng = np.random.default_rng(job.seed)
+        extra: dict[str, Any] = {}
+        if "object_ready" in inspect.signature(self.function).parameters:
+            # Plan when the cell's perception has the object, as a cell would: never from
+            # what the tracker cannot see yet (the policy would be taught unobservable timing).
+            extra["object_ready"] = recorder.object_tracked
         if self.planner_factory is None:
-            result = self.function(recorder, job.world, job.plan, rng)
+            result = self.function(recorder, job.world, job.plan, rng, **extra)
         else:
             planner = self._planner_for(job.world)
-            result = self.function(recorder, job.world, job.plan, rng, planner=planner)
+            result = self.function(recorder, job.world, job.plan, rng, planner=planner, **extra)
         success, reason, attempts, provenance = interpret_outcome(result)
         episode = None
         if success:

@@ -177,6 +177,19 @@ class RecordingBackend:
         self._steps = 0
         self._last_sampled_step = -1
 
+    def object_tracked(self) -> bool:
+        """Whether the cell's perception reports the episode's object now (True without it).
+
+        What a behavior that reacts only to what the cell sees waits for: the latest frame's
+        tracked object is visible.
+        """
+        if not self.config.perception:
+            return True
+        if self._latch is None or not self._frames["object_track"]:
+            return False
+        visible = self._latch.fields.index("visible")
+        return bool(self._frames["object_track"][-1][visible] > 0.5)
+
     @property
     def num_frames(self) -> int:
         """Frames recorded since the last reset."""

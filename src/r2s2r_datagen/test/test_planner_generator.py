@@ -73,3 +73,21 @@ def test_the_default_pick_function_gets_the_reusable_planner() -> None:
         assert generator.planner_factory.__name__ == "PickPlanner"
     other = make_generator({"function": "numpy:zeros"})  # any other function builds its own
     assert other.planner_factory is None and other.function is np.zeros
+
+
+def test_the_planner_is_told_to_wait_for_the_cells_perception() -> None:
+    seen: list[bool] = []
+
+    def pick(backend: Any, world: WorldParams, plan: Any, rng: Any, object_ready: Any) -> _Outcome:
+        seen.append(object_ready())  # the recording's tracker: no frame yet, nothing seen
+        return _Outcome(False, "outcome_missed_grasp")
+
+    def plain(backend: Any, world: WorldParams, plan: Any, rng: Any) -> _Outcome:
+        return _Outcome(False, "outcome_missed_grasp")
+
+    nominal = load_world(NOMINAL)
+    PlannerGenerator(pick, {}).generate(_job(nominal, 0), backend=None)  # type: ignore[arg-type]
+    assert seen == [False]
+    # A pick function without the argument is called as before.
+    result = PlannerGenerator(plain, {}).generate(_job(nominal, 1), backend=None)  # type: ignore[arg-type]
+    assert result.outcome == "outcome_missed_grasp"

@@ -474,12 +474,15 @@ def plan_and_execute_pick(
     planner: PickPlanner | None = None,
     step_callback: Callable[[TrialRunner], None] | None = None,
     callback_period_s: float = 0.1,
+    object_ready: Callable[[], bool] | None = None,
 ) -> PickResult:
     """Synthesize one planner-style pick in the simulator ("ungrounded behavior").
 
-    Starts the trial (``TrialRunner.start``), waits for the first object to arrive, plans the
-    pick from the object's simulated pose and the plan's belt speed, sends the arm and hand
-    commands and steps until the success predicate decides (or the trial times out).
+    Starts the trial (``TrialRunner.start``), waits for the first object to arrive (and, with
+    ``object_ready``, until the cell's perception reports it: a cell reacts to what it sees,
+    never before), plans the pick from the object's simulated pose and the plan's belt speed,
+    sends the arm and hand commands and steps until the success predicate decides (or the
+    trial times out).
 
     Args:
         backend: The simulator (reset by this call).
@@ -492,6 +495,8 @@ def plan_and_execute_pick(
         step_callback: Called with the runner every ``callback_period_s`` of simulated time
             (e.g. to render and record observations).
         callback_period_s: Callback period.
+        object_ready: Whether the object is perceived (e.g. the recording's object tracker has
+            it); None: the object's arrival is enough.
 
     Returns:
         The outcome, the commands and, on failure, the reason. Never raises for a pick that
@@ -518,7 +523,11 @@ def plan_and_execute_pick(
                 step_callback(runner)
 
     deadline = arrival.arrival_time_s + cfg.pick.max_wait_for_object_s
-    while not backend.object_poses()[name].active and backend.time_s < deadline:
+
+    def ready() -> bool:
+        return backend.object_poses()[name].active and (object_ready is None or object_ready())
+
+    while not ready() and backend.time_s < deadline and not runner.done:
         advance(chunk)
     advance(max(round(0.05 / timestep), 1))  # let it settle onto the belt
     pose = backend.object_poses()[name]
