@@ -29,13 +29,17 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
     if graph is None:
         yield
         return
+    from r2s2r_common.grounding import check_artifact_arguments
+
     from r2s2r.graph import GraphError, load_graph, parse_launch_arguments, resolve_graph
     from r2s2r.supervisor import GraphSupervisor
 
     try:
-        nodes = resolve_graph(load_graph(graph), parse_launch_arguments(arguments))
+        parsed = parse_launch_arguments(arguments)
+        nodes = resolve_graph(load_graph(graph), parsed)
     except GraphError as error:
         raise click.UsageError(str(error)) from None
+    check_artifact_arguments(parsed)
     supervisor = GraphSupervisor(nodes, log_dir)
     supervisor.start()
     try:

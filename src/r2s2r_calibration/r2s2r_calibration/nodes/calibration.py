@@ -25,6 +25,7 @@ from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
 )
+from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_sim.world import load_world
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
@@ -190,6 +191,7 @@ def spin_until_done(node: CalibrationNode, executor: Executor) -> None:
 def main(args: list[str] | None = None) -> None:
     """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits."""
     rclpy.init(args=args)
+    end_with_owner()
     node = CalibrationNode()
     # One executor thread is enough (the procedure has its own worker thread) and the only
     # choice that keeps up with 500 Hz /joint_states: rclpy's MultiThreadedExecutor spends a

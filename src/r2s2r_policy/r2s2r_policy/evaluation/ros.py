@@ -15,6 +15,7 @@ space, with their ``config/`` parameter files, for a self-contained run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
+from r2s2r_common.process import spawn_owned, stop_process_group
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -326,13 +328,11 @@ class EvaluationGraph:
             for key, value in node.overrides.items():
                 text = str(value).lower() if isinstance(value, bool) else str(value)
                 command += ["-p", f"{key}:={text}"]
-            log = open(self.log_dir / f"{node.executable}.log", "wb")  # noqa: SIM115
-            self.processes.append(
-                subprocess.Popen(
-                    command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            with open(self.log_dir / f"{node.executable}.log", "wb") as log:
+                # Owned: the node dies with this process, whatever ends it.
+                self.processes.append(
+                    spawn_owned(command, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
-            )
-            log.close()
 
     def check_alive(self) -> None:
         """Raise if a node process exited.
@@ -352,14 +352,14 @@ class EvaluationGraph:
         """SIGINT every process, then SIGKILL those still alive after ``grace_s``."""
         for process in self.processes:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGINT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGINT)
         deadline = time.monotonic() + grace_s
         for process in self.processes:
             try:
                 process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                stop_process_group(process, grace_s, (signal.SIGKILL,))
         self.processes = []
 
 
