@@ -94,12 +94,17 @@ def exit_code_for(error: BaseException) -> int | None:
     return None
 
 
+def _unbullet(line: str) -> str:
+    text = line.strip()
+    return text[2:].strip() if text.startswith("- ") else text
+
+
 def one_line(message: str) -> str:
     """Fold a (possibly multi-line) message into one line of at most :data:`MAX_LINE_CHARS`.
 
     Lines are joined with ``; ``; beyond the first few, the rest are counted, not shown.
     """
-    parts = [line.strip(" -") for line in str(message).splitlines() if line.strip(" -")]
+    parts = [_unbullet(line) for line in str(message).splitlines() if _unbullet(line)]
     if not parts:
         return ""
     shown = parts[:_MAX_PARTS]

@@ -33,7 +33,7 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.intrinsics import ChessboardConfig
-from r2s2r_calibration.nodes.ros_client import RosCellClient
+from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient
 from r2s2r_calibration.procedure import (
     CellClient,
     GroundingRun,
@@ -150,6 +150,10 @@ class CalibrationNode(LifecycleNode):
         started = time.perf_counter()
         recorder: RecordingCellClient | None = None
         try:
+            self._say(
+                f"waiting up to {params.timeout_s:.0f} s for the cell: /joint_states, "
+                "/tf_static (base_link) and its controllers' command topics"
+            )
             client.wait_for_cell()
             cell: CellClient = client
             if params.record_bag:
@@ -168,6 +172,9 @@ class CalibrationNode(LifecycleNode):
             for step, message in run.failures.items():
                 self.get_logger().error(f"step {step} failed: {message}")
             self.run = run
+        except CellTimeoutError as error:  # no cell: said in one line, no traceback
+            self.error = str(error)
+            self.get_logger().error(f"grounding failed: {self.error}")
         except Exception as error:
             self.error = f"{type(error).__name__}: {error}"
             self.get_logger().error(f"grounding failed: {self.error}\n{traceback.format_exc()}")

@@ -130,7 +130,10 @@ class EvaluationHarness:
         clients += [c for c in (self.change_state, self.get_state) if c is not None]
         if not self.spin_until(lambda: all(c.service_is_ready() for c in clients), timeout_s):
             missing = [c.srv_name for c in clients if not c.service_is_ready()]
-            raise HarnessError(f"graph not ready after {timeout_s} s: missing {missing}")
+            raise HarnessError(
+                f"graph not ready after {timeout_s:.0f} s: no {', '.join(missing)}; is the cell "
+                "running (e.g. `r2s2r launch real_deploy`) with the policy node?"
+            )
 
     def policy_state(self) -> str:
         """Return the current lifecycle state label of the policy node."""
@@ -414,12 +417,16 @@ def evaluate_ros(
     harness: EvaluationHarness | None = None
     try:
         if launch:
+            # The launched node resizes camera images to the checkpoint's size (it refuses a
+            # checkpoint whose images differ from its image size parameters).
+            image = spec.images[0]
+            sizes = {"image_height_px": image.height_px, "image_width_px": image.width_px}
             graph = EvaluationGraph(
                 checkpoint=str(Path(checkpoint).resolve()),
                 twin_config=twin_config,
                 real_time_factor=real_time_factor,
                 control_rate_hz=spec.control_rate_hz,
-                policy_overrides=dict(policy_overrides or {}),
+                policy_overrides={**sizes, **(policy_overrides or {})},
                 log_dir=Path(log_dir),
                 domain_id=domain_id,
             )
