@@ -10,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_cases import Case, cases, check_case, make_checkpoints, make_world
+from cli_cases import (
+    TRACEBACK,
+    Case,
+    Step,
+    cases,
+    check_case,
+    make_checkpoints,
+    make_world,
+    run_step,
+)
 
 CASES = cases()
 
@@ -37,3 +46,11 @@ def test_there_are_the_issue_cases() -> None:
 def test_case(case: Case, world: Path) -> None:
     problems = check_case(case, world)
     assert not problems, f"{case.id} {case.what}: " + "; ".join(problems)
+
+
+def test_debug_shows_the_traceback(world: Path) -> None:
+    quiet = run_step(Step(["bag", "inspect", "empty"], 2), world)
+    debug = run_step(Step(["--debug", "bag", "inspect", "empty"], 2), world)
+    assert quiet.code == debug.code == 2
+    assert TRACEBACK not in quiet.stderr and TRACEBACK in debug.stderr
+    assert debug.stderr_lines[-1] == quiet.stderr_lines[0]
