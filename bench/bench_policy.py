@@ -20,13 +20,15 @@ from pathlib import Path
 import numpy as np
 import torch
 from r2s2r_common.config import load_config
-from r2s2r_policy.data import InMemoryEpisodeSource
+from r2s2r_policy.data import InMemoryEpisodeSource, ObservationSemantics
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.normalization import stats_from_arrays
 from r2s2r_policy.training import TrainConfig, make_spec, train
+from r2s2r_recorder.dataset import object_track_fields
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "policy" / "cotrain.yaml"
 JOINTS = [f"arm_joint_{i}" for i in range(1, 7)] + [f"hand_joint_{i}" for i in range(1, 13)]
+TRACK_FIELDS = object_track_fields(["cube", "cylinder", "block", "sphere"])
 
 
 def synthetic_source(frames: int, episodes: int, image_px: int) -> InMemoryEpisodeSource:
@@ -39,10 +41,14 @@ def synthetic_source(frames: int, episodes: int, image_px: int) -> InMemoryEpiso
                 "hand_camera_rgb": rng.integers(0, 255, (frames, image_px, image_px, 3), np.uint8),
                 "joint_pos_rad": rng.normal(size=(frames, len(JOINTS))).astype(np.float32),
                 "belt_speed_mps": np.full(frames, 0.15, np.float32),
+                "object_track": rng.normal(size=(frames, len(TRACK_FIELDS))).astype(np.float32),
                 "actions": rng.normal(size=(frames, len(JOINTS))).astype(np.float32),
             }
         )
-    return InMemoryEpisodeSource("bench", data, JOINTS, JOINTS, control_rate_hz=10.0)
+    semantics = ObservationSemantics("belt_speed", "object_tracker", tuple(TRACK_FIELDS))
+    return InMemoryEpisodeSource(
+        "bench", data, JOINTS, JOINTS, control_rate_hz=10.0, semantics=semantics
+    )
 
 
 def latency(config: TrainConfig, iterations: int) -> dict[str, float]:
@@ -60,12 +66,14 @@ def latency(config: TrainConfig, iterations: int) -> dict[str, float]:
         "hand_camera_rgb": rng.integers(0, 255, shape, np.uint8),
         "joint_pos_rad": rng.normal(size=len(JOINTS)).astype(np.float32),
         "belt_speed_mps": np.array([0.15], np.float32),
+        "object_track": rng.normal(size=len(TRACK_FIELDS)).astype(np.float32),
     }
     batch = {
         "head_camera_rgb": torch.from_numpy(observation["head_camera_rgb"])[None],
         "hand_camera_rgb": torch.from_numpy(observation["hand_camera_rgb"])[None],
         "joint_pos_rad": torch.from_numpy(observation["joint_pos_rad"])[None],
         "belt_speed_mps": torch.from_numpy(observation["belt_speed_mps"]).reshape(1, 1),
+        "object_track": torch.from_numpy(observation["object_track"])[None],
     }
     for _ in range(20):
         policy.predict_chunk(observation)

@@ -36,13 +36,12 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
+from r2s2r_belt.perception import catalogue_from_world, scene_geometry_from_world
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
 from r2s2r_belt.tracking.detection import SceneGeometry
 from r2s2r_belt.tracking.evaluation import (
     Placement,
     TwinScene,
-    catalogue_from_world,
-    scene_geometry_from_world,
     yaw_error_rad,
 )
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore

@@ -15,14 +15,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from r2s2r_belt.perception import catalogue_from_world, scene_geometry_from_world
 from r2s2r_belt.tracking.catalogue import Catalogue
 from r2s2r_belt.tracking.config import CatalogueConfig, ObjectTrackerConfig, TrackingConfig
 from r2s2r_belt.tracking.detection import Detection, FrameError, SceneGeometry
 from r2s2r_belt.tracking.evaluation import (
     Placement,
     TwinScene,
-    catalogue_from_world,
-    scene_geometry_from_world,
 )
 from r2s2r_belt.tracking.geometry import CameraModel, make_transform, matrix_to_quat, quat_to_matrix
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore

@@ -38,6 +38,102 @@ class RecordingConfig(ConfigModel):
     compression_level: int = Field(
         default=1, ge=0, le=9, description="gzip level of the image datasets in the shards."
     )
+    perception: bool = Field(
+        default=True,
+        description="Belt speed and the tracked object from the cell's perception (the "
+        "belt_speed and object_tracker cores on the simulated encoder and the rendered head "
+        "RGB-D frames), as the deployed cell makes them; off: the commanded belt speed and no "
+        "object track (no policy trained with tracked-object inputs can use such data).",
+    )
+    belt_speed_config: str = Field(
+        default="belt/belt_speed.yaml",
+        description="The belt_speed node's parameters (relative: against config/).",
+    )
+    object_tracker_config: str = Field(
+        default="belt/object_tracker.yaml",
+        description="The object_tracker node's parameters (relative: against config/).",
+    )
+    cell_knowledge_world: str = Field(
+        default="world/nominal.yaml",
+        description="The world whose camera_info and /tf_static the deployed cell publishes "
+        "(what perception knows; nominal unless the cell runs with a grounding artifact).",
+    )
+    encoder_rate_hz: float = Field(
+        default=100.0, gt=0.0, le=1000.0, description="Belt encoder sampling rate (as the cell)."
+    )
+
+
+class LightingRanges(ConfigModel):
+    """Lighting drawn per episode: one directional light plus ambient (uniform in each range)."""
+
+    diffuse: tuple[float, float] = Field(
+        default=(0.25, 1.0), description="Directional intensity [low, high]."
+    )
+    ambient: tuple[float, float] = Field(
+        default=(0.05, 0.4), description="Ambient intensity [low, high]."
+    )
+    specular: tuple[float, float] = Field(
+        default=(0.0, 0.3), description="Specular intensity [low, high]."
+    )
+    azimuth_deg: tuple[float, float] = Field(
+        default=(-180.0, 180.0), description="Direction the light comes from, about world z."
+    )
+    elevation_deg: tuple[float, float] = Field(
+        default=(20.0, 90.0), description="Height of the light above the horizon (90: overhead)."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LightingRanges:
+        for name in ("diffuse", "ambient", "specular", "azimuth_deg", "elevation_deg"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ValueError(f"{name} = [{low}, {high}]: expected low <= high")
+        if not (self.diffuse[0] >= 0.0 and self.diffuse[1] <= 2.0):
+            raise ValueError(f"diffuse = {list(self.diffuse)}: expected within [0, 2]")
+        for name in ("ambient", "specular"):
+            low, high = getattr(self, name)
+            if not (low >= 0.0 and high <= 1.0):
+                raise ValueError(f"{name} = [{low}, {high}]: expected within [0, 1]")
+        if not (self.elevation_deg[0] > 0.0 and self.elevation_deg[1] <= 90.0):
+            raise ValueError(
+                f"elevation_deg = {list(self.elevation_deg)}: expected within (0, 90] (from above)"
+            )
+        return self
+
+
+class CoverageConfig(ConfigModel):
+    """What simulated data covers beyond the real demonstrations (DESIGN.md section 11).
+
+    Real demonstrations are recorded at the cell's nominal conditions; simulation is where the
+    policy sees what they do not cover. Each range replaces the nominal world's for generation
+    only, and every configuration draws the same values for the same episode seed (so
+    configurations still differ only in grounding). ``None`` keeps the nominal world's.
+    """
+
+    belt_speed_mps: tuple[float, float] | None = Field(
+        default=None, description="Belt speed range of generated trials (m/s)."
+    )
+    object_mix: dict[str, float] | None = Field(
+        default=None, description="Object type weights of generated trials (types of the world)."
+    )
+    lighting: LightingRanges | None = Field(
+        default=None, description="Lighting drawn per episode (None: the world's lighting)."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> CoverageConfig:
+        if self.belt_speed_mps is not None:
+            low, high = self.belt_speed_mps
+            if not 0.0 < low <= high <= 2.0:
+                raise ValueError(
+                    f"belt_speed_mps = [{low}, {high}]: expected 0 < low <= high <= 2 m/s"
+                )
+        mix = self.object_mix
+        if mix is not None and (any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0):
+            raise ValueError(
+                f"object_mix = {self.object_mix}: expected weights >= 0 with a positive sum"
+            )
+        return self
 
 
 class ConfigurationSpec(ConfigModel):
@@ -67,7 +163,12 @@ class DatagenConfig(ConfigModel):
     )
     randomize_belt_speed: bool = Field(
         default=True,
-        description="Draw the belt speed per episode from the nominal world's randomization.",
+        description="Draw the belt speed per episode from the nominal world's randomization "
+        "(coverage.belt_speed_mps replaces its range).",
+    )
+    coverage: CoverageConfig = Field(
+        default_factory=CoverageConfig,
+        description="Belt speeds, objects and lighting the simulated data covers.",
     )
     recording: RecordingConfig = Field(default_factory=RecordingConfig)
     configurations: list[ConfigurationSpec] = Field(

@@ -2,8 +2,10 @@
 
 Episode ``i`` of every configuration uses seed ``base_seed + i`` and the *same* trial plan
 (object type, arrival time, lateral offset, yaw, belt speed), drawn from the nominal world's
-randomization ranges. The grounded world is ``apply_grounding(nominal, artifact)``, so two
-configurations with the same behavior differ only in what grounding changed.
+randomization ranges widened by the coverage settings, and the same lighting (drawn from
+``coverage.lighting`` with the episode seed). The grounded world is
+``apply_grounding(nominal, artifact)``, so two configurations with the same behavior differ
+only in what grounding changed.
 """
 
 from __future__ import annotations
@@ -15,15 +17,64 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from r2s2r_common.config import ConfigError, load_config, read_yaml
 from r2s2r_common.grounding import check_artifact, non_finite_numbers
 from r2s2r_sim.task import TrialPlan, sample_trial
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_sim.world import LightingParams, WorldParams, apply_grounding, load_world
 
-from r2s2r_datagen.config import ConfigurationSpec, DatagenConfig
+from r2s2r_datagen.config import ConfigurationSpec, CoverageConfig, DatagenConfig, LightingRanges
 from r2s2r_datagen.generator import EpisodeJob, EpisodeSkipped, generator_availability
 
 BELT_SPEED_TOLERANCE_MPS = 1e-9
+
+LIGHTING_STREAM = 0x11647
+"""Second seed word of the lighting draw (independent of the trial plan's draw)."""
+
+
+def with_coverage(world: WorldParams, coverage: CoverageConfig) -> WorldParams:
+    """Return ``world`` with its randomization ranges replaced by the coverage settings.
+
+    Raises:
+        ConfigError: If ``object_mix`` names a type the world does not define.
+
+    """
+    randomization = world.randomization
+    update: dict[str, Any] = {}
+    if coverage.belt_speed_mps is not None:
+        update["belt_speed_mps"] = tuple(coverage.belt_speed_mps)
+    if coverage.object_mix is not None:
+        unknown = sorted(set(coverage.object_mix) - set(world.objects))
+        if unknown:
+            raise ConfigError(
+                f"coverage.object_mix: types {unknown} are not in the world's objects "
+                f"{sorted(world.objects)}"
+            )
+        update["object_mix"] = dict(coverage.object_mix)
+    if not update:
+        return world
+    return world.model_copy(update={"randomization": randomization.model_copy(update=update)})
+
+
+def draw_lighting(seed: int, ranges: LightingRanges) -> LightingParams:
+    """Draw the lighting of episode ``seed`` (the same in every configuration)."""
+    rng = np.random.default_rng([seed, LIGHTING_STREAM])
+    azimuth = np.radians(rng.uniform(*ranges.azimuth_deg))
+    elevation = np.radians(rng.uniform(*ranges.elevation_deg))
+    # The light travels from (azimuth, elevation) above the cell down into it.
+    direction = -np.array(
+        [
+            np.cos(elevation) * np.cos(azimuth),
+            np.cos(elevation) * np.sin(azimuth),
+            np.sin(elevation),
+        ]
+    )
+    return LightingParams(
+        diffuse=float(rng.uniform(*ranges.diffuse)),
+        ambient=float(rng.uniform(*ranges.ambient)),
+        specular=float(rng.uniform(*ranges.specular)),
+        direction=(float(direction[0]), float(direction[1]), float(direction[2])),
+    )
 
 
 class GroundingArtifactMissingError(ConfigError):
@@ -134,7 +185,7 @@ def prepare_configurations(
 
     """
     specs = [config.configuration(n) for n in names] if names else list(config.configurations)
-    nominal = load_world(nominal_world_path(config, config_path))
+    nominal = with_coverage(load_world(nominal_world_path(config, config_path)), config.coverage)
     grounded: WorldParams | None = None
     grounded_id = "grounded"
     grounded_reason: str | None = None
@@ -211,16 +262,22 @@ def make_jobs(
     for index in episode_indices:
         seed = episode_seed(base_seed, index)
         plan = sample_plan(nominal, seed, config.randomize_belt_speed)
+        lighting = None
+        if config.coverage.lighting is not None:
+            lighting = draw_lighting(seed, config.coverage.lighting)
         for entry in prepared:
             if entry.world is None:
                 continue
+            world = entry.world
+            if lighting is not None:
+                world = world.model_copy(update={"lighting": lighting})
             jobs.append(
                 EpisodeJob(
                     configuration=entry.spec.name,
                     behavior=entry.spec.behavior,
                     episode_index=index,
                     seed=seed,
-                    world=entry.world,
+                    world=world,
                     world_config_id=entry.world_config_id,
                     plan=plan,
                     attempt=0,

@@ -103,7 +103,7 @@ class PlannerGenerator:
     def _planner_for(self, world: WorldParams) -> Any:
         """Return the planner of ``world``, rebuilt only when the world changes."""
         assert self.planner_factory is not None
-        key = world.model_dump_json()
+        key = world.model_dump_json(exclude={"lighting", "shifts", "randomization"})
         if self._planner is None or key != self._planner_world:
             self._planner = self.planner_factory(world)
             self._planner_world = key

@@ -7,8 +7,16 @@ dataset from a bag:
 
 - observations at frame time ``t``: head and hand camera RGB (rendered with the world's
   intrinsics, resized to the dataset resolution with ``INTER_AREA``), measured joint
-  positions (:data:`ALL_JOINT_NAMES` order), belt speed, and the episode object's pose in
-  ``base_link`` (x, y, z, then quaternion x, y, z, w; valid once it is on the belt);
+  positions (:data:`ALL_JOINT_NAMES` order), belt speed, the tracked object, and the episode
+  object's pose in ``base_link`` (x, y, z, then quaternion x, y, z, w; valid once it is on the
+  belt; simulator truth, for MimicGen and analysis, never a policy input);
+- with ``recording.perception`` on (the default), belt speed and the tracked object come from
+  the cell's perception (:class:`r2s2r_belt.perception.CellPerception`: the ``belt_speed`` and
+  ``object_tracker`` cores with their node configurations and the deployed cell's knowledge)
+  fed with the simulated belt encoder (at ``encoder_rate_hz``; the belt ran before the episode,
+  so the estimator starts warmed up at the episode's speed) and the rendered head RGB-D frames,
+  exactly as the deployed cell makes them; the tracked-object vector is
+  :class:`r2s2r_recorder.dataset.ObjectTrackLatch` over the tracker's output;
 - the action at ``t``: the joint target *in force*: of the last trajectory commanded on each
   controller at or before ``t``, the first point whose ``command time + time_from_start`` is
   at or after ``t`` (the last point once all have passed); the home pose before any command.
@@ -19,6 +27,7 @@ is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +35,7 @@ from typing import Any
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -33,7 +43,13 @@ from r2s2r_description.robot import (
     HOME_POSITIONS,
 )
 from r2s2r_description.transforms import Vector
-from r2s2r_recorder.dataset import Episode, EpisodeMetadata
+from r2s2r_recorder.dataset import (
+    OBJECT_TRACK_KEY,
+    TRACKER_SOURCE,
+    Episode,
+    EpisodeMetadata,
+    ObjectTrackLatch,
+)
 from r2s2r_sim.backend import Contact, FloatArray, ObjectInstance, ObjectPose, SimBackend
 from r2s2r_sim.world import WorldParams
 from scipy.spatial.transform import Rotation
@@ -42,6 +58,37 @@ from r2s2r_datagen.config import RecordingConfig
 
 CAMERAS: dict[str, str] = {"head_camera_rgb": "head_camera", "hand_camera_rgb": "hand_camera"}
 """Dataset image key → simulator camera name."""
+
+PREROLL_S = 1.0
+"""Encoder history fed before an episode's first frame (the belt ran before the trial)."""
+
+
+@functools.lru_cache(maxsize=8)
+def perception_config(
+    belt_speed_config: str, object_tracker_config: str, cell_knowledge_world: str
+) -> Any:
+    """Load the deployed cell's perception configuration (node files + published knowledge).
+
+    Cached per process: every episode of a worker uses the same files.
+
+    Raises:
+        r2s2r_common.config.ConfigError: If a file cannot be loaded.
+
+    """
+    from r2s2r_belt.perception import (
+        PerceptionConfig,
+        load_belt_speed_config,
+        load_tracker_config,
+        scene_geometry_from_world,
+    )
+    from r2s2r_sim.world import load_world
+
+    knowledge = load_world(resolve_config_path(cell_knowledge_world))
+    return PerceptionConfig(
+        belt=load_belt_speed_config(resolve_config_path(belt_speed_config)),
+        tracker=load_tracker_config(resolve_config_path(object_tracker_config)),
+        geometry=scene_geometry_from_world(knowledge),
+    )
 
 
 class RecordingError(RuntimeError):
@@ -103,8 +150,15 @@ class RecordingBackend:
         self._base_inverse: FloatArray = np.eye(4)
         self._frames: dict[str, list[Any]] = {}
         self._belt_speed_mps: float | None = None
+        self._perception: Any = None
+        self._latch: ObjectTrackLatch | None = None
+        self._encoder_period_steps = 0
+        self._roller_radius_m = 1.0
+        self._encoder_started = False
+        self._last_encoder_step = -1
         self._clear()
         self.render_s = 0.0
+        self.perception_s = 0.0
 
     # -- recording ---------------------------------------------------------------------------
     def _clear(self) -> None:
@@ -117,6 +171,7 @@ class RecordingBackend:
             "action": [],
             "object_world": [],
             "object_valid": [],
+            "object_track": [],
         }
         self._commands = {"arm": [], "hand": []}
         self._steps = 0
@@ -133,17 +188,34 @@ class RecordingBackend:
         time_s = self._steps * self._timestep_s
         size = (self.config.image_width_px, self.config.image_height_px)
         started = time.perf_counter()
+        head_native: NDArray[np.uint8] | None = None
         for key, camera in CAMERAS.items():
             image: NDArray[np.uint8] = np.asarray(self.inner.render(camera), dtype=np.uint8)
+            if camera == "head_camera":
+                head_native = image
             if (image.shape[1], image.shape[0]) != size:
                 image = np.asarray(
                     cv2.resize(image, size, interpolation=cv2.INTER_AREA), dtype=np.uint8
                 )
             self._frames[key].append(image)
-        self.render_s += time.perf_counter() - started
+        depth = None
+        if self._perception is not None:
+            depth = np.asarray(self.inner.render_depth("head_camera"), dtype=np.float32)
+        rendered = time.perf_counter()
+        self.render_s += rendered - started
+        belt_speed = self.belt_speed_mps
+        if self._perception is not None and self._latch is not None:
+            assert head_native is not None
+            self._encoder_sample()
+            tracks = self._perception.add_head_frame(time_s, head_native, depth)
+            self._latch.update(time_s, tracks or [])
+            self._frames["object_track"].append(self._latch.features(time_s))
+            fused = self._perception.belt_speed(time_s)
+            belt_speed = float(fused.speed_mps) if fused is not None else 0.0
+            self.perception_s += time.perf_counter() - rendered
         self._frames["time"].append(time_s)
         self._frames["joint_pos"].append(self.inner.joint_positions().astype(np.float32))
-        self._frames["belt"].append(self.belt_speed_mps)
+        self._frames["belt"].append(belt_speed)
         action = dict(HOME_POSITIONS)
         for controller in ("arm", "hand"):
             action.update(command_in_force(self._commands[controller], time_s))
@@ -152,6 +224,26 @@ class RecordingBackend:
         self._frames["object_world"].append(world_pose)
         self._frames["object_valid"].append(valid)
         self._last_sampled_step = self._steps
+
+    def _encoder_sample(self) -> None:
+        """Feed the belt encoder reading of now (after a warm-up history at the first one)."""
+        if (
+            self._perception is None
+            or self._steps == self._last_encoder_step
+            or self._steps % self._encoder_period_steps
+        ):
+            return
+        time_s = self._steps * self._timestep_s
+        if not self._encoder_started:
+            self._encoder_started = True
+            period_s = self._encoder_period_steps * self._timestep_s
+            speed = self.belt_speed_mps
+            count = round(PREROLL_S / period_s)
+            for k in range(count, 0, -1):
+                before_s = time_s - k * period_s
+                self._perception.add_encoder(before_s, speed * before_s / self._roller_radius_m)
+        self._perception.add_encoder(time_s, self.inner.belt_travel_m / self._roller_radius_m)
+        self._last_encoder_step = self._steps
 
     def _object_world_pose(self) -> tuple[FloatArray | None, bool]:
         """Return the object's world pose (x, y, z, quaternion w, x, y, z) while on the belt."""
@@ -224,8 +316,14 @@ class RecordingBackend:
             action_names=list(ALL_JOINT_NAMES),
             control_rate_hz=self.config.rate_hz,
             provenance=provenance,
+            belt_speed_source="belt_speed" if self._latch is not None else "commanded",
+            object_track_source=TRACKER_SOURCE if self._latch is not None else "",
+            object_track_fields=list(self._latch.fields) if self._latch is not None else [],
         )
         has_object = self._object_name is not None
+        extra_obs = {}
+        if self._latch is not None:
+            extra_obs[OBJECT_TRACK_KEY] = np.stack(frames["object_track"]).astype(np.float32)
         episode = Episode(
             metadata=metadata,
             timestamps_s=np.asarray(frames["time"], dtype=np.float64),
@@ -237,6 +335,7 @@ class RecordingBackend:
             object_pose_valid=(
                 np.asarray(frames["object_valid"], dtype=np.bool_) if has_object else None
             ),
+            extra_obs=extra_obs,
         )
         episode.validate()
         return episode
@@ -264,6 +363,28 @@ class RecordingBackend:
             )
         self._period_steps = round(ratio)
         self._clear()
+        self._perception = None
+        self._latch = None
+        self._encoder_started = False
+        self._last_encoder_step = -1
+        if self.config.perception:
+            from r2s2r_belt.perception import CellPerception
+
+            encoder_ratio = 1.0 / (self.config.encoder_rate_hz * self._timestep_s)
+            if abs(encoder_ratio - round(encoder_ratio)) > 1e-6 or round(encoder_ratio) < 1:
+                raise RecordingError(
+                    f"recording.encoder_rate_hz = {self.config.encoder_rate_hz}: expected "
+                    f"1 / (k · timestep_s) for an integer k ≥ 1 (timestep_s = {self._timestep_s})"
+                )
+            self._encoder_period_steps = round(encoder_ratio)
+            self._roller_radius_m = world.belt.roller_radius_m
+            config = perception_config(
+                self.config.belt_speed_config,
+                self.config.object_tracker_config,
+                self.config.cell_knowledge_world,
+            )
+            self._perception = CellPerception(config)
+            self._latch = ObjectTrackLatch(self._perception.catalogue.names)
         self._object_name = self._object_name_arg or (objects[0].name if objects else None)
         self._base_inverse = np.asarray(
             np.linalg.inv(world.robot.base_pose.to_pose().matrix()), dtype=np.float64
@@ -278,6 +399,10 @@ class RecordingBackend:
         while remaining > 0:
             self._sample_due()
             chunk = min(remaining, self._period_steps - self._steps % self._period_steps)
+            if self._perception is not None:
+                self._encoder_sample()
+                period = self._encoder_period_steps
+                chunk = min(chunk, period - self._steps % period)
             self.inner.step(chunk)
             self._steps += chunk
             remaining -= chunk

@@ -99,3 +99,54 @@ def test_bundled_configurations_define_the_four() -> None:
     assert pairs == {(w, b) for w in ("grounded", "nominal") for b in ("mimicgen", "planner")}
     with pytest.raises(ValueError, match="behavior=module"):
         GenerateConfig(generator_overrides=["planner:oops"])
+
+
+def test_coverage_widens_the_trials_and_lights_every_configuration_alike(
+    configurations_file: Path,
+) -> None:
+    import yaml
+
+    data = yaml.safe_load(configurations_file.read_text())
+    data["coverage"] = {
+        "belt_speed_mps": [0.05, 0.2],
+        "object_mix": {"cube": 1.0, "cylinder": 1.0, "block": 1.0, "sphere": 1.0},
+        "lighting": {"diffuse": [0.3, 0.9], "elevation_deg": [20.0, 90.0]},
+    }
+    configurations_file.write_text(yaml.safe_dump(data))
+    config = load_datagen_config(configurations_file)
+    nominal, prepared = prepare_configurations(
+        config, configurations_file, generator_overrides=_overrides()
+    )
+    assert nominal.randomization.belt_speed_mps == (0.05, 0.2)
+    jobs = make_jobs(nominal, prepared, range(40), base_seed=0, config=config)
+    plans = [j.plan for j in jobs if j.configuration == "nominal_planner"]
+    speeds = [p.belt_speed_mps for p in plans]
+    assert min(speeds) < 0.07 and max(speeds) > 0.15  # beyond the nominal 0.07-0.13 m/s
+    assert "sphere" in {p.arrivals[0].instance.type_name for p in plans}
+    for index in range(40):
+        group = [j for j in jobs if j.episode_index == index]
+        lights = {j.world.lighting.model_dump_json() for j in group}
+        assert len(lights) == 1  # every configuration sees the same light
+        light = group[0].world.lighting
+        assert 0.3 <= light.diffuse <= 0.9 and light.direction[2] < 0.0  # from above
+        for job in group:
+            check_plan(job.plan, job.world)  # the widened ranges are the world's own
+    assert len({j.world.lighting.model_dump_json() for j in jobs}) == 40  # drawn per episode
+    # The same seed draws the same light on another run.
+    again = make_jobs(nominal, prepared, range(3), base_seed=0, config=config)
+    assert [j.world.lighting for j in again] == [j.world.lighting for j in jobs[:12]]
+
+
+def test_bad_coverage_is_refused_with_the_key() -> None:
+    from r2s2r_datagen.config import CoverageConfig, LightingRanges
+
+    with pytest.raises(ValueError, match="belt_speed_mps"):
+        CoverageConfig(belt_speed_mps=(0.2, 0.1))
+    with pytest.raises(ValueError, match="elevation_deg"):
+        LightingRanges(elevation_deg=(-10.0, 90.0))
+    from datagen_support import NOMINAL
+    from r2s2r_datagen.configurations import with_coverage
+    from r2s2r_sim.world import load_world
+
+    with pytest.raises(ConfigError, match="teapot"):
+        with_coverage(load_world(NOMINAL), CoverageConfig(object_mix={"teapot": 1.0}))

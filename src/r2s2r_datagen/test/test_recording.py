@@ -85,3 +85,30 @@ def test_command_in_force_and_bad_rate(backend: MujocoBackend) -> None:
     assert command_in_force([], 1.0) == {}
     with pytest.raises(RecordingError, match="rate_hz"):
         RecordingBackend(backend, RecordingConfig(rate_hz=7.0)).reset(load_world(NOMINAL), 0)
+
+
+def test_belt_speed_and_tracked_object_come_from_the_cells_perception(
+    backend: MujocoBackend,
+) -> None:
+    episode, _, _ = _script(backend)
+    meta = episode.metadata
+    assert meta.belt_speed_source == "belt_speed" and meta.object_track_source == "object_tracker"
+    track = episode.extra_obs["object_track"]
+    assert track.shape == (9, len(meta.object_track_fields))
+    visible = meta.object_track_fields.index("visible")
+    assert track[:5, visible].tolist() == [0.0] * 5  # nothing on the belt before 0.5 s
+    # The belt stands still (speed 0): the estimator, warmed up on the set speed, says so.
+    np.testing.assert_allclose(episode.belt_speed_mps, 0.0, atol=1e-6)
+    off = RecordingBackend(backend, RecordingConfig(image_width_px=16, perception=False))
+    off.reset(load_world(NOMINAL), seed=3, objects=[ObjectInstance("object_0", "cube")])
+    off.step(60)
+    plain = off.to_episode(
+        world_config_id="nominal",
+        behavior_source="planner",
+        task="pick_sort",
+        object_type="cube",
+        belt_speed_mps=0.1,
+        success=True,
+        provenance={},
+    )
+    assert plain.metadata.belt_speed_source == "commanded" and "object_track" not in plain.extra_obs

@@ -28,7 +28,9 @@ from .models import Policy, build_policy
 from .normalization import NormalizationStats
 from .spec import PolicySpec, RobotSpec, SpecMismatchError, spec_mismatches
 
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 2
+"""2: chunk step k is the target k + 1 control steps after the observation (version 1 trained
+on the target in force at the observation, which traps a closed loop at its start)."""
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
 TRAINING_STATE_FILE = "training_state.pt"
@@ -128,7 +130,8 @@ def read_checkpoint_config(directory: str | Path) -> CheckpointConfig:
     if config.format_version != CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(
             f"{path / CONFIG_FILE}: format_version = {config.format_version}, "
-            f"expected {CHECKPOINT_FORMAT_VERSION}"
+            f"expected {CHECKPOINT_FORMAT_VERSION} (version 1 policies were trained on the "
+            "target in force at each observation and cannot be executed correctly: retrain)"
         )
     return config
 

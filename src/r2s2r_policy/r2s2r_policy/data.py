@@ -9,13 +9,18 @@ they are cached in memory for chunking and statistics). Two implementations:
   (the project's robomimic-style HDF5 datasets); images are read lazily per frame.
 
 :class:`ChunkDataset` turns one source into training samples: the observation at frame ``t``
-and the action chunk ``actions[t : t + H]``, padded past the episode end by repeating the last
-action, with a mask that is False on padded steps.
+and the action chunk ``actions[t + 1 : t + 1 + H]`` (``actions[t]`` is the target in force at
+frame ``t``, so chunk step ``k`` is the target ``k + 1`` control steps after the observation:
+the time rule of :mod:`r2s2r_policy.spec`), padded past the episode end by repeating the last
+action, with a mask that is False on padded steps. Images are decoded and resized once, when
+the dataset is built, and held in memory (a few hundred MB at 64-96 px for thousands of
+episodes), so a training step costs the model, not HDF5 decoding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,10 +34,30 @@ from .spec import (
     ACTIONS_KEY,
     BELT_SPEED_KEY,
     JOINT_POS_KEY,
+    OBJECT_TRACK_KEY,
     PolicySpec,
 )
 
 Sample = dict[str, np.ndarray]
+
+LOW_DIM_KEYS: tuple[str, ...] = (JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY, ACTIONS_KEY)
+"""Whole-episode arrays cached in memory."""
+
+
+@dataclass(frozen=True)
+class ObservationSemantics:
+    """What made a source's belt-speed and tracked-object observations (episode metadata).
+
+    Attributes:
+        belt_speed_source: e.g. ``belt_speed`` (the estimator) or ``commanded``.
+        object_track_source: e.g. ``object_tracker``; empty without a tracked-object input.
+        object_track_fields: Columns of ``object_track``.
+
+    """
+
+    belt_speed_source: str = ""
+    object_track_source: str = ""
+    object_track_fields: tuple[str, ...] = ()
 
 
 class MissingFeatureError(ValueError):
@@ -89,8 +114,20 @@ class EpisodeSource(Protocol):
         """One uint8 ``(H, W, 3)`` RGB image."""
         ...
 
+    def episode_images(self, episode_index: int, key: str) -> np.ndarray:
+        """Every uint8 ``(T, H, W, 3)`` RGB image of one camera of one episode."""
+        ...
+
     def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
-        """Whole-episode ``joint_pos_rad (T, J)``, ``belt_speed_mps (T, 1)``, ``actions (T, A)``."""
+        """Return the whole-episode low-dimensional arrays.
+
+        ``joint_pos_rad (T, J)``, ``belt_speed_mps (T, 1)``, ``actions (T, A)`` and, when
+        present, ``object_track (T, F)``.
+        """
+        ...
+
+    def semantics(self) -> ObservationSemantics:
+        """Return what made the belt-speed and tracked-object observations."""
         ...
 
 
@@ -107,6 +144,9 @@ class InMemoryEpisodeSource:
         joint_names: Names of the joint position columns.
         action_names: Names of the action columns.
         control_rate_hz: Frame rate of the episodes.
+        semantics: What made belt speed and the tracked object (default: the belt_speed
+            estimator; tracked-object source ``object_tracker`` when episodes have one and
+            ``object_track_fields`` are given).
 
     Raises:
         ValueError: If there are no episodes or arrays of one episode differ in length.
@@ -120,6 +160,7 @@ class InMemoryEpisodeSource:
         joint_names: Sequence[str],
         action_names: Sequence[str],
         control_rate_hz: float = 10.0,
+        semantics: ObservationSemantics | None = None,
     ) -> None:
         if not episodes:
             raise ValueError(f"source {name!r}: expected at least one episode, got 0")
@@ -129,6 +170,7 @@ class InMemoryEpisodeSource:
         self._control_rate_hz = float(control_rate_hz)
         self._joint_names = list(joint_names)
         self._action_names = list(action_names)
+        self._semantics = semantics or ObservationSemantics(belt_speed_source="belt_speed")
         self._episodes: list[dict[str, np.ndarray]] = []
         for index, episode in enumerate(episodes):
             lengths = {key: int(np.shape(value)[0]) for key, value in episode.items()}
@@ -180,14 +222,18 @@ class InMemoryEpisodeSource:
         """One uint8 ``(H, W, 3)`` image."""
         return self._episodes[episode_index][key][frame_index]
 
+    def episode_images(self, episode_index: int, key: str) -> np.ndarray:
+        """Every image of one camera of one episode."""
+        return self._episodes[episode_index][key]
+
     def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
         """Whole-episode low-dimensional arrays (those present)."""
         episode = self._episodes[episode_index]
-        return {
-            key: episode[key].astype(np.float32)
-            for key in (JOINT_POS_KEY, BELT_SPEED_KEY, ACTIONS_KEY)
-            if key in episode
-        }
+        return {key: episode[key].astype(np.float32) for key in LOW_DIM_KEYS if key in episode}
+
+    def semantics(self) -> ObservationSemantics:
+        """Return what made belt speed and the tracked object (as given at construction)."""
+        return self._semantics
 
 
 class HDF5EpisodeSource:
@@ -243,6 +289,13 @@ class HDF5EpisodeSource:
             )
         self.episode_indices: list[int] = kept
         self.excluded_outcomes: dict[str, int] = excluded
+        semantics = {self._semantics_of(self._reader.metadata(i)) for i in kept}
+        if len(semantics) > 1:
+            raise ValueError(
+                f"{self.path}: episodes disagree on what made their observations "
+                f"({sorted(map(str, semantics))}); a dataset must be made one way"
+            )
+        self._semantics = semantics.pop()
         self._name = name if name is not None else str(first.source)
         self._control_rate_hz = float(first.control_rate_hz)
         self._joint_names = list(first.joint_names)
@@ -252,6 +305,18 @@ class HDF5EpisodeSource:
             (key[len("obs/") :] if key.startswith("obs/") else key): value
             for key, value in info.features.items()
         }
+
+    @staticmethod
+    def _semantics_of(meta: Any) -> ObservationSemantics:
+        return ObservationSemantics(
+            belt_speed_source=meta.belt_speed_source,
+            object_track_source=meta.object_track_source,
+            object_track_fields=tuple(meta.object_track_fields),
+        )
+
+    def semantics(self) -> ObservationSemantics:
+        """Return what made belt speed and the tracked object (episode metadata)."""
+        return self._semantics
 
     @property
     def name(self) -> str:
@@ -294,11 +359,15 @@ class HDF5EpisodeSource:
         """One uint8 ``(H, W, 3)`` image (reads one compressed chunk)."""
         return np.asarray(self._group(episode_index)["obs"][key][frame_index])
 
+    def episode_images(self, episode_index: int, key: str) -> np.ndarray:
+        """Every image of one camera of one episode (one read of the whole dataset)."""
+        return np.asarray(self._group(episode_index)["obs"][key])
+
     def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
         """Whole-episode low-dimensional arrays (those present)."""
         group = self._group(episode_index)
         out: dict[str, np.ndarray] = {}
-        for key in (JOINT_POS_KEY, BELT_SPEED_KEY):
+        for key in (JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY):
             if key in group["obs"]:
                 out[key] = np.asarray(group["obs"][key], dtype=np.float32)
         if ACTIONS_KEY in group:
@@ -312,12 +381,107 @@ class HDF5EpisodeSource:
         self._reader.close()
 
 
+class EpisodeSubset:
+    """Some episodes of a source (e.g. the held-out validation episodes), as a source.
+
+    Args:
+        source: The full source.
+        indices: Episode indices of ``source`` to expose, in order.
+        name: Name of the subset (default: the source's).
+
+    Raises:
+        ValueError: If ``indices`` is empty or out of range.
+
+    """
+
+    def __init__(
+        self, source: EpisodeSource, indices: Sequence[int], name: str | None = None
+    ) -> None:
+        if not indices:
+            raise ValueError(f"source {source.name!r}: an episode subset needs episodes")
+        bad = [i for i in indices if not 0 <= i < source.num_episodes()]
+        if bad:
+            raise ValueError(
+                f"source {source.name!r}: episode indices {bad} out of 0..{source.num_episodes()}"
+            )
+        self._source = source
+        self.indices = list(indices)
+        self._name = name or source.name
+
+    @property
+    def name(self) -> str:
+        """Subset name."""
+        return self._name
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Columns of ``joint_pos_rad``."""
+        return self._source.joint_names
+
+    @property
+    def action_names(self) -> list[str]:
+        """Columns of ``actions``."""
+        return self._source.action_names
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Frame rate of the episodes (Hz)."""
+        return self._source.control_rate_hz
+
+    def num_episodes(self) -> int:
+        """Return the number of episodes in the subset."""
+        return len(self.indices)
+
+    def episode_length(self, episode_index: int) -> int:
+        """Frames in one episode of the subset."""
+        return self._source.episode_length(self.indices[episode_index])
+
+    def frame_features(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Per-frame shape and dtype of every key."""
+        return self._source.frame_features()
+
+    def image(self, episode_index: int, frame_index: int, key: str) -> np.ndarray:
+        """One image."""
+        return self._source.image(self.indices[episode_index], frame_index, key)
+
+    def episode_images(self, episode_index: int, key: str) -> np.ndarray:
+        """Every image of one camera of one episode."""
+        return self._source.episode_images(self.indices[episode_index], key)
+
+    def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
+        """Whole-episode low-dimensional arrays."""
+        return self._source.low_dim(self.indices[episode_index])
+
+    def semantics(self) -> ObservationSemantics:
+        """Return what made belt speed and the tracked object (the source's)."""
+        return self._source.semantics()
+
+
+def split_episodes(count: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Split ``count`` episodes into (training, held-out) indices, deterministically.
+
+    ``fraction`` of the episodes (at least one when ``fraction > 0`` and there are two or more)
+    are held out, drawn with ``seed``.
+    """
+    if fraction <= 0.0 or count < 2:
+        return list(range(count)), []
+    held = max(1, round(fraction * count))
+    held = min(held, count - 1)
+    rng = np.random.default_rng([seed, 0x5EED])
+    chosen = set(rng.choice(count, size=held, replace=False).tolist())
+    train = [i for i in range(count) if i not in chosen]
+    return train, sorted(chosen)
+
+
 def check_source_features(sources: Sequence[EpisodeSource], spec: PolicySpec) -> None:
     """Check that every source provides every feature ``spec`` needs, before training.
 
     Checks camera keys (uint8 ``(H, W, 3)``; any size, resized to the spec), joint positions and
     actions (names and widths equal to the spec's), belt speed when used, non-empty episodes,
-    and one control rate across sources (a chunk step must mean the same time everywhere).
+    one control rate across sources (a chunk step must mean the same time everywhere), and
+    that belt speed and the tracked object are made the way the spec says in every source
+    (a real source with tracker output and a simulated one with simulator truth would teach the
+    policy two meanings of one input).
 
     Raises:
         MissingFeatureError: Listing every problem of every source.
@@ -351,6 +515,29 @@ def check_source_features(sources: Sequence[EpisodeSource], spec: PolicySpec) ->
             shape, _ = features[key]
             if int(np.prod(shape)) != width:
                 problems.append(f"{prefix}: {key!r} has per-frame shape {shape}, expected {width}")
+        semantics = source.semantics()
+        if spec.use_belt_speed and semantics.belt_speed_source != spec.belt_speed_source:
+            problems.append(
+                f"{prefix}: belt speed made by {semantics.belt_speed_source or 'unknown'!r}, "
+                f"policy expects {spec.belt_speed_source!r} (regenerate or re-convert the data "
+                "with the cell's belt_speed estimator)"
+            )
+        if spec.uses_object_track:
+            if OBJECT_TRACK_KEY not in features:
+                problems.append(
+                    f"{prefix}: missing {OBJECT_TRACK_KEY!r} (has {sorted(features)}); data made "
+                    "before tracked-object observations must be regenerated or re-converted"
+                )
+            elif list(semantics.object_track_fields) != list(spec.object_track_fields):
+                problems.append(
+                    f"{prefix}: object_track columns {list(semantics.object_track_fields)} != "
+                    f"policy {spec.object_track_fields}"
+                )
+            if semantics.object_track_source != spec.object_track_source:
+                problems.append(
+                    f"{prefix}: object_track made by {semantics.object_track_source or 'unknown'!r}"
+                    f", policy expects {spec.object_track_source!r}"
+                )
         if source.joint_names != spec.joint_names:
             problems.append(
                 f"{prefix}: joint_names {source.joint_names} != policy {spec.joint_names}"
@@ -394,30 +581,53 @@ def action_chunk(actions: np.ndarray, start: int, length: int) -> tuple[np.ndarr
 
 
 class ChunkDataset(Dataset[Sample]):
-    """Training samples of one source: observation at ``t`` and the action chunk from ``t``.
+    """Training samples of one source: observation at ``t`` and the action chunk after ``t``.
 
-    Low-dimensional arrays of all episodes are cached at construction (a few MB for thousands
-    of episodes); images are read per sample and resized to the spec's size.
+    The chunk is ``actions[t + 1 : t + 1 + H]`` (the time rule of :mod:`r2s2r_policy.spec`);
+    with ``spec.action_representation == 'delta'`` the measured positions of the action joints
+    at ``t`` are subtracted. Low-dimensional arrays of all episodes are cached at construction
+    (a few MB for thousands of episodes), and so are the images, decoded once per episode and
+    resized to the spec's size (``cache_images``; off: read and resize per sample).
 
     Args:
         source: The episode source (checked with :func:`check_source_features` first).
-        spec: Policy spec (image keys and sizes, chunk length).
+        spec: Policy spec (image keys and sizes, chunk length, inputs).
+        cache_images: Hold every resized image in memory.
 
     Raises:
         MissingFeatureError: If the source lacks a feature.
 
     """
 
-    def __init__(self, source: EpisodeSource, spec: PolicySpec) -> None:
+    def __init__(self, source: EpisodeSource, spec: PolicySpec, cache_images: bool = True) -> None:
         check_source_features([source], spec)
         self.source = source
         self.spec = spec
         self._low_dim = [source.low_dim(e) for e in range(source.num_episodes())]
         lengths = np.array([len(d[ACTIONS_KEY]) for d in self._low_dim], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self._action_in_state = [spec.joint_names.index(n) for n in spec.action_names]
+        self._images: dict[str, np.ndarray] | None = None
+        if cache_images:
+            self._images = {}
+            total = int(self._starts[-1])
+            for image_spec in spec.images:
+                height, width = image_spec.height_px, image_spec.width_px
+                cache = np.empty((total, height, width, 3), dtype=np.uint8)
+                for episode in range(source.num_episodes()):
+                    frames = source.episode_images(episode, image_spec.key)
+                    start = int(self._starts[episode])
+                    for index, frame in enumerate(frames):
+                        cache[start + index] = resize_image(frame, height, width)
+                self._images[image_spec.key] = cache
 
     def __len__(self) -> int:
         return int(self._starts[-1])
+
+    @property
+    def image_cache_bytes(self) -> int:
+        """Memory held by the image cache."""
+        return sum(a.nbytes for a in (self._images or {}).values())
 
     def locate(self, index: int) -> tuple[int, int]:
         """Map a sample index to ``(episode_index, frame_index)``."""
@@ -426,11 +636,23 @@ class ChunkDataset(Dataset[Sample]):
         episode = int(np.searchsorted(self._starts, index, side="right") - 1)
         return episode, int(index - self._starts[episode])
 
+    def chunk_at(self, episode: int, frame: int) -> tuple[np.ndarray, np.ndarray]:
+        """Return the training target of one frame: ``(chunk (H, A), mask (H,))``."""
+        low = self._low_dim[episode]
+        chunk, mask = action_chunk(low[ACTIONS_KEY], frame + 1, self.spec.chunk_length)
+        if self.spec.action_representation == "delta":
+            chunk = chunk - low[JOINT_POS_KEY][frame][self._action_in_state]
+        return chunk, mask
+
     def __getitem__(self, index: int) -> Sample:
-        episode, frame = self.locate(int(index))
+        index = int(index)
+        episode, frame = self.locate(index)
         low = self._low_dim[episode]
         sample: Sample = {}
         for image_spec in self.spec.images:
+            if self._images is not None:
+                sample[image_spec.key] = self._images[image_spec.key][index]
+                continue
             image = self.source.image(episode, frame, image_spec.key)
             sample[image_spec.key] = np.ascontiguousarray(
                 resize_image(image, image_spec.height_px, image_spec.width_px)
@@ -438,20 +660,30 @@ class ChunkDataset(Dataset[Sample]):
         sample[JOINT_POS_KEY] = low[JOINT_POS_KEY][frame]
         if self.spec.use_belt_speed:
             sample[BELT_SPEED_KEY] = low[BELT_SPEED_KEY][frame]
-        chunk, mask = action_chunk(low[ACTIONS_KEY], frame, self.spec.chunk_length)
+        if self.spec.uses_object_track:
+            sample[OBJECT_TRACK_KEY] = low[OBJECT_TRACK_KEY][frame]
+        chunk, mask = self.chunk_at(episode, frame)
         sample[ACTIONS_KEY] = chunk
         sample[ACTION_MASK_KEY] = mask
         return sample
 
     def update_stats(self, stats: dict[str, RunningStats]) -> None:
-        """Add this source's joint positions, belt speed and actions to running statistics."""
-        for low in self._low_dim:
+        """Add this source's inputs and action targets to running statistics."""
+        for episode, low in enumerate(self._low_dim):
             for key, running in stats.items():
+                if key == ACTIONS_KEY:
+                    targets = [self.chunk_at(episode, f) for f in range(len(low[ACTIONS_KEY]))]
+                    values = np.concatenate([c[m] for c, m in targets if m.any()])
+                    if len(values):
+                        running.update(values)
+                    continue
                 running.update(low[key].reshape(len(low[key]), -1))
 
 
 def compute_normalization(datasets: Sequence[ChunkDataset], spec: PolicySpec) -> NormalizationStats:
-    """Streaming statistics of state and actions over every dataset (all frames, unweighted).
+    """Streaming statistics of inputs and action targets over every dataset (unweighted).
+
+    Action statistics are over the training targets (chunk steps, deltas when the spec says so).
 
     Raises:
         ValueError: If ``datasets`` is empty.
@@ -465,6 +697,8 @@ def compute_normalization(datasets: Sequence[ChunkDataset], spec: PolicySpec) ->
     }
     if spec.use_belt_speed:
         stats[BELT_SPEED_KEY] = RunningStats(1)
+    if spec.uses_object_track:
+        stats[OBJECT_TRACK_KEY] = RunningStats(len(spec.object_track_fields))
     for dataset in datasets:
         dataset.update_stats(stats)
     return NormalizationStats(features={key: value.finish() for key, value in stats.items()})

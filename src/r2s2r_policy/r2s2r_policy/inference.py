@@ -2,9 +2,24 @@
 
 The :class:`InferenceEngine` holds a loaded :class:`~r2s2r_policy.models.Policy`, the latest
 observation of every input with the time it was received (camera images resized to the spec's
-size, joint positions, belt speed), and runs :meth:`~r2s2r_policy.models.Policy.predict_chunk`
-at the command rate on its own worker thread (never in a sensor callback). Every chunk passes
-the safety filter before it is handed to the ``publish`` callback:
+size, joint positions, belt speed, the tracked object made from ``/objects/tracks`` by
+:class:`r2s2r_recorder.dataset.ObjectTrackLatch` as in the datasets), and runs
+:meth:`~r2s2r_policy.models.Policy.predict_chunk` at the command rate on its own worker thread
+(never in a sensor callback).
+
+Time (the rule of :mod:`r2s2r_policy.spec`): chunk step ``k`` is the target ``k + 1`` control
+steps after the observation it was computed from, so the sent trajectory's ``time_from_start``
+of point ``k`` is ``(k + 1)·dt`` minus the time already spent since the newest image arrived.
+How chunks become commands is a setting (:class:`InferenceConfig`):
+
+- ``receding`` (default): a new chunk is computed every ``executed_steps`` control steps and
+  replaces the trajectory in force (with 1: every step, only its first point is ever reached);
+- ``temporal_ensemble`` (ACT, Zhao et al. 2023): a chunk every step; the target of each future
+  step is the weighted mean of every stored chunk's prediction for that step, weights
+  ``exp(-m·i)`` with ``i = 0`` the oldest prediction (ACT's convention, ``m`` =
+  ``ensemble_weight_decay``).
+
+Every command passes the safety filter before it is handed to the ``publish`` callback:
 
 - a chunk with a NaN or Inf is dropped and counted (:func:`chunk_is_finite`);
 - joint positions are clamped to the joint limits (:func:`clamp_positions`);
@@ -35,10 +50,11 @@ import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_recorder.dataset.object_track import ObjectTrackLatch, TrackView, type_names_of
 
 from .data import resize_image
 from .models import Policy
-from .spec import BELT_SPEED_KEY, JOINT_POS_KEY, PolicySpec
+from .spec import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY, PolicySpec
 
 _LOG = logging.getLogger(__name__)
 
@@ -75,6 +91,24 @@ class InferenceConfig(ConfigModel):
         gt=0.0,
         le=10.0,
         description="time_from_start of the single point of a hold command.",
+    )
+    execution: Literal["receding", "temporal_ensemble"] = Field(
+        default="receding",
+        description="receding: a new chunk every executed_steps control steps replaces the "
+        "last; temporal_ensemble: a chunk every step, future targets averaged over chunks (ACT).",
+    )
+    executed_steps: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="receding: control steps of a chunk executed before the next inference "
+        "(at most the chunk length).",
+    )
+    ensemble_weight_decay: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=10.0,
+        description="temporal_ensemble: m of the weights exp(-m·i), i = 0 the oldest chunk.",
     )
     trigger: Literal["images", "timer"] = Field(
         default="images",
@@ -239,7 +273,8 @@ class ActionCommand:
 
     Attributes:
         joint_names: Joints, action order.
-        times_s: ``(M,)`` time_from_start of each point (s), start = now.
+        times_s: ``(M,)`` time_from_start of each point (s), start = when it is sent: point
+            ``k`` of a chunk at ``(k + 1)·dt`` after the observation, less the time since.
         positions_rad: ``(M, N)`` targets.
         hold: True for a hold at the measured position (one point).
         observation_time_s: Engine-clock time of the newest image the chunk was computed from.
@@ -261,6 +296,7 @@ class StepStatus(StrEnum):
     """What one :meth:`InferenceEngine.step` did."""
 
     COMMANDED = "commanded"
+    EXECUTING = "executing"  # receding horizon: the chunk in force still has steps to run
     WAITING = "waiting"  # some input never arrived
     HOLD = "hold"  # inputs went stale: the hold command was sent
     HOLDING = "holding"  # still stale, hold already sent: nothing sent
@@ -330,10 +366,14 @@ class ObservationBuffer:
         self._received_s: dict[str, float] = {}
         self._image_count: dict[str, int] = {key: 0 for key in spec.image_keys}
         self._joint_index: dict[str, int] = {n: i for i, n in enumerate(spec.joint_names)}
+        self.latch: ObjectTrackLatch | None = None
+        if spec.uses_object_track:
+            self.latch = ObjectTrackLatch(type_names_of(spec.object_track_fields))
         self.required_keys = [
             *spec.image_keys,
             JOINT_POS_KEY,
             *([BELT_SPEED_KEY] if spec.use_belt_speed else []),
+            *([OBJECT_TRACK_KEY] if spec.uses_object_track else []),
         ]
 
     def clear(self) -> None:
@@ -341,6 +381,25 @@ class ObservationBuffer:
         with self._lock:
             self._values.clear()
             self._received_s.clear()
+            if self.latch is not None:
+                self.latch.reset()
+
+    def set_object_tracks(self, tracks: Sequence[TrackView], received_s: float) -> None:
+        """Take one ``/objects/tracks`` message (every track in it), received at ``received_s``.
+
+        The latch's time base is the receive time (the engine clock), so ``age_s`` is the time
+        since the target was last published.
+
+        Raises:
+            ValueError: If the policy has no tracked-object input.
+
+        """
+        if self.latch is None:
+            raise ValueError("object tracks: the policy has no tracked-object input")
+        with self._lock:
+            self.latch.update(received_s, tracks)
+            self._received_s[OBJECT_TRACK_KEY] = received_s
+            self._values[OBJECT_TRACK_KEY] = np.zeros(0, dtype=np.float32)  # made at snapshot
 
     def set_image(self, key: str, rgb: np.ndarray, received_s: float) -> None:
         """Store a uint8 ``(H, W, 3)`` RGB image of camera ``key``, resized to the spec's size.
@@ -402,10 +461,16 @@ class ObservationBuffer:
             self._values[BELT_SPEED_KEY] = np.array([speed_mps], dtype=np.float32)
             self._received_s[BELT_SPEED_KEY] = received_s
 
-    def snapshot(self) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-        """Return current values and receive times (dict copies; arrays are never mutated)."""
+    def snapshot(self, now_s: float) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """Return current values at ``now_s`` and receive times (copies; arrays never mutated).
+
+        The tracked-object vector is made here, at ``now_s`` (its ``age_s`` grows with time).
+        """
         with self._lock:
-            return dict(self._values), dict(self._received_s)
+            values, received = dict(self._values), dict(self._received_s)
+            if self.latch is not None and OBJECT_TRACK_KEY in values:
+                values[OBJECT_TRACK_KEY] = self.latch.features(now_s)
+            return values, received
 
     def joint_positions(self) -> np.ndarray | None:
         """Latest joint positions (spec order), or None."""
@@ -457,6 +522,15 @@ class InferenceEngine:
         self.dt_s = 1.0 / self.spec.control_rate_hz
         self.period_s = 1.0 / (self.config.command_rate_hz or self.spec.control_rate_hz)
         self._times_s = self.dt_s * np.arange(1, self.spec.chunk_length + 1, dtype=np.float64)
+        if self.config.execution == "receding" and (
+            self.config.executed_steps > self.spec.chunk_length
+        ):
+            raise ValueError(
+                f"executed_steps = {self.config.executed_steps}: expected at most the chunk "
+                f"length {self.spec.chunk_length}"
+            )
+        self._last_chunk_time_s: float | None = None
+        self._chunks: deque[tuple[float, np.ndarray]] = deque(maxlen=self.spec.chunk_length)
         self._stats_lock = threading.Lock()
         self._stats = EngineStats()
         self._latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
@@ -493,10 +567,49 @@ class InferenceEngine:
         """Store the belt speed, received now."""
         self.buffer.set_belt_speed(speed_mps, self.clock())
 
+    def observe_object_tracks(self, tracks: Sequence[TrackView]) -> None:
+        """Store one ``/objects/tracks`` message, received now (ignored without track input)."""
+        if self.buffer.latch is not None:
+            self.buffer.set_object_tracks(tracks, self.clock())
+
+    @property
+    def uses_object_tracks(self) -> bool:
+        """Whether the policy reads ``/objects/tracks``."""
+        return self.buffer.latch is not None
+
     def reset(self) -> None:
-        """Forget observations and the hold state (a new episode waits for fresh inputs)."""
+        """Forget observations, chunks and the hold state (a new episode waits for inputs)."""
         self.buffer.clear()
         self._holding = False
+        self._last_chunk_time_s = None
+        self._chunks.clear()
+
+    def _chunk_due(self, now_s: float) -> bool:
+        """Receding horizon: whether the chunk in force has run its executed steps.
+
+        Measured on the engine clock from the last chunk sent, with half an engine period of
+        slack (ticks are never exactly on the grid).
+        """
+        if self.config.execution != "receding" or self._last_chunk_time_s is None:
+            return True
+        elapsed = now_s - self._last_chunk_time_s
+        return elapsed + 0.5 * self.period_s >= self.config.executed_steps * self.dt_s
+
+    def _ensembled(self, observation_time_s: float, chunk: np.ndarray) -> np.ndarray:
+        """Temporal ensembling: the weighted mean prediction of every future step (ACT)."""
+        self._chunks.append((observation_time_s, chunk))
+        horizon = self.spec.chunk_length
+        out = np.empty_like(chunk, dtype=np.float64)
+        for step in range(horizon):
+            target_s = observation_time_s + (step + 1) * self.dt_s
+            predictions = []
+            for chunk_time_s, stored in self._chunks:  # oldest first
+                index = round((target_s - chunk_time_s) / self.dt_s) - 1
+                if 0 <= index < horizon:
+                    predictions.append(stored[index])
+            weights = np.exp(-self.config.ensemble_weight_decay * np.arange(len(predictions)))
+            out[step] = np.average(np.stack(predictions), axis=0, weights=weights)
+        return out
 
     # -- one control tick ---------------------------------------------------------------------
     def _count(self, kind: InterventionKind, count: int = 1) -> None:
@@ -559,7 +672,7 @@ class InferenceEngine:
         started = time.perf_counter()
         now_s = self.clock()
         self._consumed = self.buffer.image_counts()
-        values, received = self.buffer.snapshot()
+        values, received = self.buffer.snapshot(now_s)
         ages = observation_ages(received, now_s)
         with self._stats_lock:
             self._stats.steps += 1
@@ -570,6 +683,8 @@ class InferenceEngine:
         stale = stale_inputs(ages, self.config.stale_observation_s)
         if stale:
             detail = ", ".join(f"{key} {ages[key] * 1e3:.0f} ms" for key in stale)
+            self._last_chunk_time_s = None
+            self._chunks.clear()
             if self._holding:
                 return StepResult(StepStatus.HOLDING, detail=detail)
             self._holding = True
@@ -579,6 +694,9 @@ class InferenceEngine:
                 self._send(hold)
             _LOG.warning("stale observations (%s): holding", detail)
             return StepResult(StepStatus.HOLD, command=hold, detail=detail)
+        image_time = max(received[key] for key in self.spec.image_keys)
+        if not self._holding and not self._chunk_due(now_s):
+            return StepResult(StepStatus.EXECUTING)
         self._holding = False
         try:
             chunk = self.policy.predict_chunk(values)
@@ -587,17 +705,28 @@ class InferenceEngine:
             with self._stats_lock:
                 self._stats.last_error = str(error)
             return StepResult(StepStatus.DROPPED, detail=str(error))
+        if not chunk_is_finite(chunk):
+            self._count(InterventionKind.NON_FINITE_ACTION)
+            return StepResult(StepStatus.DROPPED, detail="non-finite action")
+        if self.config.execution == "temporal_ensemble":
+            chunk = self._ensembled(image_time, chunk.astype(np.float64))
         current = values[JOINT_POS_KEY][self._action_in_state]
         safe = self.filter_chunk(chunk, current)
         if safe is None:
             return StepResult(StepStatus.DROPPED, detail="non-finite action")
-        image_time = max(received[key] for key in self.spec.image_keys)
+        # Point k is due (k + 1)·dt after the observation; time already spent is taken off.
+        times = self._times_s - max(now_s - image_time, 0.0)
+        keep = times > 1e-6
+        if not keep.any():
+            keep[-1] = True
+            times[-1] = self.dt_s
         command = ActionCommand(
             joint_names=tuple(self.spec.action_names),
-            times_s=self._times_s.copy(),
-            positions_rad=safe,
+            times_s=times[keep],
+            positions_rad=safe[keep],
             observation_time_s=image_time,
         )
+        self._last_chunk_time_s = now_s
         latency_s = time.perf_counter() - started
         with self._stats_lock:
             self._latencies.append(latency_s)

@@ -2,9 +2,16 @@
 
 A :class:`PolicySpec` travels with every checkpoint (``config.yaml``). Before a checkpoint
 drives a robot, :func:`check_spec` compares it with the :class:`RobotSpec` the robot offers
-(camera images at the size the node will feed, joint names, action names) and lists every
-mismatch, so a policy trained for another arm, hand or camera resolution is refused with a
-message a user can act on.
+(camera images at the size the node will feed, joint names, action names, belt speed and the
+tracked object with the sources that make them) and lists every mismatch, so a policy trained
+for another arm, hand, camera resolution or perception is refused with a message a user can
+act on.
+
+Time (DESIGN.md section 11): an action chunk computed from the observation at ``t`` holds the
+joint targets for ``t + dt, t + 2·dt, ..., t + H·dt`` (``dt = 1 / control_rate_hz``): chunk
+step ``k`` is the target in force ``k + 1`` control steps after the observation. Training labels
+(:class:`r2s2r_policy.data.ChunkDataset`), the inference engine and the trajectory's
+``time_from_start`` follow that one rule.
 """
 
 from __future__ import annotations
@@ -19,8 +26,12 @@ DEFAULT_IMAGE_KEYS: tuple[str, ...] = ("head_camera_rgb", "hand_camera_rgb")
 
 JOINT_POS_KEY = "joint_pos_rad"
 BELT_SPEED_KEY = "belt_speed_mps"
+OBJECT_TRACK_KEY = "object_track"
 ACTIONS_KEY = "actions"
 ACTION_MASK_KEY = "action_mask"
+
+BELT_SPEED_SOURCE = "belt_speed"
+"""``belt_speed_source`` of data whose belt speed is the ``belt_speed`` estimator's output."""
 
 
 class SpecMismatchError(ValueError):
@@ -73,6 +84,23 @@ class PolicySpec(ConfigModel):
         min_length=1, description="Joint position targets predicted per chunk step."
     )
     use_belt_speed: bool = Field(default=True, description="Feed the belt speed (m/s) as input.")
+    belt_speed_source: str = Field(
+        default=BELT_SPEED_SOURCE,
+        description="What makes the belt-speed input (dataset metadata belt_speed_source).",
+    )
+    object_track_fields: list[str] = Field(
+        default_factory=list,
+        description="Columns of the tracked-object input (r2s2r_recorder.dataset.object_track; "
+        "empty: the policy has no object input).",
+    )
+    object_track_source: str = Field(
+        default="", description="What makes the tracked-object input (e.g. 'object_tracker')."
+    )
+    action_representation: Literal["absolute", "delta"] = Field(
+        default="absolute",
+        description="absolute: the model predicts joint targets; delta: targets minus the "
+        "measured joints of the observation (predict_chunk returns absolute targets either way).",
+    )
     chunk_length: int = Field(
         default=12, ge=1, le=256, description="Future action steps H predicted per inference."
     )
@@ -102,9 +130,18 @@ class PolicySpec(ConfigModel):
         return [image.key for image in self.images]
 
     @property
+    def uses_object_track(self) -> bool:
+        """Whether the policy reads the tracked-object vector."""
+        return bool(self.object_track_fields)
+
+    @property
     def state_dim(self) -> int:
-        """Length of the low-dimensional state (joints, then belt speed when used)."""
-        return len(self.joint_names) + (1 if self.use_belt_speed else 0)
+        """Length of the low-dimensional state (joints, belt speed, tracked object)."""
+        return (
+            len(self.joint_names)
+            + (1 if self.use_belt_speed else 0)
+            + len(self.object_track_fields)
+        )
 
     @property
     def action_dim(self) -> int:
@@ -131,6 +168,16 @@ class RobotSpec(ConfigModel):
     joint_names: list[str] = Field(min_length=1, description="Joint state names, policy order.")
     action_names: list[str] = Field(min_length=1, description="Commandable joints, policy order.")
     has_belt_speed: bool = Field(default=True, description="Whether belt speed is available.")
+    belt_speed_source: str = Field(
+        default=BELT_SPEED_SOURCE, description="What makes the belt speed the robot offers."
+    )
+    object_track_fields: list[str] = Field(
+        default_factory=list,
+        description="Columns of the tracked-object vector the robot offers (empty: none).",
+    )
+    object_track_source: str = Field(
+        default="", description="What makes the robot's tracked-object vector."
+    )
 
 
 def _name_diff(field_name: str, expected: list[str], actual: list[str]) -> list[str]:
@@ -181,6 +228,32 @@ def spec_mismatches(policy: PolicySpec, robot: RobotSpec) -> list[str]:
     lines += _name_diff("action_names", policy.action_names, robot.action_names)
     if policy.use_belt_speed and not robot.has_belt_speed:
         lines.append("belt_speed_mps: policy needs belt speed, robot has none")
+    elif policy.use_belt_speed and policy.belt_speed_source != robot.belt_speed_source:
+        lines.append(
+            f"belt_speed_mps: policy was trained on {policy.belt_speed_source!r} belt speed, "
+            f"robot gives {robot.belt_speed_source!r}"
+        )
+    if policy.uses_object_track:
+        if not robot.object_track_fields:
+            lines.append(
+                "object_track: policy needs the tracked object "
+                f"({policy.object_track_source}), robot offers none (no /objects/tracks)"
+            )
+        else:
+            lines += _name_diff(
+                "object_track", policy.object_track_fields, robot.object_track_fields
+            )
+            if policy.object_track_source != robot.object_track_source:
+                lines.append(
+                    f"object_track: policy was trained on {policy.object_track_source!r} "
+                    f"tracks, robot gives {robot.object_track_source!r}"
+                )
+    elif robot.object_track_fields:
+        lines.append(
+            "object_track: the robot provides the tracked object "
+            f"({robot.object_track_source}) but the policy does not read it (trained without "
+            "object-track inputs: retrain with them, or run the graph without the tracker)"
+        )
     return lines
 
 

@@ -17,6 +17,7 @@ step-based loop:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -46,14 +47,24 @@ from .checkpoint import (
 from .data import (
     ChunkDataset,
     EpisodeSource,
+    EpisodeSubset,
     HDF5EpisodeSource,
+    MissingFeatureError,
     MixtureDataset,
     check_source_features,
     compute_normalization,
+    split_episodes,
 )
 from .models import Policy, build_policy
 from .sampling import MixtureSampler
-from .spec import DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
+from .spec import (
+    ACTION_MASK_KEY,
+    ACTIONS_KEY,
+    DEFAULT_IMAGE_KEYS,
+    ImageSpec,
+    ModelConfig,
+    PolicySpec,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,6 +77,9 @@ _RESUME_FREE_FIELDS = frozenset(
         "checkpoint_every_steps",
         "keep_last_checkpoints",
         "log_every_steps",
+        "cache_images",
+        "validate_every_steps",
+        "validation_samples",
     }
 )
 
@@ -93,6 +107,14 @@ class PolicyOptions(ConfigModel):
     image_width_px: int = Field(default=128, ge=16, le=1024, description="Model input width.")
     chunk_length: int = Field(default=12, ge=1, le=256, description="Action chunk length H.")
     use_belt_speed: bool = Field(default=True, description="Feed belt speed to the policy.")
+    use_object_track: bool = Field(
+        default=True,
+        description="Feed the tracked object (the object tracker's output, as the cell "
+        "publishes it on /objects/tracks) to the policy.",
+    )
+    action_representation: Literal["absolute", "delta"] = Field(
+        default="absolute", description="Predict joint targets, or targets minus measured joints."
+    )
     normalization: Literal["mean_std", "min_max"] = Field(
         default="mean_std", description="State/action normalisation."
     )
@@ -126,10 +148,28 @@ class TrainConfig(ConfigModel):
     checkpoint_every_steps: int = Field(default=500, ge=1, description="Checkpoint period.")
     keep_last_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept.")
     num_workers: int = Field(default=0, ge=0, le=64, description="DataLoader worker processes.")
+    cache_images: bool = Field(
+        default=True,
+        description="Decode and resize every image once, into memory, before training (off: "
+        "read and resize per sample, for datasets larger than memory).",
+    )
     num_threads: int = Field(
         default=0, ge=0, le=256, description="torch intra-op threads (0 = torch default)."
     )
     log_every_steps: int = Field(default=10, ge=1, description="Progress-bar update period.")
+    validation_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of each source's episodes held out of training to measure the "
+        "learning curve on (0: none).",
+    )
+    validate_every_steps: int = Field(
+        default=250, ge=1, description="Held-out loss period (steps), with validation_fraction."
+    )
+    validation_samples: int = Field(
+        default=2048, ge=1, description="Held-out samples per source scored at each validation."
+    )
     progress_bar: bool = Field(default=True, description="Show a tqdm bar on rank 0.")
 
     @model_validator(mode="after")
@@ -151,6 +191,8 @@ class TrainResult:
         step: Steps completed in total.
         losses: Loss of every step run here, in order.
         samples_per_s: Training throughput of this run (all ranks).
+        data_fraction: Share of the loop's time spent waiting for batches (data path).
+        validation: Held-out L1 (rad) per source at each validation: ``{"step", "<source>"}``.
         rank: This process's rank.
         world_size: Number of processes.
         checkpoint: Newest checkpoint written (None on ranks > 0).
@@ -163,6 +205,8 @@ class TrainResult:
     step: int
     losses: list[float] = field(default_factory=list)
     samples_per_s: float = 0.0
+    data_fraction: float = 0.0
+    validation: list[dict[str, float]] = field(default_factory=list)
     rank: int = 0
     world_size: int = 1
     checkpoint: Path | None = None
@@ -170,7 +214,21 @@ class TrainResult:
 
 
 def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: float) -> PolicySpec:
-    """Build the policy spec from training options and a source's joint/action names."""
+    """Build the policy spec from training options and a source's names and semantics.
+
+    Belt-speed and tracked-object semantics (what made them, the track's columns) come from the
+    source; :func:`~r2s2r_policy.data.check_source_features` then requires every other source
+    to agree.
+    """
+    semantics = source.semantics()
+    track_fields = list(semantics.object_track_fields) if options.use_object_track else []
+    if options.use_object_track and not track_fields:
+        raise MissingFeatureError(
+            [
+                f"source {source.name!r}: no tracked-object observation (obs/object_track); "
+                "regenerate or re-convert the data, or set policy.use_object_track: false"
+            ]
+        )
     return PolicySpec(
         images=[
             ImageSpec(key=key, height_px=options.image_height_px, width_px=options.image_width_px)
@@ -179,6 +237,10 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
         joint_names=source.joint_names,
         action_names=source.action_names,
         use_belt_speed=options.use_belt_speed,
+        belt_speed_source=semantics.belt_speed_source or "unknown",
+        object_track_fields=track_fields,
+        object_track_source=semantics.object_track_source if track_fields else "",
+        action_representation=options.action_representation,
         chunk_length=options.chunk_length,
         control_rate_hz=control_rate_hz,
         normalization=options.normalization,
@@ -332,7 +394,22 @@ def train(
         spec = stored.spec
         training_state = load_training_state(checkpoint_dir)
         start_step = int(stored.training["step"])
-    datasets = {name: ChunkDataset(sources[name], spec) for name in names}
+    held_out: dict[str, ChunkDataset] = {}
+    training_sources: dict[str, EpisodeSource] = {}
+    for name in names:
+        source = sources[name]
+        kept, held = split_episodes(source.num_episodes(), config.validation_fraction, config.seed)
+        if held:
+            training_sources[name] = EpisodeSubset(source, kept)
+            held_out[name] = ChunkDataset(
+                EpisodeSubset(source, held, f"{name}_held_out"), spec, cache_images=False
+            )
+        else:
+            training_sources[name] = source
+    datasets = {
+        name: ChunkDataset(training_sources[name], spec, cache_images=config.cache_images)
+        for name in names
+    }
     if checkpoint_dir is None:
         stats = compute_normalization(list(datasets.values()), spec)
 
@@ -372,7 +449,8 @@ def train(
     )
     source_meta = {
         name: {
-            "episodes": sources[name].num_episodes(),
+            "episodes": training_sources[name].num_episodes(),
+            "held_out_episodes": held_out[name].source.num_episodes() if name in held_out else 0,
             "samples": len(datasets[name]),
             "weight": float(weights[name]),
         }
@@ -392,9 +470,12 @@ def train(
     started = time.perf_counter()
     step = start_step
     batches = iter(loader)
+    data_s = 0.0
     try:
         while step < total_steps:
+            fetch_started = time.perf_counter()
             batch = next(batches)
+            data_s += time.perf_counter() - fetch_started
             torch.manual_seed(step_seed(config.seed, step, rank))
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate_at(config, step)
@@ -407,14 +488,25 @@ def train(
             result.losses.append(float(losses["loss"].detach()))
             elapsed = time.perf_counter() - started
             result.samples_per_s = (step - start_step) * config.batch_size * world_size / elapsed
+            result.data_fraction = data_s / elapsed
             if step % config.log_every_steps == 0 or step == total_steps:
                 progress.set_postfix(
                     loss=f"{result.losses[-1]:.4f}",
                     l1_rad=f"{float(losses['l1_rad']):.4f}",
                     samples_s=f"{result.samples_per_s:.0f}",
+                    data=f"{100 * result.data_fraction:.0f}%",
                     refresh=False,
                 )
             progress.update(1)
+            if held_out and (step % config.validate_every_steps == 0 or step == total_steps):
+                scores = validation_loss(policy, held_out, config.validation_samples, config.seed)
+                entry = {"step": float(step), **scores}
+                result.validation.append(entry)
+                if rank == 0:
+                    run_path.mkdir(parents=True, exist_ok=True)
+                    with (run_path / "validation.jsonl").open("a") as stream:
+                        stream.write(json.dumps(entry) + "\n")
+                model.train()
             if step % config.checkpoint_every_steps == 0 or step == total_steps:
                 meta = {
                     "step": step,
@@ -443,6 +535,37 @@ def train(
     result.step = step
     result.policy = policy
     return result
+
+
+def validation_loss(
+    policy: Policy, datasets: Mapping[str, ChunkDataset], samples: int, seed: int
+) -> dict[str, float]:
+    """Masked L1 (rad) of the policy on held-out samples of each source (fixed sample set).
+
+    The same ``samples`` frames of each held-out set are scored every time (drawn with
+    ``seed``), so successive values form a learning curve.
+    """
+    policy.eval()
+    scores: dict[str, float] = {}
+    with torch.no_grad():
+        for name, dataset in datasets.items():
+            rng = np.random.default_rng([seed, 0xCAFE])
+            count = min(samples, len(dataset))
+            indices = rng.choice(len(dataset), size=count, replace=False)
+            total, weight = 0.0, 0.0
+            for start in range(0, count, 256):
+                items = [dataset[int(i)] for i in indices[start : start + 256]]
+                batch = {
+                    key: torch.from_numpy(np.stack([item[key] for item in items]))
+                    for key in items[0]
+                }
+                mask = batch[ACTION_MASK_KEY]
+                predicted = policy.unnormalize_actions(policy.predict_normalized(batch))
+                error = (predicted - batch[ACTIONS_KEY].float()).abs().mean(dim=-1)
+                total += float((error * mask).sum())
+                weight += float(mask.sum())
+            scores[name] = total / max(weight, 1.0)
+    return scores
 
 
 def source_sample_counts(sampler: MixtureSampler, count: int) -> np.ndarray:

@@ -12,7 +12,16 @@ JOINTS = list(ALL_JOINT_NAMES)
 
 def write_robot_dataset(path: Path, source: str, seed: int, episodes: int = 2) -> Path:
     """Tiny dataset with the robot's 18 joints and both cameras at 32 px (EpisodeWriter)."""
-    from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
+    from r2s2r_recorder.dataset import (
+        OBJECT_TRACK_KEY,
+        TRACKER_SOURCE,
+        Episode,
+        EpisodeMetadata,
+        EpisodeWriter,
+        object_track_fields,
+    )
+
+    fields = object_track_fields(["cube", "cylinder", "block", "sphere"])
 
     rng = np.random.default_rng(seed)
     home = np.array([HOME_POSITIONS[j] for j in JOINTS], dtype=np.float32)
@@ -38,12 +47,20 @@ def write_robot_dataset(path: Path, source: str, seed: int, episodes: int = 2) -
                         joint_names=JOINTS,
                         action_names=JOINTS,
                         control_rate_hz=10.0,
+                        belt_speed_source="belt_speed",
+                        object_track_source=TRACKER_SOURCE,
+                        object_track_fields=fields,
                     ),
                     timestamps_s=np.arange(frames) * 0.1,
                     images=images,
                     joint_pos_rad=trajectory[:-1],
                     belt_speed_mps=np.full(frames, 0.1, dtype=np.float32),
                     actions=trajectory[1:],
+                    extra_obs={
+                        OBJECT_TRACK_KEY: rng.normal(0.0, 0.1, (frames, len(fields))).astype(
+                            np.float32
+                        )
+                    },
                 )
             )
     return path

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from r2s2r_policy.data import InMemoryEpisodeSource
+from r2s2r_policy.data import InMemoryEpisodeSource, ObservationSemantics
 from r2s2r_policy.training import PolicyOptions, TrainConfig
+from r2s2r_recorder.dataset import object_track_fields
 
 JOINTS = ["arm_1", "arm_2", "hand_1", "hand_2"]
 IMAGE_PX = 32
+TRACK_FIELDS = object_track_fields(["cube", "sphere"])
+SEMANTICS = ObservationSemantics("belt_speed", "object_tracker", tuple(TRACK_FIELDS))
 
 
 def make_episode(seed: int, frames: int = 20, image_px: int = IMAGE_PX) -> dict[str, np.ndarray]:
@@ -42,6 +45,9 @@ def make_episode(seed: int, frames: int = 20, image_px: int = IMAGE_PX) -> dict[
         "hand_camera_rgb": hand,
         "joint_pos_rad": joint_pos,
         "belt_speed_mps": np.full(frames, 0.1 + 0.01 * seed, dtype=np.float32),
+        "object_track": np.tile(
+            rng.normal(0.0, 0.1, len(TRACK_FIELDS)).astype(np.float32), (frames, 1)
+        ),
         "actions": actions,
     }
 
@@ -55,7 +61,9 @@ def make_source(
         if drop is not None:
             episode.pop(drop)
         episodes.append(episode)
-    return InMemoryEpisodeSource(name, episodes, JOINTS, JOINTS, control_rate_hz=10.0)
+    return InMemoryEpisodeSource(
+        name, episodes, JOINTS, JOINTS, control_rate_hz=10.0, semantics=SEMANTICS
+    )
 
 
 def tiny_options(chunk_length: int = 4, random_shift_px: int = 0) -> PolicyOptions:
@@ -115,6 +123,9 @@ def write_hdf5(path: Path, source_kind: str, seeds: list[int], frames: int = 12)
                 joint_names=JOINTS,
                 action_names=JOINTS,
                 control_rate_hz=10.0,
+                belt_speed_source=SEMANTICS.belt_speed_source,
+                object_track_source=SEMANTICS.object_track_source,
+                object_track_fields=list(SEMANTICS.object_track_fields),
             )
             writer.append(
                 Episode(
@@ -127,6 +138,7 @@ def write_hdf5(path: Path, source_kind: str, seeds: list[int], frames: int = 12)
                     joint_pos_rad=arrays["joint_pos_rad"],
                     belt_speed_mps=arrays["belt_speed_mps"],
                     actions=arrays["actions"],
+                    extra_obs={"object_track": arrays["object_track"]},
                 )
             )
     return path

@@ -204,7 +204,8 @@ def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:
     command = reproduce_command(config, tmp_path / "exp")
     assert command.startswith(f"r2s2r experiment --out {tmp_path / 'exp'} --preset reduced")
     context = experiment_command.make_context("experiment", shlex.split(command)[2:])
-    params = {k: v for k, v in context.params.items() if k not in ("out_dir", "no_progress")}
+    skip = ("out_dir", "no_progress", "publish")
+    params = {k: v for k, v in context.params.items() if k not in skip}
     assert config_from_options(**params) == config
     # Fields no option covers: the command names the saved experiment.yaml.
     custom = config.model_copy(update={"demo_seed": 9})
@@ -250,6 +251,8 @@ def smoke_config(tmp_path: Path) -> ExperimentConfig:
                 "unseen_object": 1,
             },
             "twin_config": str(short_twin(tmp_path)),
+            "capacity_trials": 1,
+            "capacity_world": str(short_twin(tmp_path)),
         }
     )
 
@@ -283,7 +286,8 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert "real + grounded world, mimicgen" in table and "world (main)" in table
     saved = json.loads((out / "results.json").read_text())
     trained = saved["metadata"]["training"]
-    assert set(trained) == set(names) and all(t["steps"] == 4 for t in trained.values())
+    assert set(trained) == {*names, "capacity"}
+    assert all(t["steps"] == 4 for t in trained.values())
     # Same real demos and seed for every policy; co-trained ones add their own sim dataset.
     configs = [
         yaml.safe_load((out / "policies" / n / "train_config.yaml").read_text()) for n in names
@@ -294,12 +298,26 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
         "grounded_mimicgen.hdf5"
     )
     assert not (out / "demos").exists() and not (out / "grounding").exists()
+    # The capacity check: sim data alone, evaluated in its own world; and the summary record.
+    assert results.capacity is not None and results.capacity.ran
+    capacity_config = yaml.safe_load(
+        (out / "policies" / "capacity" / "train_config.yaml").read_text()
+    )
+    assert capacity_config["sim_ratio"] == 1.0 and capacity_config["real_dataset"] is None
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["capacity"]["trials"] == 1 and summary["command"] == "r2s2r experiment ..."
+    assert set(summary["policies"]) == set(names)
+    for conditions in summary["policies"].values():
+        assert set(conditions) == {"nominal", "lighting", "belt_speed", "unseen_object"}
+        for entry in conditions.values():
+            assert entry["trials"] == 1
+            assert entry["successes"] + sum(entry["failures"].values()) == 1
 
     # Second run, same inputs: no stage does any work, same table.
     lines.clear()
     again = run_experiment(smoke_config, out, "r2s2r experiment ...", lines.append, False)
     assert again.metadata["stages_run_this_session"] == []
-    assert len(again.metadata["stages_skipped_this_session"]) == 10
+    assert len(again.metadata["stages_skipped_this_session"]) == 12
     assert again.table() == results.table()
 
     # The command line, same inputs but a changed protocol: only the evaluations re-run.
@@ -312,7 +330,8 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert result.exit_code == 0, result.output
     third = json.loads((out / "results.json").read_text())
     ran = third["metadata"]["stages_run_this_session"]
-    assert sorted(ran) == sorted(f"evaluation/{n}" for n in names)
+    # The capacity check's own world and trials are the preset's: its evaluation re-runs too.
+    assert sorted(ran) == sorted(f"evaluation/{n}" for n in [*names, "capacity"])
     assert all(p["groups"]["all"]["trials"] == 1 for p in third["policies"])
     assert "world (main)" in result.output and "reproduce: r2s2r experiment" in result.output
     assert third["command"] == (out / "command.txt").read_text().strip()
@@ -360,4 +379,5 @@ def test_unavailable_inputs_are_reported_not_faked(
     nothing = run_experiment(no_demos, tmp_path / "exp2", "", lines.append, False)
     assert not any(p.ran for p in nothing.policies)
     assert all("real demonstrations not recorded" in p.reason for p in nothing.policies)
-    assert not (tmp_path / "exp2" / "policies").exists()
+    # Only the capacity check, which needs no real data, trained.
+    assert [p.name for p in (tmp_path / "exp2" / "policies").iterdir()] == ["capacity"]

@@ -99,7 +99,7 @@ def test_engine_commands_a_chunk_within_limits(policy) -> None:  # type: ignore[
     command = sent[0]
     assert command.positions_rad.shape == (4, 18)
     np.testing.assert_allclose(command.times_s, [0.1, 0.2, 0.3, 0.4])
-    raw = policy.predict_chunk(engine.buffer.snapshot()[0])
+    raw = policy.predict_chunk(engine.buffer.snapshot(clock.now_s)[0])
     # The untrained policy moves little: the filtered chunk equals its raw output.
     np.testing.assert_allclose(command.positions_rad, raw, atol=1e-6)
     assert engine.stats().commands_sent == 1 and engine.stats().latency_p50_s > 0
@@ -183,7 +183,8 @@ def test_stale_observation_holds_once_then_resumes(policy) -> None:  # type: ign
     assert stats.interventions["stale_observation"] == 1 and stats.holds_sent == 1
 
 
-def test_worker_thread_runs_at_rate_and_stop_is_immediate(policy) -> None:  # type: ignore[no-untyped-def]
+def test_worker_thread_runs_at_rate_and_stop_is_immediate() -> None:
+    policy = untrained_policy(robot_policy_spec(32, 4, 50.0, TINY_MODEL_PARAMS), seed=1)
     sent: list[ActionCommand] = []
     lock = threading.Lock()
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from policy_fixtures import JOINTS, make_episode, make_source, tiny_config
+from policy_fixtures import JOINTS, TRACK_FIELDS, make_episode, make_source, tiny_config
 from r2s2r_policy.checkpoint import (
     CheckpointError,
     latest_checkpoint,
@@ -28,6 +28,8 @@ def robot_spec(**overrides: object) -> RobotSpec:
         ],
         "joint_names": JOINTS,
         "action_names": JOINTS,
+        "object_track_fields": TRACK_FIELDS,
+        "object_track_source": "object_tracker",
     }
     data.update(overrides)
     return RobotSpec.model_validate(data)
@@ -55,6 +57,7 @@ def test_checkpoint_round_trip_gives_identical_predictions(tmp_path: Path) -> No
         "hand_camera_rgb": episode["hand_camera_rgb"][3],
         "joint_pos_rad": episode["joint_pos_rad"][3],
         "belt_speed_mps": np.array([0.1], np.float32),
+        "object_track": episode["object_track"][3],
     }
     policy.eval()
     np.testing.assert_array_equal(loaded.policy.predict_chunk(obs), policy.predict_chunk(obs))

@@ -18,6 +18,7 @@ def observation(episode: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]
         "hand_camera_rgb": episode["hand_camera_rgb"][t],
         "joint_pos_rad": episode["joint_pos_rad"][t],
         "belt_speed_mps": episode["belt_speed_mps"][t : t + 1],
+        "object_track": episode["object_track"][t],
     }
 
 
@@ -35,8 +36,11 @@ def test_policy_overfits_tiny_dataset_and_reproduces_demo_actions(tmp_path: Path
         for t in range(20):
             chunk = policy.predict_chunk(observation(episode, t))
             assert chunk.shape == (4, len(JOINTS)) and chunk.dtype == np.float32
-            valid = min(4, 20 - t)
-            errors.append(np.abs(chunk[:valid] - episode["actions"][t : t + valid]).max())
+            # Chunk step k is the target k + 1 steps after the observation.
+            valid = min(4, 20 - t - 1)
+            if valid > 0:
+                targets = episode["actions"][t + 1 : t + 1 + valid]
+                errors.append(np.abs(chunk[:valid] - targets).max())
     # Targets span about ±1 rad; a policy that ignored the images would be off by ~0.5 rad.
     assert float(np.max(errors)) < 0.15
     assert float(np.mean(errors)) < 0.06
@@ -67,13 +71,22 @@ def test_normalisation_round_trip_and_constant_dimension() -> None:
     source = make_source("real", [0, 1])
     spec = make_spec(tiny_config().policy, source, 10.0)
     stats = compute_normalization([ChunkDataset(source, spec)], spec)
+    # Action statistics are over the training targets: every valid chunk step of every frame.
+    targets = []
+    for seed in (0, 1):
+        actions = make_episode(seed)["actions"]
+        for t in range(len(actions)):
+            targets.append(actions[t + 1 : t + 1 + spec.chunk_length])
+    all_targets = np.concatenate(targets)
+    np.testing.assert_allclose(stats.features["actions"].mean, all_targets.mean(0), atol=1e-5)
+    np.testing.assert_allclose(stats.features["actions"].std, all_targets.std(0), atol=1e-5)
     all_actions = np.concatenate([make_episode(s)["actions"] for s in (0, 1)])
-    np.testing.assert_allclose(stats.features["actions"].mean, all_actions.mean(0), atol=1e-5)
-    np.testing.assert_allclose(stats.features["actions"].std, all_actions.std(0), atol=1e-5)
     policy = build_policy(spec, stats)
     actions = torch.from_numpy(all_actions)
     normalized = policy.normalize_actions(actions)
-    np.testing.assert_allclose(normalized.mean(0).numpy(), 0.0, atol=1e-4)
+    np.testing.assert_allclose(
+        policy.normalize_actions(torch.from_numpy(all_targets)).mean(0).numpy(), 0.0, atol=1e-4
+    )
     np.testing.assert_allclose(
         policy.unnormalize_actions(normalized).numpy(), all_actions, atol=1e-5
     )

@@ -9,7 +9,10 @@ first command is kept, since when to move is part of the behaviour):
 
 - observations are the latest sample at or before ``t`` (zero-order hold, what a policy
   running at ``t`` would have seen): both camera images (resized to the policy resolution,
-  RGB), joint positions (ordered arm then hand), belt speed, and the tracked object's pose;
+  RGB), joint positions (ordered arm then hand), belt speed (the ``belt_speed`` node's), the
+  tracked-object vector (``obs/object_track``: the policy node's
+  :class:`~r2s2r_recorder.dataset.ObjectTrackLatch` over every ``/objects/tracks`` message up
+  to ``t``), and the episode object's pose (for MimicGen; not a policy input);
 - the action is the joint target *in force* at ``t``: of the last JointTrajectory received at
   or before ``t`` on each controller, the first point whose ``stamp + time_from_start`` is at
   or after ``t`` (the last point once all have passed); before a controller's first command,
@@ -50,6 +53,14 @@ from .bag_writer import (
 )
 from .config import ConversionConfig
 from .dataset import Episode, EpisodeMetadata, EpisodeWriter
+from .dataset.object_track import (
+    OBJECT_TRACK_KEY,
+    TRACKER_SOURCE,
+    ObjectTrackLatch,
+    TrackView,
+    object_track_fields,
+    yaw_from_quat_xyzw,
+)
 from .msg_types import deserialize, make_typestore
 
 SKIP_REASONS: tuple[str, ...] = (
@@ -405,6 +416,13 @@ class BagConverter:
         object_pose, object_valid = self._object_poses(
             streams[cfg.object_tracks_topic], ticks, info
         )
+        extra_obs: dict[str, np.ndarray] = {}
+        track_fields: list[str] = []
+        if streams[cfg.object_tracks_topic].values:
+            extra_obs[OBJECT_TRACK_KEY] = self._object_track(
+                streams[cfg.object_tracks_topic], ticks
+            )
+            track_fields = object_track_fields(cfg.object_track_types)
         episode_info = info or EpisodeInfo(episode_id=root.name)
         metadata = EpisodeMetadata(
             source=cfg.source,
@@ -425,6 +443,9 @@ class BagConverter:
                 "time_source": cfg.time_source,
                 "operator_notes": episode_info.operator_notes,
             },
+            belt_speed_source="belt_speed",
+            object_track_source=TRACKER_SOURCE if track_fields else "",
+            object_track_fields=track_fields,
         )
         episode = Episode(
             metadata=metadata,
@@ -435,9 +456,30 @@ class BagConverter:
             actions=actions.astype(np.float32),
             object_pose=object_pose,
             object_pose_valid=object_valid,
+            extra_obs=extra_obs,
         )
         episode.validate()
         return episode
+
+    def _object_track(self, stream: _Stream, ticks: np.ndarray) -> np.ndarray:
+        """Make the tracked-object vector of each tick: the latch over every message up to it.
+
+        The same :class:`ObjectTrackLatch` the policy node runs, fed in stamp order with each
+        message (header stamp, or receive time with ``time_source: receive``); the vector of a
+        tick is taken after every message stamped at or before it.
+        """
+        latch = ObjectTrackLatch(self.config.object_track_types)
+        order = np.argsort(np.asarray(stream.stamps_ns, dtype=np.int64), kind="stable")
+        stamps = np.asarray(stream.stamps_ns, dtype=np.int64)[order]
+        out = np.zeros((ticks.size, latch.width), dtype=np.float32)
+        position = 0
+        for row, tick in enumerate(ticks):
+            while position < len(order) and stamps[position] <= tick:
+                msg = stream.values[int(order[position])]
+                latch.update(stamps[position] * 1e-9, [_track_view(t) for t in msg.tracks])
+                position += 1
+            out[row] = latch.features(tick * 1e-9)
+        return out
 
     @staticmethod
     def _targets(
@@ -504,6 +546,18 @@ class BagConverter:
                     valid[row] = True
                     break
         return poses, valid
+
+
+def _track_view(track: Any) -> TrackView:
+    """Convert an ``r2s2r_interfaces/ObjectTrack`` message to a :class:`TrackView`."""
+    p, q, v = track.pose.position, track.pose.orientation, track.twist.linear
+    return TrackView(
+        track_id=int(track.id),
+        type_name=str(track.object_type),
+        position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
+        velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
+        yaw_rad=yaw_from_quat_xyzw((q.x, q.y, q.z, q.w)),
+    )
 
 
 def convert_bags(

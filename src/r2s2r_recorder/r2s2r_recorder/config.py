@@ -138,6 +138,12 @@ class ConversionConfig(ConfigModel):
     object_tracks_topic: str = Field(
         default="/objects/tracks", description="Object tracks (optional in a bag)."
     )
+    object_track_types: list[str] = Field(
+        default_factory=lambda: ["cube", "cylinder", "block", "sphere"],
+        min_length=1,
+        description="Type columns of obs/object_track: the object tracker's catalogue names "
+        "(config/belt/object_tracker.yaml catalogue.names), in that order.",
+    )
     outcome_topic: str = Field(default="/trial/outcome", description="Trial outcome topic.")
     arm_joint_names: list[str] = Field(
         default_factory=list, description="Arm joint order; from the first arm command if empty."

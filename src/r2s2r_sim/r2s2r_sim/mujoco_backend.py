@@ -21,7 +21,7 @@ from r2s2r_description.transforms import Vector
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
 from r2s2r_sim.controllers import JointTrajectoryController, TrajectoryError
-from r2s2r_sim.scene import BELT_GEOM, SceneExtra, build_model, park_position
+from r2s2r_sim.scene import BELT_GEOM, SceneExtra, apply_lighting, build_model, park_position
 from r2s2r_sim.world import CameraParams, WorldParams
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
@@ -130,7 +130,11 @@ class MujocoBackend:
     def reset(self, world: WorldParams, seed: int, objects: Sequence[ObjectInstance] = ()) -> None:
         """See :meth:`r2s2r_sim.backend.SimBackend.reset`."""
         objects = tuple(objects)
-        key = (world.model_dump_json(exclude={"shifts", "randomization", "task"}), objects)
+        # Lighting is set on the compiled model (apply_lighting), so it does not recompile.
+        key = (
+            world.model_dump_json(exclude={"shifts", "randomization", "task", "lighting"}),
+            objects,
+        )
         if key != self._model_key:
             self.close()
             self._model = build_model(world, objects, self.scene_extras)
@@ -161,6 +165,7 @@ class MujocoBackend:
                     for name in CAMERA_NAMES
                 }
         model, data = self._require()
+        apply_lighting(model, world.lighting)
         mujoco.mj_resetData(model, data)
         self._world = world
         self.seed = seed

@@ -10,7 +10,7 @@ from r2s2r_description.cell import build_description
 from r2s2r_description.mjcf import OBJECT_COLLISION_BITS, to_mjspec
 
 from r2s2r_sim.backend import BackendError, ObjectInstance
-from r2s2r_sim.world import ObjectType, WorldParams
+from r2s2r_sim.world import LightingParams, ObjectType, WorldParams
 
 BELT_GEOM = "belt_surface"
 """Name of the belt's top-surface geom (carries ``surfacevel``)."""
@@ -43,15 +43,30 @@ def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, i
         geom.size = [x / 2.0, 0.0, 0.0]
     geom.mass = obj.mass_kg
     geom.friction = [obj.friction, 0.005, 0.002]
-    # Torsional friction helps grasps; spheres also get rolling friction so the belt carries
-    # them at belt speed instead of rolling them along at a fraction of it.
-    geom.condim = 6 if obj.shape == "sphere" else 4
+    # Torsional friction helps grasps. Round shapes (spheres, and cylinders lying on their side)
+    # also get rolling friction (condim 6): without it the belt cannot carry a sphere and a
+    # cylinder that falls over in a bin rolls between its walls for ever (never at rest).
+    geom.condim = 6 if obj.shape in ("sphere", "cylinder") else 4
     geom.rgba = list(obj.rgba)
     geom.contype, geom.conaffinity = OBJECT_COLLISION_BITS
 
 
 SceneExtra = Callable[[mujoco.MjSpec], None]
 """Adds bodies that are not part of the cell (e.g. the real twin's calibration board) to a spec."""
+
+
+def apply_lighting(model: mujoco.MjModel, lighting: LightingParams) -> None:
+    """Set the compiled model's light (``sun``) to ``lighting``, without recompiling.
+
+    The renderer reads the light every frame, so a backend can change lighting per episode
+    (generation's lighting randomization, the twin's lighting shift) on the same model.
+    """
+    index = model.light("sun").id
+    direction = np.asarray(lighting.direction, dtype=float)
+    model.light_dir[index] = direction / np.linalg.norm(direction)
+    model.light_diffuse[index] = [lighting.diffuse] * 3
+    model.light_ambient[index] = [lighting.ambient] * 3
+    model.light_specular[index] = [lighting.specular] * 3
 
 
 def build_model(

@@ -19,47 +19,15 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import WorldParams
 
-from r2s2r_belt.tracking.catalogue import Catalogue
-from r2s2r_belt.tracking.detection import SceneGeometry
 from r2s2r_belt.tracking.geometry import (
-    CameraModel,
     FloatArray,
     invert_transform,
     quat_to_matrix,
 )
-
-
-def catalogue_from_world(world: WorldParams) -> Catalogue:
-    """Return the catalogue of a world's ``objects`` section."""
-    return Catalogue.from_world_objects({n: o.model_dump() for n, o in world.objects.items()})
-
-
-def scene_geometry_from_world(world: WorldParams) -> SceneGeometry:
-    """Head-camera model and frames as a world states them (nominal: camera_info + /tf_static)."""
-    head = world.cameras.head
-    camera = CameraModel.from_intrinsics(
-        head.width_px,
-        head.height_px,
-        head.fx_px,
-        head.fy_px,
-        head.cx_px,
-        head.cy_px,
-        head.distortion.as_array(),
-    )
-    world_from_base = world.robot.base_pose.to_pose().matrix()
-    world_from_optical = head.pose.to_pose().matrix() @ OPTICAL_FROM_LINK.matrix()
-    world_from_belt = world.belt.pose.to_pose().matrix()
-    base_from_world = invert_transform(world_from_base)
-    return SceneGeometry(
-        camera=camera,
-        base_from_camera=base_from_world @ world_from_optical,
-        base_from_belt=base_from_world @ world_from_belt,
-    )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,11 @@ observation pipeline as the ROS path:
 
 - camera frames go to :meth:`InferenceEngine.observe_image` (resized to the spec like the node);
 - joint positions at the control rate, as ``/joint_states``;
-- belt speed estimated from the belt encoder by the ``belt_speed`` node's own estimator and
-  Kalman filter (:mod:`r2s2r_belt`), configured from the same ``config/belt/belt_speed.yaml``;
+- belt speed and object tracks from the graph's perception run in process
+  (:class:`r2s2r_belt.perception.CellPerception`: the ``belt_speed`` node's encoder + optical
+  flow + Kalman filter and the ``object_tracker`` node's detector + tracker, configured from the
+  same ``config/belt/*.yaml`` files and knowing the cell only as its ``camera_info`` and
+  ``/tf_static`` state it), fed with the cell's encoder and head RGB-D frames;
 - chunks pass the engine's safety filter and go to the cell split per controller, as the
   node's JointTrajectory messages do.
 
@@ -25,10 +28,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from r2s2r_belt.config import BeltSpeedConfig
-from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
-from r2s2r_belt.speed_filter import BeltSpeedFilter
-from r2s2r_common.config import load_config, resolve_config_path
+from r2s2r_belt.perception import (
+    CellPerception,
+    PerceptionConfig,
+    load_belt_speed_config,
+    load_tracker_config,
+    scene_geometry_from_world,
+)
+from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -44,48 +51,48 @@ from .trials import NOMINAL, EvaluationConfig, TrialRecord, TrialSpec, trial_pla
 CAMERA_KEYS = {"head_camera": "head_camera_rgb", "hand_camera": "hand_camera_rgb"}
 """Cell camera name -> policy observation key (the node reads ``/<camera>/image_raw``)."""
 
+HEAD_CAMERA = "head_camera"
+"""The camera the belt-speed vision and the object tracker use."""
 
-class EncoderBeltSpeed:
-    """The ``belt_speed`` node's encoder path without ROS: windowed regression + Kalman filter.
+
+def make_perception(
+    knowledge_world_path: str | Path = "world/nominal.yaml",
+    belt_config_path: str | Path = "belt/belt_speed.yaml",
+    tracker_config_path: str | Path = "belt/object_tracker.yaml",
+) -> CellPerception:
+    """Build the evaluation graph's perception (relative paths resolve against ``config/``).
 
     Args:
-        config: The node's configuration (``config/belt/belt_speed.yaml``).
+        knowledge_world_path: The world whose camera_info and ``/tf_static`` the cell publishes
+            (the nominal world unless the cell runs with a grounding artifact).
+        belt_config_path: ``belt_speed`` parameters.
+        tracker_config_path: ``object_tracker`` parameters.
 
     """
-
-    def __init__(self, config: BeltSpeedConfig) -> None:
-        self.config = config
-        self._encoder = EncoderSpeedEstimator(config.encoder)
-        self._filter = BeltSpeedFilter(config.filter)
-
-    def update(self, stamp_s: float, angle_rad: float) -> float | None:
-        """Add a roller angle; return the filtered speed (m/s), None before the first reading."""
-        self._encoder.add_sample(stamp_s, angle_rad)
-        self._filter.update(self._encoder.estimate(stamp_s))
-        if not self._filter.updates:
-            return None
-        return self._filter.estimate(stamp_s).speed_mps
-
-
-def load_belt_config(path: str | Path = "belt/belt_speed.yaml") -> BeltSpeedConfig:
-    """Load the ``belt_speed`` node's parameters (relative paths resolve like the twin's)."""
-    return load_config(BeltSpeedConfig, resolve_config_path(path), node_name="belt_speed")
+    knowledge = load_world(resolve_config_path(knowledge_world_path))
+    return CellPerception(
+        PerceptionConfig(
+            belt=load_belt_speed_config(resolve_config_path(belt_config_path)),
+            tracker=load_tracker_config(resolve_config_path(tracker_config_path)),
+            geometry=scene_geometry_from_world(knowledge),
+        )
+    )
 
 
 def run_trial(
     cell: SimCell,
     engine: InferenceEngine,
     trial: TrialSpec,
-    belt: EncoderBeltSpeed,
+    perception: CellPerception,
     on_command: Callable[[float, ActionCommand], None] | None = None,
 ) -> TrialRecord:
     """Reset the cell, run one trial with the policy until the judge decides, and record it.
 
     Args:
-        cell: The simulated cell.
+        cell: The simulated cell (rendering head depth when the policy reads object tracks).
         engine: Engine whose clock is ``cell.time_s`` and whose ``publish`` is unused here.
         trial: Seed and condition.
-        belt: The belt-speed estimator (kept across trials, like the running belt_speed node).
+        perception: Belt speed and object tracking (kept across trials, like the running nodes).
         on_command: Called with (cell time, command) for every command sent (tests, logging).
 
     Returns:
@@ -106,9 +113,15 @@ def run_trial(
         step = cell.step_control()
         engine.observe_joints(names, step.joint_positions)
         if step.encoder_angle_rad is not None:
-            speed = belt.update(step.time_s, step.encoder_angle_rad)
-            if speed is not None:
-                engine.observe_belt_speed(speed)
+            perception.add_encoder(step.time_s, step.encoder_angle_rad)
+        for frame in step.frames:
+            if frame.camera_name == HEAD_CAMERA:
+                tracks = perception.add_head_frame(frame.time_s, frame.rgb, frame.depth_m)
+                if tracks is not None:
+                    engine.observe_object_tracks(tracks)
+        speed = perception.belt_speed(step.time_s)
+        if speed is not None and step.encoder_angle_rad is not None:
+            engine.observe_belt_speed(speed.speed_mps)
         for frame in step.frames:
             key = CAMERA_KEYS.get(frame.camera_name)
             if key in engine.spec.image_keys:
@@ -158,6 +171,8 @@ def evaluate_in_process(
     nominal_world_path: str | Path = "world/nominal.yaml",
     inference: InferenceConfig | None = None,
     belt_config_path: str | Path = "belt/belt_speed.yaml",
+    tracker_config_path: str | Path = "belt/object_tracker.yaml",
+    knowledge_world_path: str | Path | None = None,
     robot_spec: RobotSpec | None = None,
     progress: Callable[[TrialRecord], None] | None = None,
     on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
@@ -167,10 +182,13 @@ def evaluate_in_process(
     Args:
         policy: A loaded policy, or a checkpoint directory.
         config: Protocol (default: 24 nominal + 26 shifted trials).
-        twin_config_path: The twin's world (relative: against ``config/``).
+        twin_config_path: The twin's world (relative: against ``config/``); any world file
+            (e.g. ``world/nominal.yaml`` to evaluate in the nominal simulator).
         nominal_world_path: The published (nominal) world.
-        inference: Engine settings (stale limit, rate, velocity scale).
-        belt_config_path: ``belt_speed`` parameters for the encoder estimator.
+        inference: Engine settings (stale limit, rate, velocity scale, execution).
+        belt_config_path: ``belt_speed`` parameters.
+        tracker_config_path: ``object_tracker`` parameters.
+        knowledge_world_path: What the cell's perception knows (default: the published world).
         robot_spec: When given, a checkpoint is refused unless it matches it.
         progress: Called after each trial with its record.
         on_command: Called with (trial, cell time, command) for every command sent.
@@ -193,9 +211,11 @@ def evaluate_in_process(
         MujocoBackend(),
         load_world(twin_path),
         load_world(resolve_config_path(nominal_world_path)),
-        CellConfig(render_depth=False),
+        CellConfig(render_depth=policy.spec.uses_object_track),
     )
-    belt = EncoderBeltSpeed(load_belt_config(belt_config_path))
+    perception = make_perception(
+        knowledge_world_path or nominal_world_path, belt_config_path, tracker_config_path
+    )
     engine = InferenceEngine(policy, inference or InferenceConfig(), clock=lambda: cell.time_s)
     report = EvaluationReport(
         policy=name,
@@ -209,7 +229,7 @@ def evaluate_in_process(
             hook = None
             if on_command is not None:
                 hook = lambda t, c, trial=trial: on_command(trial, t, c)  # noqa: E731
-            record = run_trial(cell, engine, trial, belt, hook)
+            record = run_trial(cell, engine, trial, perception, hook)
             report.records.append(record)
             if progress is not None:
                 progress(record)

@@ -273,6 +273,8 @@ class EvaluationGraph:
         policy_overrides: Extra policy_inference parameters.
         log_dir: Where ``<node>.log`` files go.
         use_twin: False on the real cell (only the policy node is started).
+        object_tracks: Run the object tracker (and render depth) for a policy that reads
+            ``/objects/tracks``; off for one that does not (the node then offers no tracks).
         domain_id: ROS_DOMAIN_ID of the processes (None: inherited).
 
     """
@@ -284,6 +286,7 @@ class EvaluationGraph:
     policy_overrides: dict[str, Any] = field(default_factory=dict)
     log_dir: Path = Path("runs/evaluation/logs")
     use_twin: bool = True
+    object_tracks: bool = True
     domain_id: int | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -299,15 +302,18 @@ class EvaluationGraph:
                     {
                         "twin_config_path": str(resolve_config_path(self.twin_config)),
                         "real_time_factor": float(self.real_time_factor),
-                        "publish_depth": False,
+                        "publish_depth": self.object_tracks,
                     },
                 ),
                 GraphNode("r2s2r_belt", "belt_speed", "belt/belt_speed.yaml"),
             ]
+            if self.object_tracks:
+                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "belt/object_tracker.yaml"))
         overrides = {
             "checkpoint_path": self.checkpoint,
             "command_rate_hz": self.control_rate_hz * self.real_time_factor,
             "autostart": False,
+            "has_object_tracks": self.object_tracks,
             **self.policy_overrides,
         }
         nodes.append(
@@ -426,6 +432,7 @@ def evaluate_ros(
                 twin_config=twin_config,
                 real_time_factor=real_time_factor,
                 control_rate_hz=spec.control_rate_hz,
+                object_tracks=spec.uses_object_track,
                 policy_overrides={**sizes, **(policy_overrides or {})},
                 log_dir=Path(log_dir),
                 domain_id=domain_id,

@@ -205,6 +205,13 @@ def config_from_options(
     "--sim-dataset", "sim_datasets", multiple=True, help="CONFIG=PATH: use instead of generating."
 )
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@click.option(
+    "--publish",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also copy the summary JSON and the bar plot to DIR as experiment_<preset>.json/.png "
+    "(e.g. results/).",
+)
 def experiment_command(
     out_dir: str,
     preset: str,
@@ -227,6 +234,7 @@ def experiment_command(
     artifact: str | None,
     sim_datasets: tuple[str, ...],
     no_progress: bool,
+    publish: str | None,
 ) -> None:
     """Train real-only and four co-trained policies, evaluate them, write the paper's table."""
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -258,5 +266,14 @@ def experiment_command(
     command = reproduce_command(config, out_dir)
     click.echo(f"experiment {config.preset}: {Path(out_dir).resolve()}")
     results = run_experiment(config, out_dir, command=command, progress_bars=not no_progress)
+    if publish:
+        import shutil
+
+        target = Path(publish)
+        target.mkdir(parents=True, exist_ok=True)
+        stem = f"experiment_{config.preset}"
+        shutil.copyfile(Path(out_dir) / "summary.json", target / f"{stem}.json")
+        shutil.copyfile(Path(out_dir) / "results.png", target / f"{stem}.png")
+        click.echo(f"published {target / stem}.json and .png")
     if not any(p.ran for p in results.policies):
         raise SystemExit(1)

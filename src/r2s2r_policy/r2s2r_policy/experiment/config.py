@@ -90,6 +90,24 @@ class ExperimentConfig(ConfigModel):
         description="Evaluation trials per condition (default: the paper's 24 + 26).",
     )
     evaluation_base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0.")
+    execution: Literal["receding", "temporal_ensemble"] = Field(
+        default="receding", description="How the inference engine executes chunks."
+    )
+    executed_steps: int = Field(
+        default=1, ge=1, le=256, description="receding: chunk steps run before the next chunk."
+    )
+    capacity_configuration: str = Field(
+        default="nominal_planner",
+        description="Capacity check: a policy trained only on this configuration's simulated "
+        "data and evaluated in its own (nominal) simulator world ('' = skip).",
+    )
+    capacity_world: str = Field(
+        default="world/nominal.yaml",
+        description="World the capacity policy is evaluated in (relative: config/).",
+    )
+    capacity_trials: int = Field(
+        default=50, ge=1, le=100000, description="Nominal trials of the capacity check."
+    )
     evaluator: Literal["in_process", "ros"] = Field(
         default="in_process", description="in_process (fast) or ros (the graph, as on hardware)."
     )
@@ -131,6 +149,15 @@ class ExperimentConfig(ConfigModel):
             raise ValueError(f"unknown configurations {unknown}; expected {ALL_CONFIGURATIONS}")
         if len(set(value)) != len(value):
             raise ValueError(f"configurations {value}: duplicates")
+        return value
+
+    @field_validator("capacity_configuration")
+    @classmethod
+    def _known_capacity(cls, value: str) -> str:
+        if value and value not in ALL_CONFIGURATIONS:
+            raise ValueError(
+                f"capacity_configuration {value!r}: expected '' or one of {ALL_CONFIGURATIONS}"
+            )
         return value
 
     @field_validator("sim_datasets")

@@ -105,6 +105,7 @@ class PolicyResult:
         groups: Group name (nominal, shifted, all) -> result; empty when not run.
         failure_reasons: Failure reason -> count over all trials.
         checkpoint: The evaluated checkpoint ('' when not run).
+        conditions: Condition -> ``{"successes", "trials", "failures": {reason: n}}``.
 
     """
 
@@ -116,6 +117,7 @@ class PolicyResult:
     groups: dict[str, GroupResult] = field(default_factory=dict)
     failure_reasons: dict[str, int] = field(default_factory=dict)
     checkpoint: str = ""
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def ran(self) -> bool:
@@ -173,6 +175,7 @@ class PolicyResult:
             "checkpoint": self.checkpoint,
             "groups": {k: v.to_dict() for k, v in self.groups.items()},
             "failure_reasons": self.failure_reasons,
+            "conditions": self.conditions,
         }
 
 
@@ -442,6 +445,23 @@ def plot_results(policies: Sequence[PolicyResult], path: str | Path, title: str 
     return target
 
 
+def current_commit(directory: str | Path = ".") -> str:
+    """Return the git commit of ``directory``'s checkout ('' outside a git checkout)."""
+    import subprocess
+
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return completed.stdout.strip() if completed.returncode == 0 else ""
+
+
 @dataclass
 class ExperimentResults:
     """Everything the experiment reports.
@@ -458,6 +478,7 @@ class ExperimentResults:
     command: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     effects: dict[str, Effects] = field(default_factory=dict)
+    capacity: PolicyResult | None = None
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -473,8 +494,40 @@ class ExperimentResults:
         return {
             "policies": [p.to_dict() for p in self.policies],
             "effects": {k: v.to_dict() for k, v in self.effects.items()},
+            "capacity": self.capacity.to_dict() if self.capacity is not None else None,
             "command": self.command,
             "metadata": self.metadata,
+        }
+
+    def summary(self, commit: str = "") -> dict[str, Any]:
+        """Return the compact result record committed under ``results/`` (one JSON).
+
+        ``{"commit", "command", "wall_s", "capacity": {"successes", "trials"}, "policies":
+        {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "effects"}``;
+        a policy that did not run has ``{"not_run": reason}``.
+        """
+        policies: dict[str, Any] = {}
+        for policy in self.policies:
+            policies[policy.name] = (
+                dict(policy.conditions) if policy.ran else {"not_run": policy.reason}
+            )
+        capacity: dict[str, Any] | None = None
+        if self.capacity is not None and self.capacity.ran and ALL in self.capacity.groups:
+            group = self.capacity.groups[ALL]
+            capacity = {
+                "successes": group.successes,
+                "trials": group.trials,
+                "failures": self.capacity.failure_reasons,
+                "configuration": self.metadata.get("capacity_configuration", ""),
+            }
+        return {
+            "commit": commit,
+            "command": self.command,
+            "wall_s": self.metadata.get("session_wall_s"),
+            "stage_wall_s": self.metadata.get("stage_wall_s", {}),
+            "capacity": capacity,
+            "policies": policies,
+            "effects": {k: v.to_dict() for k, v in self.effects.items()},
         }
 
     def save(self, directory: str | Path) -> dict[str, Path]:
@@ -488,11 +541,13 @@ class ExperimentResults:
         target.mkdir(parents=True, exist_ok=True)
         paths = {
             "json": target / "results.json",
+            "summary": target / "summary.json",
             "png": target / "results.png",
             "table": target / "table.txt",
             "command": target / "command.txt",
         }
         paths["json"].write_text(json.dumps(self.to_dict(), indent=2))
+        paths["summary"].write_text(json.dumps(self.summary(current_commit()), indent=2))
         paths["table"].write_text(self.table() + "\n")
         paths["command"].write_text(self.command + "\n")
         plot_results(self.policies, paths["png"], title="co-training: success on the real twin")

@@ -157,16 +157,25 @@ def run_command(command: list[str], log_path: Path, timeout_s: float, what: str)
 
 
 def train_config_for(
-    config: ExperimentConfig, real: Dataset, sim: Dataset | None
+    config: ExperimentConfig,
+    real: Dataset | None,
+    sim: Dataset | None,
+    sim_ratio: float | None = None,
 ) -> dict[str, Any]:
-    """Build one policy's TrainConfig (as a dict): the base YAML + the experiment's sizes."""
+    """Build one policy's TrainConfig (as a dict): the base YAML + the experiment's sizes.
+
+    ``sim_ratio`` defaults to the experiment's co-training ratio with a simulated dataset and
+    0 without; the capacity check trains on simulated data alone (1.0, ``real`` None).
+    """
     from ..training import TrainConfig
 
+    if sim_ratio is None:
+        sim_ratio = config.sim_ratio if sim is not None else 0.0
     base = load_config(TrainConfig, _resolve_config(config.train_config)).model_dump(mode="json")
     base.update(
-        real_dataset=real.path,
+        real_dataset=real.path if real is not None else None,
         sim_dataset=sim.path if sim is not None else None,
-        sim_ratio=config.sim_ratio if sim is not None else 0.0,
+        sim_ratio=sim_ratio,
         steps=config.train_steps,
         batch_size=config.batch_size,
         seed=config.seed,
@@ -196,6 +205,15 @@ def policy_result_from_json(
         for group in GROUPS
         if group in summary
     }
+    conditions = {
+        condition: {
+            "successes": int(entry["successes"]),
+            "trials": int(entry["trials"]),
+            "failures": dict(entry.get("failure_reasons", {})),
+        }
+        for condition, entry in summary.items()
+        if condition not in (SHIFTED, ALL)
+    }
     return PolicyResult(
         name=name,
         world=world,
@@ -203,6 +221,7 @@ def policy_result_from_json(
         groups=groups,
         failure_reasons=dict(summary.get(ALL, {}).get("failure_reasons", {})),
         checkpoint=checkpoint,
+        conditions=conditions,
     )
 
 
@@ -399,7 +418,13 @@ class Experiment:
         return Dataset(outcome.outputs["dataset"], outcome.fingerprint)
 
     # ---- policies -----------------------------------------------------------------------
-    def train_policy(self, name: str, real: Dataset, sim: Dataset | None) -> Dataset:
+    def train_policy(
+        self,
+        name: str,
+        real: Dataset | None,
+        sim: Dataset | None,
+        sim_ratio: float | None = None,
+    ) -> Dataset:
         """Train one policy (resuming its checkpoints); returns its checkpoint.
 
         Raises:
@@ -409,11 +434,11 @@ class Experiment:
         from ..data import MissingFeatureError
         from ..training import TrainConfig, train
 
-        train_data = train_config_for(self.config, real, sim)
+        train_data = train_config_for(self.config, real, sim, sim_ratio)
         cache_free = {"progress_bar", "num_workers", "num_threads", "log_every_steps"}
         inputs = {
             "config": {k: v for k, v in train_data.items() if k not in cache_free},
-            "real": real.fingerprint,
+            "real": real.fingerprint if real is not None else "",
             "sim": sim.fingerprint if sim is not None else "",
         }
 
@@ -432,6 +457,8 @@ class Experiment:
                 "resumed_from_step": result.start_step,
                 "final_loss": result.losses[-1] if result.losses else None,
                 "samples_per_s": result.samples_per_s,
+                "data_fraction": result.data_fraction,
+                "validation": result.validation,
             }
             return {"checkpoint": str(result.checkpoint)}, info
 
@@ -441,22 +468,46 @@ class Experiment:
         self.state.training[name] = outcome.record.info
         return Dataset(outcome.outputs["checkpoint"], outcome.fingerprint)
 
-    def evaluate_policy(self, name: str, checkpoint: Dataset) -> dict[str, Any]:
+    def inference_config(self) -> Any:
+        """Return the engine settings every evaluation uses."""
+        from ..inference import InferenceConfig
+
+        return InferenceConfig(
+            execution=self.config.execution, executed_steps=self.config.executed_steps
+        )
+
+    def evaluate_policy(
+        self,
+        name: str,
+        checkpoint: Dataset,
+        world_path: Path | None = None,
+        protocol: EvaluationConfig | None = None,
+    ) -> dict[str, Any]:
         """Evaluate one checkpoint on the protocol; returns the ``evaluation.json`` content.
+
+        Args:
+            name: Policy name (stage ``evaluation/<name>``).
+            checkpoint: The checkpoint.
+            world_path: World to evaluate in (default: the twin's).
+            protocol: Trials (default: the experiment's protocol).
 
         Raises:
             StageError: The evaluator failed (graph not up, checkpoint refused, ...).
 
         """
-        protocol = evaluation_protocol(self.config)
+        protocol = protocol or evaluation_protocol(self.config)
+        world = world_path or self.twin_path
+        inference = self.inference_config()
         inputs: dict[str, Any] = {
             "checkpoint": checkpoint.fingerprint,
             "protocol": protocol.model_dump(mode="json"),
             "evaluator": self.config.evaluator,
-            "twin": content_hash(self.twin_path),
+            "twin": content_hash(world),
+            "inference": inference.model_dump(mode="json"),
             # What the evaluators read besides the twin: the published world, belt estimator.
             "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
             "belt_speed": content_hash(_resolve_config("belt/belt_speed.yaml")),
+            "object_tracker": content_hash(_resolve_config("belt/object_tracker.yaml")),
         }
         if self.config.evaluator == "ros":
             inputs["real_time_factor"] = self.config.real_time_factor
@@ -485,11 +536,13 @@ class Experiment:
                         checkpoint.path,
                         protocol,
                         launch=True,
-                        twin_config=str(self.twin_path),
+                        twin_config=str(world),
                         real_time_factor=self.config.real_time_factor,
                         policy_overrides={
                             "image_height_px": image.height_px,
                             "image_width_px": image.width_px,
+                            "execution": inference.execution,
+                            "executed_steps": inference.executed_steps,
                         },
                         log_dir=folder / "logs",
                         progress=echo,
@@ -498,7 +551,11 @@ class Experiment:
                     from ..evaluation.in_process import evaluate_in_process
 
                     report = evaluate_in_process(
-                        checkpoint.path, protocol, twin_config_path=self.twin_path, progress=echo
+                        checkpoint.path,
+                        protocol,
+                        twin_config_path=world,
+                        inference=inference,
+                        progress=echo,
                     )
             except (RuntimeError, ValueError) as error:
                 raise StageError(f"evaluation of {name}: {error}") from None
@@ -528,6 +585,33 @@ class Experiment:
             return PolicyResult.not_run(name, str(error), world, behavior)
         return policy_result_from_json(name, data, world, behavior, checkpoint.path)
 
+    def capacity(self, sim: Dataset | Unavailable | None) -> PolicyResult | None:
+        """Run the capacity check (proves the learner can learn the task).
+
+        A policy trained on one configuration's simulated data only, evaluated in that
+        configuration's own simulator world.
+        """
+        configuration = self.config.capacity_configuration
+        if not configuration:
+            return None
+        name = "capacity"
+        if sim is None or isinstance(sim, Unavailable):
+            reason = sim.reason if isinstance(sim, Unavailable) else "not generated"
+            return PolicyResult.not_run(name, f"capacity: {configuration}: {reason}")
+        protocol = EvaluationConfig(
+            trials_per_condition={NOMINAL: self.config.capacity_trials},
+            base_seed=self.config.evaluation_base_seed,
+        )
+        try:
+            checkpoint = self.train_policy(name, None, sim, sim_ratio=1.0)
+            data = self.evaluate_policy(
+                name, checkpoint, _resolve_config(self.config.capacity_world), protocol
+            )
+        except StageError as error:
+            self.log(f"[{name}] NOT RUN: {error}")
+            return PolicyResult.not_run(name, str(error))
+        return policy_result_from_json(name, data, None, None, checkpoint.path)
+
     # ---- everything ---------------------------------------------------------------------
     def run(self, command: str = "") -> ExperimentResults:
         """Run (or resume) every stage and write the results.
@@ -554,16 +638,22 @@ class Experiment:
         if isinstance(artifact, Unavailable):
             self.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
         sims: dict[str, Dataset | Unavailable] = {}
-        for configuration in config.configurations:
+        wanted = list(config.configurations)
+        if config.capacity_configuration and config.capacity_configuration not in wanted:
+            wanted.append(config.capacity_configuration)
+        for configuration in wanted:
             sim = sims[configuration] = self.simulated(configuration, real, artifact)
             if isinstance(sim, Unavailable):
                 self.log(f"[generation/{configuration}] NOT AVAILABLE: {sim.reason}")
+        capacity = self.capacity(sims.get(config.capacity_configuration))
         policies = [self.policy(REAL_ONLY, real, None)]
         policies += [self.policy(c, real, sims[c]) for c in config.configurations]
         results = ExperimentResults(
             policies=policies,
             command=command,
+            capacity=capacity,
             metadata={
+                "capacity_configuration": config.capacity_configuration,
                 "experiment_dir": str(self.directory),
                 "config": config.model_dump(mode="json"),
                 "session_wall_s": time.perf_counter() - started,

@@ -11,7 +11,10 @@ Batch keys (tensors, leading batch dimension ``B``):
 
 - camera keys (``head_camera_rgb`` ...): uint8 ``(B, H, W, 3)`` at the spec's size;
 - ``joint_pos_rad``: float ``(B, J)``; ``belt_speed_mps``: float ``(B, 1)`` when used;
-- training only: ``actions``: float ``(B, H, A)`` in radians; ``action_mask``: bool ``(B, H)``.
+  ``object_track``: float ``(B, F)`` when the spec has tracked-object inputs;
+- training only: ``actions``: float ``(B, H, A)`` training targets (radians; deltas to the
+  measured action joints when ``spec.action_representation == 'delta'``); ``action_mask``:
+  bool ``(B, H)``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from r2s2r_common.config import ConfigModel
 from torch import nn
 
 from ..normalization import NormalizationStats
-from ..spec import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, PolicySpec
+from ..spec import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY, PolicySpec
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -61,6 +64,8 @@ class Policy(nn.Module, abc.ABC):
         self.stats = stats
         offsets, scales = [], []
         state_keys = [JOINT_POS_KEY] + ([BELT_SPEED_KEY] if spec.use_belt_speed else [])
+        if spec.uses_object_track:
+            state_keys.append(OBJECT_TRACK_KEY)
         for key in state_keys:
             offset, scale = stats.offset_scale(key, spec.normalization)
             offsets.append(offset)
@@ -98,10 +103,17 @@ class Policy(nn.Module, abc.ABC):
         return parse_config(cls.Params, dict(params), source=f"model.params ({cls.__name__})")
 
     def normalized_state(self, batch: Batch) -> torch.Tensor:
-        """Concatenate joint positions (and belt speed) and normalise: ``(B, state_dim)``."""
+        """Concatenate joints, belt speed and tracked object (as used), normalised.
+
+        Returns:
+            ``(B, state_dim)``.
+
+        """
         parts = [batch[JOINT_POS_KEY].float()]
         if self.spec.use_belt_speed:
             parts.append(batch[BELT_SPEED_KEY].float().reshape(-1, 1))
+        if self.spec.uses_object_track:
+            parts.append(batch[OBJECT_TRACK_KEY].float())
         state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
         return (state - self.state_offset) / self.state_scale
 
@@ -156,6 +168,14 @@ class Policy(nn.Module, abc.ABC):
             if belt is None or belt.size != 1:
                 got = None if belt is None else belt.shape
                 raise ValueError(f"observation[{BELT_SPEED_KEY!r}]: expected one value, got {got}")
+        if self.spec.uses_object_track:
+            track = observation.get(OBJECT_TRACK_KEY)
+            width = len(self.spec.object_track_fields)
+            if track is None or track.shape != (width,):
+                got = None if track is None else track.shape
+                raise ValueError(
+                    f"observation[{OBJECT_TRACK_KEY!r}]: expected shape ({width},), got {got}"
+                )
 
     @torch.inference_mode()
     def predict_chunk(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -165,10 +185,12 @@ class Policy(nn.Module, abc.ABC):
 
         Args:
             observation: camera keys → uint8 ``(H, W, 3)`` RGB at the spec's size;
-                ``joint_pos_rad`` → ``(J,)`` rad; ``belt_speed_mps`` → one value (m/s).
+                ``joint_pos_rad`` → ``(J,)`` rad; ``belt_speed_mps`` → one value (m/s);
+            ``object_track`` → ``(F,)`` when used.
 
         Returns:
-            float32 ``(H, action_dim)`` joint position targets (rad), ``action_names`` order.
+            float32 ``(H, action_dim)`` joint position targets (rad), ``action_names`` order;
+            row ``k`` is the target ``k + 1`` control steps after the observation.
 
         Raises:
             ValueError: If the observation does not match the spec.
@@ -186,6 +208,10 @@ class Policy(nn.Module, abc.ABC):
             batch[BELT_SPEED_KEY] = torch.as_tensor(
                 observation[BELT_SPEED_KEY], dtype=torch.float32
             ).reshape(1, 1)
+        if self.spec.uses_object_track:
+            batch[OBJECT_TRACK_KEY] = torch.as_tensor(
+                observation[OBJECT_TRACK_KEY], dtype=torch.float32
+            )[None]
         was_training = self.training
         if was_training:
             self.eval()
@@ -194,7 +220,12 @@ class Policy(nn.Module, abc.ABC):
         finally:
             if was_training:
                 self.train()
-        return chunk.numpy().astype(np.float32, copy=False)
+        out = chunk.numpy().astype(np.float32, copy=False)
+        if self.spec.action_representation == "delta":
+            joints = np.asarray(observation[JOINT_POS_KEY], dtype=np.float32)
+            index = [self.spec.joint_names.index(n) for n in self.spec.action_names]
+            out = out + joints[index]
+        return out
 
 
 def masked_chunk_loss(

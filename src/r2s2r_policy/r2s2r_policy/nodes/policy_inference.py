@@ -2,10 +2,12 @@
 
 configure: parameters -> :class:`PolicyInferenceParams`; the checkpoint is loaded with
 ``load_checkpoint(path, expected=RobotSpec)`` where the robot spec comes from the parameters
-(camera keys and the image size this node feeds, joint and action names, belt speed). A spec
-mismatch logs every mismatch and returns FAILURE: the node stays unconfigured and never
-commands. Subscriptions: ``/<camera>/image_raw`` per camera key (sensor-data QoS;
-``head_camera_rgb`` -> ``/head_camera/image_raw``), ``/joint_states``, ``/belt/speed``.
+(camera keys and the image size this node feeds, joint and action names, belt speed, the
+tracked object). A spec mismatch logs every mismatch and returns FAILURE: the node stays
+unconfigured and never commands. Subscriptions: ``/<camera>/image_raw`` per camera key
+(sensor-data QoS; ``head_camera_rgb`` -> ``/head_camera/image_raw``), ``/joint_states``,
+``/belt/speed``, ``/objects/tracks`` (made into the tracked-object vector by the same
+:class:`~r2s2r_recorder.dataset.ObjectTrackLatch` as the datasets).
 
 activate: observations are cleared (the policy waits for fresh inputs) and the
 :class:`~r2s2r_policy.inference.InferenceEngine` worker thread starts; every action chunk is
@@ -41,12 +43,19 @@ from r2s2r_common.ros.params import (
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_recorder.dataset import (
+    TRACKER_SOURCE,
+    TrackView,
+    object_track_fields,
+    yaw_from_quat_xyzw,
+)
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
 from r2s2r_policy.checkpoint import CheckpointError, load_checkpoint
 from r2s2r_policy.inference import ActionCommand, InferenceConfig, InferenceEngine
 from r2s2r_policy.spec import DEFAULT_IMAGE_KEYS, ImageSpec, RobotSpec, SpecMismatchError
@@ -102,8 +111,30 @@ class PolicyInferenceParams(ConfigModel):
         description="Commandable joints (policy order).",
     )
     has_belt_speed: bool = Field(default=True, description="Whether /belt/speed is available.")
+    has_object_tracks: bool = Field(
+        default=True, description="Whether /objects/tracks (object_tracker) is available."
+    )
+    object_track_types: list[str] = Field(
+        default_factory=list,
+        description="Object types of the object_tracker's catalogue, in its order (the "
+        "tracked-object input offered from /objects/tracks); empty: no tracker in the graph.",
+    )
+    execution: Literal["receding", "temporal_ensemble"] = Field(
+        default="receding",
+        description="receding: a new chunk every executed_steps control steps replaces the "
+        "last; temporal_ensemble: a chunk every step, targets averaged over chunks (ACT).",
+    )
+    executed_steps: int = Field(
+        default=1, ge=1, le=256, description="receding: chunk steps run before the next chunk."
+    )
+    ensemble_weight_decay: float = Field(
+        default=0.01, ge=0.0, le=10.0, description="temporal_ensemble: m of exp(-m·i) weights."
+    )
     joint_states_topic: str = Field(default="/joint_states", description="JointState input.")
     belt_speed_topic: str = Field(default="/belt/speed", description="TwistStamped belt speed.")
+    object_tracks_topic: str = Field(
+        default="/objects/tracks", description="ObjectTrackArray input (object_tracker)."
+    )
     diagnostics_period_s: float = Field(
         default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics."
     )
@@ -113,6 +144,11 @@ class PolicyInferenceParams(ConfigModel):
     autostart: bool = Field(
         default=True, description="Configure and activate at start-up (no lifecycle manager)."
     )
+
+    @property
+    def offers_object_tracks(self) -> bool:
+        """Whether the node offers the tracked-object input."""
+        return self.has_object_tracks and bool(self.object_track_types)
 
     def robot_spec(self) -> RobotSpec:
         """Return what this node offers a policy."""
@@ -124,6 +160,10 @@ class PolicyInferenceParams(ConfigModel):
             joint_names=list(self.joint_names),
             action_names=list(self.action_names),
             has_belt_speed=self.has_belt_speed,
+            object_track_fields=(
+                object_track_fields(self.object_track_types) if self.offers_object_tracks else []
+            ),
+            object_track_source=TRACKER_SOURCE if self.offers_object_tracks else "",
         )
 
     def inference_config(self) -> InferenceConfig:
@@ -134,7 +174,22 @@ class PolicyInferenceParams(ConfigModel):
             velocity_limit_scale=self.velocity_limit_scale,
             hold_time_s=self.hold_time_s,
             trigger=self.trigger,
+            execution=self.execution,
+            executed_steps=self.executed_steps,
+            ensemble_weight_decay=self.ensemble_weight_decay,
         )
+
+
+def track_view(track: ObjectTrack) -> TrackView:
+    """Convert an ``ObjectTrack`` message (pose in the array's frame, base_link) to a view."""
+    p, q, v = track.pose.position, track.pose.orientation, track.twist.linear
+    return TrackView(
+        track_id=int(track.id),
+        type_name=str(track.object_type),
+        position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
+        velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
+        yaw_rad=yaw_from_quat_xyzw((q.x, q.y, q.z, q.w)),
+    )
 
 
 def camera_topic(key: str) -> str:
@@ -205,7 +260,7 @@ class PolicyInferenceNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {error}")
             return TransitionCallbackReturn.FAILURE
         self.params, self.engine, self.last_error = params, engine, ""
-        self._dropped = {"image": 0, "joint_states": 0, "belt_speed": 0}
+        self._dropped = {"image": 0, "joint_states": 0, "belt_speed": 0, "object_tracks": 0}
         self._create_interfaces(params)
         spec = loaded.policy.spec
         self.get_logger().info(
@@ -240,6 +295,12 @@ class PolicyInferenceNode(LifecycleNode):
             self._subs.append(
                 self.create_subscription(
                     TwistStamped, params.belt_speed_topic, self._on_belt_speed, DEFAULT_QOS
+                )
+            )
+        if params.offers_object_tracks:
+            self._subs.append(
+                self.create_subscription(
+                    ObjectTrackArray, params.object_tracks_topic, self._on_tracks, DEFAULT_QOS
                 )
             )
         self._diagnostics_timer = self.create_timer(
@@ -338,6 +399,15 @@ class PolicyInferenceNode(LifecycleNode):
             engine.observe_belt_speed(float(msg.twist.linear.x))
         except ValueError as error:
             self._drop("belt_speed", str(error))
+
+    def _on_tracks(self, msg: ObjectTrackArray) -> None:
+        engine = self.engine
+        if engine is None or not engine.uses_object_tracks:
+            return
+        try:
+            engine.observe_object_tracks([track_view(track) for track in msg.tracks])
+        except ValueError as error:
+            self._drop("object_tracks", str(error))
 
     # -- outputs -----------------------------------------------------------------------------
     def _publish_command(self, command: ActionCommand) -> None:

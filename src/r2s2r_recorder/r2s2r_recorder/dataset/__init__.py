@@ -14,6 +14,15 @@ from .hdf5 import (
     dataset_info,
     merge_shards,
 )
+from .object_track import (
+    OBJECT_TRACK_KEY,
+    TRACKER_SOURCE,
+    ObjectTrackLatch,
+    TrackView,
+    object_track_fields,
+    type_names_of,
+    yaw_from_quat_xyzw,
+)
 from .schema import (
     BELT_SPEED_KEY,
     CAMERA_KEYS,
@@ -31,7 +40,9 @@ __all__ = [
     "JOINT_POS_KEY",
     "OBJECT_POSE_KEY",
     "OBJECT_POSE_VALID_KEY",
+    "OBJECT_TRACK_KEY",
     "SCHEMA_VERSION",
+    "TRACKER_SOURCE",
     "DatasetError",
     "DatasetInfo",
     "Episode",
@@ -39,6 +50,11 @@ __all__ = [
     "EpisodeMetadata",
     "EpisodeWriter",
     "MergeReport",
+    "ObjectTrackLatch",
+    "TrackView",
     "dataset_info",
     "merge_shards",
+    "object_track_fields",
+    "type_names_of",
+    "yaw_from_quat_xyzw",
 ]

@@ -11,8 +11,16 @@ Arrays (``T`` frames, ``J`` joints = arm joints then hand joints):
 - ``obs/belt_speed_mps``: float32 ``(T, 1)`` belt speed along ``belt_link`` x.
 - ``obs/object_pose`` (optional): float32 ``(T, 7)`` tracked object pose in ``base_link``
   (x, y, z in m, then quaternion x, y, z, w); ``obs/object_pose_valid`` bool ``(T,)``.
+- ``obs/object_track`` (optional): float32 ``(T, F)`` the tracked-object observation (what a
+  consumer of ``/objects/tracks`` knows at each frame; columns ``metadata.object_track_fields``,
+  made as ``metadata.object_track_source`` says; see :mod:`.object_track`).
 - ``actions``: float32 ``(T, J)`` arm + hand joint position targets (rad), order
   ``action_names``.
+
+``obs/object_pose`` is what the recording knew of the episode's object (the tracker in real
+data, simulator truth in simulated data: MimicGen and analysis use it); it is not a policy
+input. Policy inputs are the camera images, joints, ``obs/belt_speed_mps`` (as
+``metadata.belt_speed_source`` says) and ``obs/object_track``.
 - ``timestamps_s``: float64 ``(T,)`` frame times, seconds since the episode's first frame.
 """
 
@@ -64,6 +72,19 @@ class EpisodeMetadata(ConfigModel):
     control_rate_hz: float = Field(gt=0.0, le=1000.0, description="Frame rate of the episode.")
     provenance: dict[str, Any] = Field(
         default_factory=dict, description="Bag path + time range, or MimicGen source + subtasks."
+    )
+    belt_speed_source: str = Field(
+        default="",
+        description="What made obs/belt_speed_mps: 'belt_speed' (the belt_speed estimator, as "
+        "the node publishes it), 'commanded' (the simulator's set speed), '' unknown (old data).",
+    )
+    object_track_source: str = Field(
+        default="",
+        description="What made obs/object_track: 'object_tracker' (the tracker core on camera "
+        "images) or '' when the episode has none.",
+    )
+    object_track_fields: list[str] = Field(
+        default_factory=list, description="Columns of obs/object_track (empty: none)."
     )
 
 
