@@ -5,6 +5,10 @@ echoed to the console with a ``[node]`` prefix. Ctrl-C (SIGINT) or SIGTERM is fo
 child; children still alive after a grace period get SIGTERM, then SIGKILL. When a required
 node exits the whole graph stops: with exit code 0 if it ended cleanly (a finished job), or 1
 with the node named if it failed.
+
+The nodes die with the supervisor's process however it ends, SIGKILL included: they are started
+by :func:`r2s2r_common.process.spawn_owned` (the kernel's parent-death signal, and an owner
+check in every node's runner), so nothing of a graph outlives the command that started it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
+
+from r2s2r_common.process import spawn_owned
 
 from r2s2r.graph import GraphError, ResolvedNode
 
@@ -118,12 +124,10 @@ class GraphSupervisor:
             log_path = self._log_dir / f"{node.name}.log"
             log_file = log_path.open("wb")
             log_file.write(("$ " + " ".join(command) + "\n").encode())
-            process = subprocess.Popen(
+            process = spawn_owned(
                 command,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             assert process.stdout is not None

@@ -2,17 +2,37 @@
 
 Verbs live in the packages that own them and are imported only when used, so ``r2s2r --help``
 stays fast and a verb's heavy dependencies (torch, open3d, ...) load only for that verb.
-Errors a user can fix (bad names, bad arguments, missing files) print one line and exit 2.
+
+The error boundary of every verb is :func:`main`: an error prints one line on stderr (what,
+which file/key/value, what to do) and sets the exit code, 2 for bad input and 1 for a failed
+run (:mod:`r2s2r_common.errors`); ``r2s2r --debug VERB ...`` or ``R2S2R_DEBUG=1`` adds the
+traceback. SIGTERM unwinds the verb like Ctrl-C does (its children are stopped), and a verb
+started by another r2s2r process ends when that owner dies (:mod:`r2s2r_common.process`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import threading
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import click
-from r2s2r_common.config import ConfigError
+from r2s2r_common.errors import (
+    DEBUG_ENV,
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    Terminated,
+    debug_enabled,
+    describe,
+    one_line,
+)
+from r2s2r_common.process import terminate_self, watch_owner
 
 # verb -> "module:attribute" of a click command or group.
 LAZY_COMMANDS: dict[str, str] = {
@@ -48,24 +68,77 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
+def _enable_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        os.environ[DEBUG_ENV] = "1"
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option("0.1.0", prog_name="r2s2r")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_enable_debug,
+    help=f"Print the traceback of an error (same as {DEBUG_ENV}=1).",
+)
 def cli() -> None:
     """r2s2r: real2sim2real co-training for a conveyor pick-and-sort cell."""
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """Entry point: run the CLI, turning user errors into one line and exit code 2."""
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the main thread (verbs may install their own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: Any) -> None:
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, handler)
     try:
-        return cli.main(args=argv, prog_name="r2s2r", standalone_mode=False)
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _click_error_line(error: click.ClickException) -> str:
+    ctx = getattr(error, "ctx", None)
+    where = ctx.command_path if ctx is not None else "r2s2r"
+    text = one_line(error.format_message())
+    if isinstance(error, click.UsageError):
+        text += f" (see '{where} --help')"
+    return f"{where}: error: {text}"
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: run the CLI; every error becomes one line on stderr and an exit code.
+
+    Exit codes: 0 done, 1 failed run (or a bug), 2 bad input, 130 interrupted, 143 SIGTERM.
+    """
+    watch_owner(terminate_self)
+    try:
+        with _sigterm_unwinds():
+            return cli.main(args=argv, prog_name="r2s2r", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        click.echo("r2s2r: aborted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as error:
-        error.show()
-        sys.exit(2 if error.exit_code in (1, 2) else error.exit_code)
-    except ConfigError as error:
-        click.echo(f"r2s2r: error: {error}", err=True)
-        sys.exit(2)
+        click.echo(_click_error_line(error), err=True)
+        sys.exit(EXIT_BAD_INPUT if error.exit_code in (1, 2) else error.exit_code)
+    except Terminated as stopped:
+        click.echo(f"r2s2r: stopped by {stopped.signal_name}", err=True)
+        sys.exit(stopped.code)
+    except KeyboardInterrupt:
+        click.echo("r2s2r: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as error:
+        code, line = describe(error)
+        if debug_enabled():
+            traceback.print_exc()
+        click.echo(f"r2s2r: error: {line}", err=True)
+        sys.exit(code)

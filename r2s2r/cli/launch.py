@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+from r2s2r_common.grounding import check_artifact_arguments
 
 from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
 from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
@@ -53,7 +54,9 @@ def launch_command(
             choices = f" (choices: {', '.join(argument.choices)})" if argument.choices else ""
             click.echo(f"  {argument.name}:={argument.default}  {argument.description}{choices}")
         return
-    nodes = resolve_graph(spec, parse_launch_arguments(list(launch_arguments)))
+    arguments = parse_launch_arguments(list(launch_arguments))
+    check_artifact_arguments(arguments)
+    nodes = resolve_graph(spec, arguments)
     sys.exit(run_graph(nodes, log_dir or default_log_dir(graph), grace_period_s))
 
 

@@ -156,7 +156,11 @@ def test_apply_grounding_keeps_or_replaces_the_radius(tmp_path: Path) -> None:
     [
         (None, "file not found"),
         ("schema_version: 7\nworld_overrides: {}\n", "schema_version = 7"),
-        ("schema_version: 1\n", "world_overrides = None"),
+        ("schema_version: 1\n", "lacks world_overrides"),
+        (
+            "schema_version: 1\nworld_overrides: {belt: {roller_radius_m: .nan}}\n",
+            r"world_overrides.belt.roller_radius_m = nan: expected finite numbers",
+        ),
         (
             "schema_version: 1\nworld_overrides: {belt: {roller_radius_m: -0.03}}\n",
             r"roller_radius_m = -0.03: expected a radius",

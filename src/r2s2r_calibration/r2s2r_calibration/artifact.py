@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, format_validation_error
 from r2s2r_common.config import read_yaml as _read_yaml
+from r2s2r_common.grounding import ARTIFACT_SCHEMA_VERSION, check_artifact
 
 from r2s2r_calibration.belt_model import BeltModelResult
 from r2s2r_calibration.blur import BlurResult
@@ -43,7 +44,7 @@ from r2s2r_calibration.geometry import (
 from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import ElementRegistration
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = ARTIFACT_SCHEMA_VERSION
 Vec3 = tuple[float, float, float]
 
 OPTICAL_FROM_LINK_RPY_RAD: Vec3 = (-math.pi / 2.0, 0.0, -math.pi / 2.0)
@@ -307,17 +308,10 @@ def load_artifact(path: str | Path) -> GroundingArtifact:
 
     """
     try:
-        data = _read_yaml(path)
+        # The checks every consumer shares (version, sections, finite numbers), then the schema.
+        data = check_artifact(_read_yaml(path), str(path))
     except ConfigError as error:
         raise ArtifactError(str(error)) from None
-    if not isinstance(data, dict):
-        raise ArtifactError(f"{path}: expected a mapping at the top level")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ArtifactError(
-            f"{path}: schema_version = {version!r}; this code reads schema_version "
-            f"{SCHEMA_VERSION} (re-run grounding to regenerate the artifact)"
-        )
     try:
         return GroundingArtifact.model_validate(data, context={CHECK_OVERRIDES: True})
     except ValidationError as error:

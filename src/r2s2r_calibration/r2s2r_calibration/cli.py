@@ -29,13 +29,17 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
     if graph is None:
         yield
         return
+    from r2s2r_common.grounding import check_artifact_arguments
+
     from r2s2r.graph import GraphError, load_graph, parse_launch_arguments, resolve_graph
     from r2s2r.supervisor import GraphSupervisor
 
     try:
-        nodes = resolve_graph(load_graph(graph), parse_launch_arguments(arguments))
+        parsed = parse_launch_arguments(arguments)
+        nodes = resolve_graph(load_graph(graph), parsed)
     except GraphError as error:
         raise click.UsageError(str(error)) from None
+    check_artifact_arguments(parsed)
     supervisor = GraphSupervisor(nodes, log_dir)
     supervisor.start()
     try:
@@ -118,6 +122,8 @@ def ground_command(
             raise click.UsageError("--record-bag and --from-bag exclude each other")
         _ground_from_bag(output, steps, nominal, from_bag)
         return
+    # The procedure's log is progress (stdout); stderr gets the one line of a failure.
+    os.environ.setdefault("RCUTILS_LOGGING_USE_STDOUT", "1")
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -157,12 +163,21 @@ def ground_command(
             rclpy.shutdown(context=context)
     click.echo(f"r2s2r ground: {time.perf_counter() - started:.1f} s wall in all")
     if node.error is not None:
-        click.echo(f"grounding failed: {node.error}", err=True)
-        raise SystemExit(1)
+        _fail(f"grounding failed: {node.error}")
     if node.run is not None and node.run.failures:
-        for step, message in node.run.failures.items():
-            click.echo(f"step {step} failed: {message}", err=True)
-        raise SystemExit(1)
+        _fail_steps(node.run.failures, output)
+
+
+def _fail(message: str) -> None:
+    """One line on stderr, exit code 1 (a failed run)."""
+    click.echo(f"r2s2r ground: error: {message}", err=True)
+    raise SystemExit(1)
+
+
+def _fail_steps(failures: dict[str, str], output: str) -> None:
+    """Every failed step in one line (the artifact, if written, holds the others)."""
+    steps = "; ".join(f"{step}: {message}" for step, message in failures.items())
+    _fail(f"{len(failures)} step(s) failed ({steps}); {output}, if written, lacks them")
 
 
 def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
@@ -187,6 +202,4 @@ def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
     run = run_grounding(client, world, names, progress=click.echo)
     write_grounding_outputs(run, world, output, time.perf_counter() - started, click.echo)
     if run.failures:
-        for step, message in run.failures.items():
-            click.echo(f"step {step} failed: {message}", err=True)
-        raise SystemExit(1)
+        _fail_steps(run.failures, output)

@@ -17,10 +17,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
+from r2s2r_common.errors import BadInputError
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInputError, ValueError):
     """A configuration value is missing, unknown or out of range.
 
     The message names the file (when known), the dotted key, the offending value and what was

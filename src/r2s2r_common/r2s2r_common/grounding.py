@@ -8,6 +8,13 @@ belt-speed estimator for the roller radius, the exporter of camera_calibration f
 that section through this module, so that they do not depend on the calibration package (which
 validates the records themselves when it writes or loads the artifact).
 
+Every consumer of an artifact (the nodes of ``r2s2r launch``, ``r2s2r generate``, the exporter,
+``r2s2r experiment``) checks it with :func:`check_artifact` first (directly, through
+:func:`read_artifact`/:func:`load_world_overrides`, or through the calibration package's loader,
+which calls it before its schema), so a bad artifact is refused the same way everywhere: the
+schema version, the sections a consumer needs (named when missing: a truncated file), and every
+number finite.
+
 Everything here is ROS-free and raises :class:`~r2s2r_common.config.ConfigError` with the file,
 the key and what to do.
 """
@@ -59,37 +66,129 @@ class GroundedIntrinsics(ConfigModel):
         return value
 
 
+ARTIFACT_SECTIONS: tuple[str, ...] = (
+    "schema_version",
+    "created_utc",
+    "cameras",
+    "scene",
+    "belt",
+    "controller",
+    "world_overrides",
+)
+"""Top-level sections of an artifact as world grounding writes it, in file order."""
+
+REQUIRED_SECTIONS: tuple[str, ...] = ("schema_version", "world_overrides")
+"""Sections every consumer needs (``world_overrides`` is the last one written: a file cut short
+lacks it)."""
+
+_REGENERATE = "re-run grounding (`r2s2r ground`) to regenerate it"
+
+
+def non_finite_numbers(data: Any, key: str = "") -> list[str]:
+    """Dotted keys (``a.b[0]``) of every NaN or infinite number in nested mappings and lists."""
+    found: list[str] = []
+    if isinstance(data, bool):
+        return found
+    if isinstance(data, float):
+        if not math.isfinite(data):
+            found.append(f"{key or '<root>'} = {data}")
+    elif isinstance(data, Mapping):
+        for name, value in data.items():
+            found += non_finite_numbers(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            found += non_finite_numbers(value, f"{key}[{index}]")
+    return found
+
+
+def check_artifact(data: Any, source: str) -> dict[str, Any]:
+    """Check what every consumer of a grounding artifact relies on, and return it.
+
+    Checks, in order: a mapping; ``schema_version`` equal to :data:`ARTIFACT_SCHEMA_VERSION`;
+    the :data:`REQUIRED_SECTIONS` present (the missing ones named; a file cut short lacks
+    ``world_overrides``); ``world_overrides`` and its ``cameras``/``belt``/``bins``/
+    ``controller`` sections mappings; every number in the whole file finite. The records'
+    schema is the calibration package's (:func:`r2s2r_calibration.artifact.load_artifact`).
+
+    Args:
+        data: The artifact as read from YAML.
+        source: The file (for messages).
+
+    Returns:
+        ``data``, unchanged.
+
+    Raises:
+        ConfigError: The first failed check, naming the file, the key and what to do.
+
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: expected a grounding artifact (a mapping with schema_version and "
+            f"world_overrides), got {type(data).__name__}; {_REGENERATE}"
+        )
+    version = data.get("schema_version")
+    if "schema_version" in data and version != ARTIFACT_SCHEMA_VERSION:
+        raise ConfigError(
+            f"{source}: schema_version = {version!r}; this code reads grounding artifacts of "
+            f"schema_version {ARTIFACT_SCHEMA_VERSION}; {_REGENERATE}"
+        )
+    missing = [name for name in REQUIRED_SECTIONS if name not in data]
+    if missing:
+        present = [name for name in ARTIFACT_SECTIONS if name in data]
+        hint = (
+            f" (it has {', '.join(present)}: the file looks cut short)"
+            if present and "world_overrides" in missing
+            else ""
+        )
+        raise ConfigError(
+            f"{source}: grounding artifact lacks {', '.join(missing)}{hint}; {_REGENERATE}"
+        )
+    overrides = data["world_overrides"]
+    if not isinstance(overrides, dict):
+        raise ConfigError(
+            f"{source}: world_overrides = {overrides!r}; expected a mapping (the grounding "
+            f"artifact derives it from its records); {_REGENERATE}"
+        )
+    for key in ("cameras", "belt", "bins", "controller"):
+        if key in overrides and not isinstance(overrides[key], dict):
+            raise ConfigError(
+                f"{source}: world_overrides.{key} = {overrides[key]!r}: not a mapping; "
+                f"{_REGENERATE}"
+            )
+    bad = non_finite_numbers(data)
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise ConfigError(
+            f"{source}: {', '.join(bad[:3])}{more}: expected finite numbers; a solver diverged "
+            f"or the file was edited; {_REGENERATE}"
+        )
+    return data
+
+
+def read_artifact(path: str | Path) -> dict[str, Any]:
+    """Read a grounding artifact YAML and :func:`check_artifact` it.
+
+    Raises:
+        ConfigError: Empty path, missing file, bad YAML, or a failed check.
+
+    """
+    if not str(path):
+        raise ConfigError("grounding artifact: empty path; give the artifact YAML of grounding")
+    return check_artifact(read_yaml(path), str(path))
+
+
 def load_world_overrides(path: str | Path) -> dict[str, Any]:
-    """Return the ``world_overrides`` mapping of a grounding artifact.
+    """Return the ``world_overrides`` mapping of a grounding artifact (:func:`read_artifact`).
 
     Args:
         path: The artifact YAML written by world grounding.
 
     Raises:
-        ConfigError: Missing file, bad YAML, another schema version, or no/invalid
-            ``world_overrides`` section; the message names the file and what to do.
+        ConfigError: Missing file, bad YAML, another schema version, a missing or invalid
+            section, or a number that is not finite; the message names the file and what to do.
 
     """
-    if not str(path):
-        raise ConfigError("grounding artifact: empty path; give the artifact YAML of grounding")
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a grounding artifact mapping at the top level")
-    version = data.get("schema_version")
-    if version != ARTIFACT_SCHEMA_VERSION:
-        raise ConfigError(
-            f"{path}: schema_version = {version!r}; expected a grounding artifact with "
-            f"schema_version {ARTIFACT_SCHEMA_VERSION} (re-run grounding to regenerate it)"
-        )
-    overrides = data.get("world_overrides")
-    if not isinstance(overrides, dict):
-        raise ConfigError(
-            f"{path}: world_overrides = {overrides!r}; expected a mapping (the grounding "
-            "artifact derives it from its records; re-run grounding to regenerate it)"
-        )
-    for key in ("cameras", "belt", "bins"):
-        if key in overrides and not isinstance(overrides[key], dict):
-            raise ConfigError(f"{path}: world_overrides.{key} = {overrides[key]!r}: not a mapping")
+    overrides: dict[str, Any] = read_artifact(path)["world_overrides"]
     return overrides
 
 
@@ -169,3 +268,26 @@ def grounded_roller_radius_m(
             "in (0, 1] m"
         )
     return float(value)
+
+
+ARTIFACT_LAUNCH_ARGUMENTS: tuple[str, ...] = ("grounding_artifact",)
+"""Graph launch arguments that name a grounding artifact."""
+
+
+def check_artifact_arguments(arguments: Mapping[str, str]) -> None:
+    """Check the artifacts named by launch arguments before any node of the graph starts.
+
+    The nodes check the artifact again when they load it (:func:`load_world_overrides`); this
+    refuses a bad one at once, with one message, instead of starting a graph that stops.
+
+    Raises:
+        ConfigError: Naming the argument, the file and what is wrong with it.
+
+    """
+    for name in ARTIFACT_LAUNCH_ARGUMENTS:
+        value = arguments.get(name, "")
+        if value:
+            try:
+                read_artifact(value)
+            except ConfigError as error:
+                raise ConfigError(f"launch argument {name}:={value}: {error}") from None

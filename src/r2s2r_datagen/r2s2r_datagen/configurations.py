@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from r2s2r_common.config import ConfigError, load_config, read_yaml
+from r2s2r_common.grounding import check_artifact, non_finite_numbers
 from r2s2r_sim.task import TrialPlan, sample_trial
 from r2s2r_sim.world import LightingParams, WorldParams, apply_grounding, load_world
 
@@ -135,16 +136,22 @@ def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     data = read_yaml(artifact_path)
     if not isinstance(data, Mapping):
         raise ConfigError(f"{artifact_path}: expected a mapping, got {type(data).__name__}")
-    if "world_overrides" in data:
+    if "schema_version" in data or "world_overrides" in data:
+        # A grounding artifact (possibly cut short): the shared checks, then its schema.
+        check_artifact(dict(data), str(artifact_path))
         try:
             from r2s2r_calibration.artifact import load_artifact
         except ImportError:
             overrides = data["world_overrides"]
         else:
-            overrides = load_artifact(artifact_path).world_overrides
-        if not isinstance(overrides, Mapping):
-            raise ConfigError(f"{artifact_path}: world_overrides: expected a mapping")
+            try:
+                overrides = load_artifact(artifact_path).world_overrides
+            except ValueError as error:  # ArtifactError: named file and key
+                raise ConfigError(str(error)) from None
         return dict(overrides)
+    bad = non_finite_numbers(data)
+    if bad:
+        raise ConfigError(f"{artifact_path}: {', '.join(bad[:3])}: expected finite numbers")
     return dict(data)
 
 

@@ -25,6 +25,8 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from r2s2r_common.process import terminate_self, watch_owner
+
 from r2s2r_datagen.generator import EpisodeJob
 from r2s2r_datagen.worker import JobReport, WorkerSetup, WorkerState
 
@@ -86,7 +88,12 @@ SetupFactory = Callable[[], WorkerSetup]
 
 
 def _process_worker_main(conn: Connection, setup: WorkerSetup) -> None:
-    """Entry point of a worker process: run jobs from ``conn`` until it closes."""
+    """Entry point of a worker process: run jobs from ``conn`` until it closes.
+
+    The worker also ends, within a fraction of a second, when the job process dies (it would
+    otherwise finish its episode and write to its shard after the job is gone).
+    """
+    watch_owner(terminate_self, owner_pid=os.getppid())
     state = WorkerState(setup)
     try:
         state.warm_up()

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from r2s2r_common.process import spawn_owned, stop_process_group
+
 from r2s2r_datagen.config import DatagenConfig, GenerateConfig
 
 StepStatus = Literal["present", "produced", "failed", "skipped", "not_needed"]
@@ -111,7 +113,9 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
     """Return a :data:`CommandRunner` that runs each command in its own process group.
 
     Output goes to ``log_path`` (whole) and to ``say`` (line by line). On timeout the group
-    gets SIGINT (a graph shuts down cleanly), then SIGKILL after 20 s; the code is 124.
+    gets SIGINT (a graph shuts down cleanly), then SIGKILL after 20 s; the code is 124. The
+    command dies with this process (:func:`r2s2r_common.process.spawn_owned`), and when this
+    process is interrupted while it runs, its group is stopped first.
     """
 
     def run(command: list[str], timeout_s: float, log_path: Path) -> tuple[int, str]:
@@ -120,12 +124,10 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
         with log_path.open("w", encoding="utf-8") as log:
             log.write("$ " + " ".join(command) + "\n")
             log.flush()
-            process = subprocess.Popen(
+            process = spawn_owned(
                 command,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
@@ -144,12 +146,16 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
 
             guard = threading.Thread(target=watchdog, daemon=True)
             guard.start()
-            for line in process.stdout:
-                log.write(line)
-                log.flush()
-                tail.append(line.rstrip())
-                say(line.rstrip())
-            process.wait()
+            try:
+                for line in process.stdout:
+                    log.write(line)
+                    log.flush()
+                    tail.append(line.rstrip())
+                    say(line.rstrip())
+                process.wait()
+            except BaseException:
+                _stop_group(process)
+                raise
             guard.join(timeout=1.0)
         code = EXIT_TIMEOUT if timed_out else int(process.returncode)
         return code, "\n".join(tail)
@@ -158,16 +164,7 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
 
 
 def _stop_group(process: subprocess.Popen[str]) -> None:
-    for sig, wait_s in ((signal.SIGINT, 20.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_process_group(process, 20.0, (signal.SIGINT, signal.SIGKILL))
 
 
 def _cli(*args: str) -> list[str]:

@@ -273,6 +273,10 @@ def test_grounding_artifact_poses_go_out_on_tf_static(context: Context, tmp_path
         ({"belt": {"pose": {"xyz_m": [0.5, 0.0]}}}, r"belt\.pose.*xyz_m"),
         ({"bins": {"bin_9": {"pose": GROUNDED_BELT}}}, r"bins\.bin_9: the cell layout has no"),
         ({"cameras": "head"}, r"world_overrides.cameras = 'head': not a mapping"),
+        (
+            {"cameras": {"head": {"pose": {"xyz_m": [float("nan"), 0.0, 1.7]}}}},
+            r"world_overrides.cameras.head.pose.xyz_m\[0\] = nan: expected finite numbers",
+        ),
     ],
 )
 def test_bad_grounding_artifact_is_refused_at_start(

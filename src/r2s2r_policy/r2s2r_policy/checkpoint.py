@@ -117,7 +117,10 @@ def read_checkpoint_config(directory: str | Path) -> CheckpointConfig:
     path = Path(directory)
     for name in (MODEL_FILE, CONFIG_FILE):
         if not (path / name).is_file():
-            raise CheckpointError(f"{path}: not a policy checkpoint (missing {name})")
+            raise CheckpointError(
+                f"{path}: not a policy checkpoint (missing {name}); give a checkpoint "
+                "directory such as <run>/checkpoints/step_NNNNNNNN"
+            )
     try:
         config = parse_config(
             CheckpointConfig, read_yaml(path / CONFIG_FILE), str(path / CONFIG_FILE)
@@ -157,7 +160,7 @@ def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) ->
         if mismatches:
             raise SpecMismatchError(mismatches, context=f"checkpoint {path}")
     policy = build_policy(config.spec, config.normalization)
-    state = load_file(str(path / MODEL_FILE))
+    state = read_weights(path)
     try:
         policy.load_state_dict(state, strict=True)
     except RuntimeError as error:
@@ -168,18 +171,72 @@ def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) ->
     return LoadedCheckpoint(policy=policy, config=config, path=path)
 
 
+def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
+    """Read a checkpoint's ``model.safetensors``.
+
+    Raises:
+        CheckpointError: If the file is missing or not a readable safetensors file.
+
+    """
+    path = Path(directory) / MODEL_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{path.parent}: not a policy checkpoint (missing {MODEL_FILE})")
+    try:
+        return load_file(str(path))
+    except Exception as error:  # safetensors raises its own SafetensorError
+        raise CheckpointError(
+            f"{path}: not a readable safetensors file ({error}); the checkpoint is damaged: "
+            "use another checkpoint or train again"
+        ) from None
+
+
 def load_training_state(directory: str | Path) -> dict[str, Any]:
     """Read ``training_state.pt`` of a checkpoint.
 
     Raises:
-        CheckpointError: If the file is missing.
+        CheckpointError: If the file is missing or unreadable.
 
     """
     path = Path(directory) / TRAINING_STATE_FILE
     if not path.is_file():
         raise CheckpointError(f"{path}: missing (checkpoint was not written by a training run)")
-    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises RuntimeError, pickle errors, EOFError, ...
+        raise CheckpointError(f"{path}: unreadable ({type(error).__name__}: {error})") from None
     return state
+
+
+def check_resumable(directory: str | Path) -> None:
+    """Check that a training checkpoint can be resumed from: config, weights, training state.
+
+    Raises:
+        CheckpointError: Naming the file that is missing or damaged.
+
+    """
+    config = read_checkpoint_config(directory)
+    if "step" not in config.training:
+        raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: training.step missing")
+    read_weights(directory)
+    load_training_state(directory)
+
+
+def newest_intact_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[str]]:
+    """Return the newest checkpoint of a run that can be resumed, and why newer ones cannot.
+
+    Returns:
+        ``(checkpoint or None, one line per damaged newer checkpoint)``.
+
+    """
+    skipped: list[str] = []
+    for candidate in reversed(list_checkpoints(run_dir)):
+        try:
+            check_resumable(candidate)
+        except CheckpointError as error:
+            skipped.append(f"{candidate.name}: {error}")
+            continue
+        return candidate, skipped
+    return None, skipped
 
 
 def checkpoint_name(step: int) -> str:

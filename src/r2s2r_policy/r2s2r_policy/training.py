@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from .checkpoint import (
     checkpoint_name,
-    latest_checkpoint,
     list_checkpoints,
     load_training_state,
+    newest_intact_checkpoint,
     read_checkpoint_config,
     save_checkpoint,
 )
@@ -374,7 +374,17 @@ def train(
     spec = make_spec(config.policy, first, rate)
     check_source_features([sources[name] for name in names], spec)
 
-    checkpoint_dir = latest_checkpoint(run_path) if resume else None
+    checkpoint_dir = None
+    if resume:
+        checkpoint_dir, damaged = newest_intact_checkpoint(run_path)
+        if damaged:
+            # Said on stdout (a resumed run is not an error), once, naming what was skipped.
+            fallback = checkpoint_dir.name if checkpoint_dir else "step 0 (no intact checkpoint)"
+            print(
+                f"training: resuming from {fallback}; skipped {len(damaged)} damaged newer "
+                f"checkpoint(s): {'; '.join(damaged)}",
+                flush=True,
+            )
     start_step = 0
     training_state: dict[str, Any] | None = None
     if checkpoint_dir is not None:

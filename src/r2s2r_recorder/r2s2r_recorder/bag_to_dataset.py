@@ -24,7 +24,8 @@ offset of the joint states, so sim-time stamps and wall-clock receive times neve
 
 Bad input never shortens the dataset silently: each bag either converts whole, or is skipped
 with a reason counted in the :class:`ConversionSummary` (missing topic, image encoding,
-non-monotonic stamps, no outcome, stale stream, too short), or fails with a
+non-monotonic stamps, no outcome, an outcome lost with the damaged part of a repaired bag,
+stale stream, too short), or fails with a
 :class:`BagReadError` naming the file and offset; the other bags still convert.
 """
 
@@ -45,7 +46,9 @@ from .bag_writer import (
     BagReadError,
     EpisodeInfo,
     describe_read_failure,
+    is_repaired,
     open_reader,
+    outcome_before_repair,
     read_episode_info,
 )
 from .config import ConversionConfig
@@ -65,6 +68,7 @@ SKIP_REASONS: tuple[str, ...] = (
     "image_encoding",
     "non_monotonic",
     "no_outcome",
+    "lost_outcome",
     "stale_stream",
     "too_short",
     "joint_mismatch",
@@ -304,8 +308,19 @@ class BagConverter:
         root = Path(bag_dir)
         streams, _present = self._read(root)
         info = read_episode_info(root)
-        outcome = self._outcome(info, streams[cfg.outcome_topic])
+        repaired = is_repaired(root, info)
+        # A repaired bag's metadata may predate the loss of its outcome message: only the
+        # message that survived counts.
+        outcome = self._outcome(None if repaired else info, streams[cfg.outcome_topic])
         if outcome == "unknown" and cfg.require_outcome:
+            if repaired:
+                before = outcome_before_repair(root, info)
+                claimed = f" (its metadata said {before!r})" if before else ""
+                raise EpisodeSkippedError(
+                    "lost_outcome",
+                    f"repaired bag without its {cfg.outcome_topic} message{claimed}: outcome "
+                    "unknown, not used as a demonstration",
+                )
             raise EpisodeSkippedError(
                 "no_outcome", "episode metadata says 'unknown' and no outcome message recorded"
             )
@@ -587,8 +602,13 @@ def convert_bags(
 
 
 def find_episode_bags(root: str | Path) -> list[Path]:
-    """Episode bag directories under ``root`` (directories holding an ``.mcap`` file), sorted."""
+    """Episode bag directories under ``root`` (directories holding an ``.mcap`` file), sorted.
+
+    ``root`` may be one bag, a folder of bags, or a bag's ``.mcap`` file (its folder is taken).
+    """
     base = Path(root)
+    if base.is_file():
+        return [base.parent] if base.suffix == ".mcap" else []
     if any(base.glob("*.mcap")):
         return [base]
     return sorted(p for p in base.iterdir() if p.is_dir() and any(p.glob("*.mcap")))

@@ -15,7 +15,7 @@ import click
 from r2s2r_common.config import load_config
 
 from .bag_to_dataset import convert_bags, find_episode_bags
-from .bag_writer import inspect_bag, repair_bag
+from .bag_writer import inspect_bag, repair
 from .config import ConversionConfig
 from .inspection import format_dataset_info, make_contact_sheet
 
@@ -34,13 +34,34 @@ def cli() -> None:
     type=click.Path(exists=True, path_type=Path),
     help="ConversionConfig YAML (plain schema).",
 )
-def bag2dataset(bags: tuple[Path, ...], output: Path, config_path: Path | None) -> None:
+@click.option("--append", is_flag=True, help="Add the episodes to an existing OUTPUT shard.")
+def bag2dataset(
+    bags: tuple[Path, ...], output: Path, config_path: Path | None, append: bool
+) -> None:
     """Convert episode bags (or directories of them) into a dataset shard."""
+    if output.exists() and not append:
+        raise click.UsageError(
+            f"--output {output}: exists already (not overwritten); pass --append to add these "
+            "episodes to it, or give another --output"
+        )
     config = load_config(ConversionConfig, config_path) if config_path else ConversionConfig()
     bag_dirs = [bag for root in bags for bag in find_episode_bags(root)]
-    summary = convert_bags(bag_dirs, output, config)
+    if not bag_dirs:
+        raise click.UsageError(
+            f"no episode bag (a folder holding an .mcap file) in {', '.join(map(str, bags))}"
+        )
+    summary = convert_bags(bag_dirs, output, config, append_existing=append)
+    if not summary.converted and not append:
+        output.unlink(missing_ok=True)  # no empty shard left behind
     click.echo(summary.format())
     if summary.errors or not summary.converted:
+        click.echo(
+            f"r2s2r bag2dataset: error: {len(summary.converted)} of {len(bag_dirs)} bags "
+            f"converted ({len(summary.skipped)} skipped {summary.skip_counts}, "
+            f"{len(summary.errors)} unreadable; see above)"
+            + ("" if summary.converted or append else f"; {output} not written"),
+            err=True,
+        )
         sys.exit(1)
 
 
@@ -78,9 +99,21 @@ def inspect_bag_cmd(bag: Path) -> None:
 
 @cli.command("repair-bag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
-def repair_bag_cmd(bag: Path) -> None:
-    """Rewrite the readable part of an incomplete bag as a finalised bag."""
-    click.echo(str(repair_bag(bag)))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Repaired bag directory (default: BAG.recovered).",
+)
+def repair_bag_cmd(bag: Path, output: Path | None) -> None:
+    """Rewrite the readable part of an unfinished or damaged bag as a finalised bag.
+
+    The repaired bag's outcome is that of the last /trial/outcome message that survived, else
+    'unknown' (bag2dataset then skips it, reason lost_outcome). A complete bag is left alone;
+    a second repair of the same bag reports the first.
+    """
+    click.echo(repair(bag, output).format())
 
 
 @click.group("dataset")

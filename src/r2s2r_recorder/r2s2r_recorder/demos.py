@@ -42,6 +42,7 @@ import click
 import yaml
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_common.grounding import check_artifact_arguments
 from rosbags.typesys.store import Typestore
 
 from .bag_to_dataset import ConversionSummary, convert_bags, find_episode_bags
@@ -357,6 +358,7 @@ def run_record_graph(
         "real_time_factor": str(config.real_time_factor),
         **parse_launch_arguments(config.launch_args),
     }
+    check_artifact_arguments(arguments)
     nodes = resolve_graph(load_graph(GRAPH_NAME), arguments)
     supervisor = GraphSupervisor(nodes, log_dir, config.grace_period_s, console=console)
     flags = {"timed_out": False, "interrupted": False}

@@ -25,6 +25,7 @@ from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
 )
+from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_sim.world import load_world
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
@@ -32,7 +33,7 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.intrinsics import ChessboardConfig
-from r2s2r_calibration.nodes.ros_client import RosCellClient
+from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient
 from r2s2r_calibration.procedure import (
     CellClient,
     GroundingRun,
@@ -154,6 +155,10 @@ class CalibrationNode(LifecycleNode):
         started = time.perf_counter()
         recorder: RecordingCellClient | None = None
         try:
+            self._say(
+                f"waiting up to {params.timeout_s:.0f} s for the cell: /joint_states, "
+                "/tf_static (base_link) and its controllers' command topics"
+            )
             client.wait_for_cell()
             cell: CellClient = client
             if params.record_bag:
@@ -172,6 +177,9 @@ class CalibrationNode(LifecycleNode):
             for step, message in run.failures.items():
                 self.get_logger().error(f"step {step} failed: {message}")
             self.run = run
+        except CellTimeoutError as error:  # no cell: said in one line, no traceback
+            self.error = str(error)
+            self.get_logger().error(f"grounding failed: {self.error}")
         except Exception as error:
             self.error = f"{type(error).__name__}: {error}"
             self.get_logger().error(f"grounding failed: {self.error}\n{traceback.format_exc()}")
@@ -195,6 +203,7 @@ def spin_until_done(node: CalibrationNode, executor: Executor) -> None:
 def main(args: list[str] | None = None) -> None:
     """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits."""
     rclpy.init(args=args)
+    end_with_owner()
     node = CalibrationNode()
     # One executor thread is enough (the procedure has its own worker thread) and the only
     # choice that keeps up with 500 Hz /joint_states: rclpy's MultiThreadedExecutor spends a

@@ -1,4 +1,8 @@
-"""``main()`` for every node: build, spin, shut down in ``try/finally``, clean start-up errors."""
+"""``main()`` for every node: build, spin, shut down in ``try/finally``, clean start-up errors.
+
+Every node also ends with the process that started it (:func:`end_with_owner`): a node of a
+graph never outlives its supervisor, whatever killed the supervisor.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,19 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.node import Node
 
 from r2s2r_common.config import ConfigError
+from r2s2r_common.process import terminate_self, watch_owner
 
 #: Exit code of a node whose parameters or configuration files are invalid.
 EXIT_BAD_CONFIGURATION = 2
+
+
+def end_with_owner() -> None:
+    """Shut this node down (SIGTERM to itself, as rclpy handles it) when its owner dies.
+
+    The owner is the process that started it with :func:`r2s2r_common.process.spawn_owned`
+    (named in the environment); a node started by hand has none and is not watched.
+    """
+    watch_owner(terminate_self)
 
 
 def run_node(
@@ -26,13 +40,15 @@ def run_node(
 
     A :class:`ConfigError` while building the node (bad parameters, bad YAML) is printed as
     one line on stderr and gives exit code 2, without a traceback, so that a supervisor or
-    ``ros2 launch`` shows the reason. Ctrl-C ends the spin cleanly with exit code 0.
+    ``ros2 launch`` shows the reason. Ctrl-C or SIGTERM ends the spin cleanly with exit code 0,
+    and so does the death of the process that started the node (:func:`end_with_owner`).
 
     Returns:
         The process exit code.
 
     """
     rclpy.init(args=args)
+    end_with_owner()
     node: Node | None = None
     try:
         try:

@@ -19,6 +19,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from r2s2r_common.config import ConfigError
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS
+from r2s2r_common.ros.runner import end_with_owner
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
@@ -111,6 +112,7 @@ class SimGenerateNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the job; exit 0 when done, non-zero on failure (see the module docstring)."""
     rclpy.init(args=args)
+    end_with_owner()
     node: SimGenerateNode | None = None
     code = EXIT_JOB_ERROR
     try:

@@ -19,6 +19,7 @@ from geometry_msgs.msg import TwistStamped
 from pydantic import Field
 from r2s2r_common.config import ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
+from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_sim.world import load_world
@@ -198,6 +199,7 @@ def main(args: list[str] | None = None) -> None:
     but spends a whole core and drops most samples of the 500 Hz ``/joint_states``.
     """
     rclpy.init(args=args)
+    end_with_owner()
     node = None
     try:
         node = PlannerNode()

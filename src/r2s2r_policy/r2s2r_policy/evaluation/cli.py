@@ -87,6 +87,13 @@ def _echo(record: TrialRecord) -> None:
     show_default=True,
     help="Speed of a launched twin.",
 )
+@click.option(
+    "--graph-timeout-s",
+    type=click.FloatRange(min=0.1),
+    default=90.0,
+    show_default=True,
+    help="How long to wait for the graph (twin services and the policy node) to come up.",
+)
 def evaluate_command(
     checkpoint: str,
     out_dir: str,
@@ -98,9 +105,14 @@ def evaluate_command(
     launch: bool,
     twin_config: str,
     real_time_factor: float,
+    graph_timeout_s: float,
 ) -> None:
     """Evaluate CHECKPOINT: success per condition with 95% CIs and failure reasons."""
+    from ..checkpoint import load_checkpoint
+
     config = _load_protocol(protocol, trials, base_seed)
+    # The whole checkpoint (config and weights) is read before anything starts.
+    load_checkpoint(checkpoint)
     click.echo(
         f"evaluating {checkpoint}: {config.total_trials} trials {config.trials_per_condition}"
     )
@@ -114,6 +126,12 @@ def evaluate_command(
     else:
         from .ros import evaluate_ros
 
+        click.echo(
+            f"waiting up to {graph_timeout_s:.0f} s for the "
+            f"{'launched' if launch else 'running'} graph: the twin's /trial/start and "
+            "/trial/reset services and the /policy_inference lifecycle services"
+            + ("" if launch else " (start the cell first, e.g. `r2s2r launch real_deploy`)")
+        )
         report = evaluate_ros(
             checkpoint,
             config,
@@ -121,6 +139,7 @@ def evaluate_command(
             twin_config=twin_config,
             real_time_factor=real_time_factor,
             log_dir=Path(out_dir) / "logs",
+            graph_timeout_s=graph_timeout_s,
             progress=_echo,
         )
     json_path, png_path = report.save(out_dir, name)

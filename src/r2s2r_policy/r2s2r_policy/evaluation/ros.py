@@ -15,6 +15,7 @@ space, with their ``config/`` parameter files, for a self-contained run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
+from r2s2r_common.process import spawn_owned, stop_process_group
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -128,7 +130,10 @@ class EvaluationHarness:
         clients += [c for c in (self.change_state, self.get_state) if c is not None]
         if not self.spin_until(lambda: all(c.service_is_ready() for c in clients), timeout_s):
             missing = [c.srv_name for c in clients if not c.service_is_ready()]
-            raise HarnessError(f"graph not ready after {timeout_s} s: missing {missing}")
+            raise HarnessError(
+                f"graph not ready after {timeout_s:.0f} s: no {', '.join(missing)}; is the cell "
+                "running (e.g. `r2s2r launch real_deploy`) with the policy node?"
+            )
 
     def policy_state(self) -> str:
         """Return the current lifecycle state label of the policy node."""
@@ -332,13 +337,11 @@ class EvaluationGraph:
             for key, value in node.overrides.items():
                 text = str(value).lower() if isinstance(value, bool) else str(value)
                 command += ["-p", f"{key}:={text}"]
-            log = open(self.log_dir / f"{node.executable}.log", "wb")  # noqa: SIM115
-            self.processes.append(
-                subprocess.Popen(
-                    command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            with open(self.log_dir / f"{node.executable}.log", "wb") as log:
+                # Owned: the node dies with this process, whatever ends it.
+                self.processes.append(
+                    spawn_owned(command, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
-            )
-            log.close()
 
     def check_alive(self) -> None:
         """Raise if a node process exited.
@@ -358,14 +361,14 @@ class EvaluationGraph:
         """SIGINT every process, then SIGKILL those still alive after ``grace_s``."""
         for process in self.processes:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGINT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGINT)
         deadline = time.monotonic() + grace_s
         for process in self.processes:
             try:
                 process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                stop_process_group(process, grace_s, (signal.SIGKILL,))
         self.processes = []
 
 
@@ -420,13 +423,17 @@ def evaluate_ros(
     harness: EvaluationHarness | None = None
     try:
         if launch:
+            # The launched node resizes camera images to the checkpoint's size (it refuses a
+            # checkpoint whose images differ from its image size parameters).
+            image = spec.images[0]
+            sizes = {"image_height_px": image.height_px, "image_width_px": image.width_px}
             graph = EvaluationGraph(
                 checkpoint=str(Path(checkpoint).resolve()),
                 twin_config=twin_config,
                 real_time_factor=real_time_factor,
                 control_rate_hz=spec.control_rate_hz,
                 object_tracks=spec.uses_object_track,
-                policy_overrides=dict(policy_overrides or {}),
+                policy_overrides={**sizes, **(policy_overrides or {})},
                 log_dir=Path(log_dir),
                 domain_id=domain_id,
             )

@@ -260,7 +260,9 @@ def experiment_command(
         sim_datasets=sim_datasets,
     )
     from .runner import run_experiment
+    from .validation import validate_experiment
 
+    validate_experiment(config)  # before any stage: a typo costs seconds, not hours
     command = reproduce_command(config, out_dir)
     click.echo(f"experiment {config.preset}: {Path(out_dir).resolve()}")
     results = run_experiment(config, out_dir, command=command, progress_bars=not no_progress)

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 from r2s2r_common.config import ConfigError, dump_yaml, load_config, parse_config
+from r2s2r_common.process import run_owned
 
 from ..evaluation.report import ALL, SHIFTED
 from ..evaluation.trials import NOMINAL, EvaluationConfig
@@ -140,18 +141,18 @@ def run_command(command: list[str], log_path: Path, timeout_s: float, what: str)
     """
     try:
         with log_path.open("w") as stream:
-            completed = subprocess.run(
-                command, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+            # Owned: the step (and the graph it may start) dies with the experiment.
+            code, timed_out = run_owned(
+                command, timeout_s=timeout_s, stdout=stream, stderr=subprocess.STDOUT
             )
     except FileNotFoundError as error:
         raise StageError(f"{what}: cannot run {shlex.join(command)}: {error}") from None
-    except subprocess.TimeoutExpired:
-        raise StageError(f"{what}: {shlex.join(command)} ran past {timeout_s:.0f} s") from None
-    if completed.returncode != 0:
+    if timed_out:
+        raise StageError(f"{what}: {shlex.join(command)} ran past {timeout_s:.0f} s")
+    if code != 0:
         tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
         raise StageError(
-            f"{what}: {shlex.join(command)} exited with {completed.returncode} "
-            f"(log {log_path}): {tail}"
+            f"{what}: {shlex.join(command)} exited with {code} (log {log_path}): {tail}"
         )
 
 

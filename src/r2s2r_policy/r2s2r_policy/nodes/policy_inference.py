@@ -41,6 +41,7 @@ from r2s2r_common.ros.params import (
     declare_schema_parameters,
 )
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import (
     TRACKER_SOURCE,
@@ -468,6 +469,7 @@ class PolicyInferenceNode(LifecycleNode):
 def main(args: list[str] | None = None) -> None:
     """Run the node; with ``autostart`` it configures and activates itself."""
     rclpy.init(args=args)
+    end_with_owner()
     node = PolicyInferenceNode()
     executor = SingleThreadedExecutor()
     executor.add_node(node)

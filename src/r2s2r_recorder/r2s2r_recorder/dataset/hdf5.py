@@ -53,6 +53,12 @@ from .schema import (
 _PARTIAL_PREFIX = "_partial_"
 
 
+_REWRITE_HINT = (
+    "the file is cut short or not an r2s2r dataset: write it again (bag2dataset, r2s2r "
+    "generate or record-demos)"
+)
+
+
 class DatasetError(ValueError):
     """A dataset file or directory is missing, unreadable, or does not follow the schema."""
 
@@ -99,7 +105,10 @@ class EpisodeWriter:
         if not 0 <= compression_level <= 9:
             raise DatasetError(f"compression_level = {compression_level}: expected 0..9")
         if self.path.exists() and not append_existing:
-            raise DatasetError(f"{self.path}: exists already; pass append_existing=True to extend")
+            raise DatasetError(
+                f"{self.path}: exists already (not overwritten); append to it explicitly "
+                "(bag2dataset --append) or write another file"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._compression_level = compression_level
         self._file = h5py.File(self.path, "a" if append_existing else "w-")
@@ -218,7 +227,9 @@ class EpisodeDataset:
                             _EpisodeRef(file_index, key, int(data[key].attrs["num_samples"]))
                         )
             except OSError as error:
-                raise DatasetError(f"{file_path}: cannot read HDF5 file: {error}") from None
+                raise DatasetError(
+                    f"{file_path}: cannot read HDF5 file: {error}; {_REWRITE_HINT}"
+                ) from None
         self._refs = refs
         counts = np.array([r.num_frames for r in refs], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -486,7 +497,9 @@ def dataset_info(path: str | Path) -> DatasetInfo:
                     if not features:
                         features = _features_of(group)
         except (OSError, KeyError) as error:
-            raise DatasetError(f"{file_path}: cannot read dataset: {error}") from None
+            raise DatasetError(
+                f"{file_path}: cannot read dataset: {error}; {_REWRITE_HINT}"
+            ) from None
     return DatasetInfo(
         path=Path(path),
         episodes=episodes,

@@ -24,6 +24,7 @@ from typing import Any
 import rclpy
 import rclpy.task
 from r2s2r_common.config import ConfigError, flatten, parse_config, unflatten
+from r2s2r_common.ros.runner import end_with_owner
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -259,6 +260,7 @@ class RecorderNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the recorder until SIGINT; the current episode is finished properly."""
     rclpy.init(args=args)
+    end_with_owner()
     node = None
     try:
         node = RecorderNode()

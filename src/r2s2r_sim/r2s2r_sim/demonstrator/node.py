@@ -31,6 +31,7 @@ from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS
+from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from rcl_interfaces.srv import SetParameters
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -500,6 +501,7 @@ class DemonstratorNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Run the demonstrator node until its trials are done (exit 0) or it fails (exit 1, 2)."""
     rclpy.init(args=args)
+    end_with_owner()
     node: DemonstratorNode | None = None
     code = 0
     try:

@@ -1,0 +1,134 @@
+"""The error boundary of every entry point: which exit code an error means, and its one line.
+
+Library code raises typed errors whose message names the thing (file, key, value), what was
+expected and what to do. An entry point (the ``r2s2r`` command line) turns each of them into
+one line on stderr and an exit code:
+
+- :data:`EXIT_BAD_INPUT` (2): the input is wrong and the user can fix it (a file, key, value,
+  path or argument): :class:`BadInputError` and its subclasses (``ConfigError`` is one), the
+  workspace's own ``ValueError``/``LookupError`` subclasses, and missing or misplaced files;
+- :data:`EXIT_FAILED` (1): the input was accepted but the run failed (a node died, a cell did
+  not answer, the disk filled): :class:`RunFailedError`, the workspace's other errors;
+- anything else is a bug: one line naming the exception type, exit 1.
+
+With ``R2S2R_DEBUG=1`` (or ``r2s2r --debug``) the traceback is printed as well.
+
+ROS-free and dependency-free, so every package can raise these.
+"""
+
+from __future__ import annotations
+
+import os
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+DEBUG_ENV = "R2S2R_DEBUG"
+"""Environment variable that makes the command line print tracebacks (any non-empty value
+other than ``0``)."""
+
+MAX_LINE_CHARS = 600
+"""Longest error line printed; longer messages are cut (values are named, never dumped)."""
+
+_MAX_PARTS = 4
+
+_INPUT_OS_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+
+
+class BadInputError(Exception):
+    """Marks an error about input the user can fix (exit code 2 at the command line)."""
+
+
+class RunFailedError(Exception):
+    """Marks an error of a run that started and failed (exit code 1 at the command line)."""
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread by a SIGTERM handler so that ``finally`` blocks clean up."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(EXIT_TERMINATED)
+        self.signal_name = signal_name
+
+
+def debug_enabled() -> bool:
+    """Whether tracebacks are wanted (``R2S2R_DEBUG`` set to a value other than 0)."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _is_workspace_error(error: BaseException) -> bool:
+    return any(cls.__module__.split(".")[0].startswith("r2s2r") for cls in type(error).__mro__)
+
+
+def exit_code_for(error: BaseException) -> int | None:
+    """Exit code an error stands for, or None for an unexpected one (a bug).
+
+    Args:
+        error: The exception that reached the entry point.
+
+    Returns:
+        2 (bad input), 1 (failed run) or None (not an error the workspace raises on purpose).
+
+    """
+    if isinstance(error, BadInputError):
+        return EXIT_BAD_INPUT
+    if isinstance(error, RunFailedError):
+        return EXIT_FAILED
+    if _is_workspace_error(error):
+        return EXIT_BAD_INPUT if isinstance(error, ValueError | LookupError) else EXIT_FAILED
+    if isinstance(error, _INPUT_OS_ERRORS):
+        return EXIT_BAD_INPUT
+    if type(error).__name__ == "ValidationError" and isinstance(error, ValueError):
+        return EXIT_BAD_INPUT  # pydantic: a value given to a schema
+    if isinstance(error, OSError):
+        return EXIT_FAILED  # disk full, I/O error: the run failed, the input may be fine
+    return None
+
+
+def _unbullet(line: str) -> str:
+    text = line.strip()
+    return text[2:].strip() if text.startswith("- ") else text
+
+
+def one_line(message: str) -> str:
+    """Fold a (possibly multi-line) message into one line of at most :data:`MAX_LINE_CHARS`.
+
+    Lines are joined with ``; ``; beyond the first few, the rest are counted, not shown.
+    """
+    parts = [_unbullet(line) for line in str(message).splitlines() if _unbullet(line)]
+    if not parts:
+        return ""
+    shown = parts[:_MAX_PARTS]
+    text = "; ".join(shown)
+    if len(parts) > _MAX_PARTS:
+        text += f"; and {len(parts) - _MAX_PARTS} more"
+    if len(text) > MAX_LINE_CHARS:
+        text = text[: MAX_LINE_CHARS - 5].rstrip() + " ..."
+    return text
+
+
+def describe(error: BaseException) -> tuple[int, str]:
+    """Exit code and the one line to print for an error that reached an entry point.
+
+    Returns:
+        ``(exit code, line)``; an unexpected error gets exit code 1 and a line naming its type
+        and how to see the traceback.
+
+    """
+    code = exit_code_for(error)
+    text = one_line(str(error)) or type(error).__name__
+    if code is None:
+        hint = "" if debug_enabled() else f" (run with {DEBUG_ENV}=1 or --debug for the traceback)"
+        return EXIT_FAILED, f"internal error: {type(error).__name__}: {text}{hint}"
+    if isinstance(error, FileNotFoundError) and error.filename and str(error.filename) not in text:
+        text = f"{error.filename}: {text}"
+    return code, text

@@ -1,0 +1,141 @@
+"""Owned children die with their owner (SIGKILL included); the error boundary's exit codes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from r2s2r_common.config import ConfigError
+from r2s2r_common.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    BadInputError,
+    RunFailedError,
+    describe,
+    exit_code_for,
+    one_line,
+)
+from r2s2r_common.process import run_owned, spawn_owned
+
+CHILD = (
+    "import time\n"
+    "from r2s2r_common.process import terminate_self, watch_owner\n"
+    "watch_owner(terminate_self)\n"
+    "time.sleep(600)\n"
+)
+
+OWNER = textwrap.dedent(
+    """
+    import sys, threading, time
+    from r2s2r_common.process import spawn_owned
+    child = [sys.executable, "-c", {child!r}]
+    if {from_thread!r}:
+        # Started from a thread that ends at once: PDEATHSIG would fire now, so the child
+        # must rely on its owner watch (and live on while the owner lives).
+        holder = []
+        thread = threading.Thread(target=lambda: holder.append(spawn_owned(child)))
+        thread.start()
+        thread.join()
+        process = holder[0]
+    else:
+        process = spawn_owned(["sleep", "600"])
+    print(process.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def gone_within(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main_thread", "other_thread"])
+def test_owned_child_dies_when_its_owner_is_killed(from_thread: bool) -> None:
+    script = OWNER.format(child=CHILD, from_thread=from_thread)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    child_pid = 0
+    try:
+        assert owner.stdout is not None
+        child_pid = int(owner.stdout.readline())
+        time.sleep(1.0)
+        assert alive(child_pid), "the child died while its owner lives"
+        owner.send_signal(signal.SIGKILL)  # the owner only: the child has its own group
+        owner.wait(timeout=10)
+        assert gone_within(child_pid, 3.0), "the child outlived its SIGKILLed owner"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if child_pid and alive(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+def test_owned_child_has_its_own_group_and_knows_its_owner(tmp_path: Path) -> None:
+    out = tmp_path / "env.txt"
+    with out.open("w") as stream:
+        process = spawn_owned(
+            [
+                sys.executable,
+                "-c",
+                "import os; print(os.getpgid(0), os.environ['R2S2R_OWNER_PID'])",
+            ],
+            stdout=stream,
+        )
+        process.wait(timeout=30)
+    group, owner = out.read_text().split()
+    assert int(group) == process.pid and int(owner) == os.getpid()
+
+
+def test_run_owned_stops_the_group_on_timeout() -> None:
+    started = time.monotonic()
+    code, timed_out = run_owned(["sleep", "600"], timeout_s=0.5, grace_s=2.0)
+    assert timed_out and code != 0 and time.monotonic() - started < 10.0
+    assert run_owned([sys.executable, "-c", "raise SystemExit(3)"], timeout_s=30) == (3, False)
+
+
+class _LibraryError(RuntimeError):
+    pass
+
+
+_LibraryError.__module__ = "r2s2r_fake.module"
+
+
+def test_exit_codes_of_the_error_boundary() -> None:
+    assert exit_code_for(ConfigError("x")) == EXIT_BAD_INPUT
+    assert exit_code_for(BadInputError("x")) == EXIT_BAD_INPUT
+    assert exit_code_for(RunFailedError("x")) == EXIT_FAILED
+    assert exit_code_for(FileNotFoundError(2, "No such file", "a.yaml")) == EXIT_BAD_INPUT
+    assert exit_code_for(_LibraryError("x")) == EXIT_FAILED
+    assert exit_code_for(OSError(28, "No space left on device")) == EXIT_FAILED
+    assert exit_code_for(KeyError("x")) is None  # a bug, not an input problem
+    code, line = describe(ZeroDivisionError("division by zero"))
+    assert code == EXIT_FAILED and line.startswith("internal error: ZeroDivisionError")
+    assert "R2S2R_DEBUG=1" in line
+
+
+def test_one_line_folds_and_bounds_messages() -> None:
+    assert one_line("a.yaml: x: bad\n  - b: bad\n") == "a.yaml: x: bad; b: bad"
+    assert one_line("--output x: exists") == "--output x: exists"
+    folded = one_line("\n".join(f"key{i}: unknown key" for i in range(28)))
+    assert folded.endswith("; and 24 more") and folded.count(";") == 4
+    assert len(one_line("x" * 5000)) <= 600
