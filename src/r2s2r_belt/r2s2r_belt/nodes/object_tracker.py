@@ -25,6 +25,7 @@ from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_node
+from r2s2r_common.stamps import stamp_to_s
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
@@ -37,11 +38,6 @@ from r2s2r_belt.tracking.sync import Pair, StampSynchronizer
 from r2s2r_belt.tracking.tf_tree import TransformTree, add_transforms
 from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
 from tf2_msgs.msg import TFMessage
-
-
-def stamp_to_s(stamp: Any) -> float:
-    """``builtin_interfaces/Time`` to seconds."""
-    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
 
 def camera_model_from_msg(msg: CameraInfo) -> CameraModel:

@@ -24,6 +24,7 @@ from geometry_msgs.msg import PoseStamped
 from r2s2r_common.camera_info import from_camera_info_msg
 from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -46,18 +47,6 @@ BOARD_POSE_TOPIC = "/twin/operator/board_pose"
 
 class CellTimeoutError(CalibrationError):
     """The cell did not deliver what was asked for in time (not running, or not publishing)."""
-
-
-def stamp_s(stamp: Any) -> float:
-    """Seconds of a ``builtin_interfaces/Time``."""
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
-
-
-def stamp_msg(seconds: float, template: Any) -> Any:
-    """Fill a ``builtin_interfaces/Time`` (``template``) with ``seconds``."""
-    nanoseconds = round(seconds * 1e9)
-    template.sec, template.nanosec = nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000
-    return template
 
 
 def pose_stamped(frame: str, pose: FloatArray) -> PoseStamped:
@@ -157,7 +146,7 @@ class RosCellClient:
     def _on_joints(self, msg: JointState) -> None:
         if len(msg.name) != len(msg.position):
             return
-        stamp = stamp_s(msg.header.stamp)
+        stamp = stamp_to_s(msg.header.stamp)
         positions = np.full(len(ALL_JOINT_NAMES), np.nan)
         velocities = np.zeros(len(ALL_JOINT_NAMES))
         for k, name in enumerate(msg.name):
@@ -178,7 +167,7 @@ class RosCellClient:
         if len(msg.position) < 1:
             return
         with self._cond:
-            self._encoder.append((stamp_s(msg.header.stamp), float(msg.position[0])))
+            self._encoder.append((stamp_to_s(msg.header.stamp), float(msg.position[0])))
 
     def _on_tf_static(self, msg: TFMessage) -> None:
         with self._cond:
@@ -198,7 +187,7 @@ class RosCellClient:
             return
         with self._cond:
             frames = self._images.setdefault(key, [])
-            frames.append((stamp_s(msg.header.stamp), array))
+            frames.append((stamp_to_s(msg.header.stamp), array))
             del frames[:-4]
             self._received[key] = self._received.get(key, 0) + 1
             self._cond.notify_all()
@@ -359,10 +348,10 @@ class RosCellClient:
     ) -> None:
         """Publish a JointTrajectory starting at ``start_time_s`` (cell clock)."""
         msg = JointTrajectory(joint_names=list(joint_names))
-        stamp_msg(start_time_s, msg.header.stamp)
+        set_stamp(msg.header.stamp, start_time_s)
         for t, row in zip(np.asarray(times_s, dtype=float), np.asarray(positions), strict=True):
             point = JointTrajectoryPoint(positions=[float(v) for v in row])
-            stamp_msg(float(t), point.time_from_start)
+            set_stamp(point.time_from_start, float(t))
             msg.points.append(point)
         self._trajectory[controller].publish(msg)
 
