@@ -149,3 +149,17 @@ def z_axis_to(direction: Sequence[float]) -> FloatArray:
     if sin_angle < 1e-12:
         return np.eye(3) if cos_angle > 0 else rot_x(np.pi)
     return axis_angle_matrix(cross / sin_angle, float(np.arctan2(sin_angle, cos_angle)))
+
+
+def quat_multiply(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Hamilton product ``a ⊗ b`` of quaternions ``(w, x, y, z)`` (rotation b, then a)."""
+    aw, ax, ay, az = (float(v) for v in a)
+    bw, bx, by, bz = (float(v) for v in b)
+    return np.array(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ]
+    )

@@ -20,15 +20,10 @@ from typing import Any
 import rclpy
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
+from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_sim.world import load_world
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
@@ -86,7 +81,7 @@ class CalibrationParams(ConfigModel):
 PARAMETER_SCHEMA = CalibrationParams
 
 
-class CalibrationNode(LifecycleNode):
+class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
     """The grounding procedure as a lifecycle node; see the module docstring.
 
     Args:
@@ -97,9 +92,7 @@ class CalibrationNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "calibration", progress: Any = None, **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        add_schema_validation(self, self._schema)
+        super().__init__(node_name, PARAMETER_SCHEMA, **kwargs)
         self.params: CalibrationParams | None = None
         self.client: RosCellClient | None = None
         self._progress = progress
@@ -114,7 +107,7 @@ class CalibrationNode(LifecycleNode):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Parameters, nominal world and the cell client; FAILURE (logged) on bad input."""
         try:
-            params = config_from_parameters(self, self._schema, CalibrationParams)
+            params = self.config_from_parameters()
             self._steps = parse_steps(params.steps)
             self._nominal = load_world(resolve_config_path(params.nominal_world_path))
             board = ChessboardConfig(
@@ -186,12 +179,6 @@ class CalibrationNode(LifecycleNode):
         finally:
             self.wall_s = time.perf_counter() - started
             self.done.set()
-
-    def autostart(self) -> bool:
-        """Configure and activate; False if configure failed."""
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            return False
-        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
 def spin_until_done(node: CalibrationNode, executor: Executor) -> None:
