@@ -2,9 +2,9 @@
 
 A stamp is the cell's clock as ``sec`` + ``nanosec`` (``0 <= nanosec < 1e9``); seconds are a
 float. The conversion rounds to the nearest nanosecond (``stamp_to_s(set_stamp(t, s))`` gives
-back ``s`` to within 0.5 ns plus the float's own resolution). ROS-free: it works on rclpy messages, rosbags messages and
-anything else with ``sec`` and ``nanosec`` attributes (the message constructors for nodes are
-in :mod:`r2s2r_common.ros.time`).
+back ``s`` to within 0.5 ns plus the float's own resolution). ROS-free: it works on rclpy
+messages, rosbags messages and anything else with ``sec`` and ``nanosec`` attributes (the
+message constructors for nodes are in :mod:`r2s2r_common.ros.time`).
 """
 
 from __future__ import annotations
