@@ -43,7 +43,7 @@ from r2s2r_recorder.dataset import (
     TRACKER_SOURCE,
     TrackView,
     object_track_fields,
-    yaw_from_quat_xyzw,
+    yaw_from_quat,
 )
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
@@ -183,7 +183,7 @@ def track_view(track: ObjectTrack) -> TrackView:
         type_name=str(track.object_type),
         position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
         velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
-        yaw_rad=yaw_from_quat_xyzw((q.x, q.y, q.z, q.w)),
+        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
     )
 
 
