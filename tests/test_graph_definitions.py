@@ -224,3 +224,16 @@ def test_an_override_the_node_does_not_declare_is_an_error(tmp_path: Path) -> No
     )
     with pytest.raises(GraphError, match="'episodes_per_config' is not a parameter of"):
         resolve_graph(load_graph(str(graph)), {}, CONFIG)
+
+
+def test_every_node_parameter_file_is_in_config_nodes_named_after_its_node() -> None:
+    parameter_files = [
+        path
+        for path in sorted(CONFIG.rglob("*.yaml"))
+        if "ros__parameters" in path.read_text(encoding="utf-8")
+    ]
+    assert parameter_files, "no node parameter files found"
+    for path in parameter_files:
+        assert path.parent == CONFIG / "nodes", f"{path}: node parameter files live in config/nodes"
+        nodes = list(yaml.safe_load(path.read_text(encoding="utf-8")))
+        assert nodes == [path.stem], f"{path}: expected one node named {path.stem!r}, got {nodes}"

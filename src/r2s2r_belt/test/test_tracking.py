@@ -64,7 +64,7 @@ def make_core(nominal: WorldParams, anchor: bool) -> ObjectTrackerCore:
 # -- configuration and helpers --------------------------------------------------------------------
 def test_parameter_file_catalogue_is_the_nominal_catalogue() -> None:
     config = load_config(
-        ObjectTrackerConfig, REPO / "config" / "belt" / "object_tracker.yaml", "object_tracker"
+        ObjectTrackerConfig, REPO / "config" / "nodes" / "object_tracker.yaml", "object_tracker"
     )
     assert Catalogue.from_config(config.catalogue) == Catalogue.from_world_yaml(NOMINAL)
     assert ObjectTrackerConfig().catalogue == config.catalogue

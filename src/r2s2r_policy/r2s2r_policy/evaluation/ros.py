@@ -297,10 +297,10 @@ class EvaluationGraph:
                         "publish_depth": self.object_tracks,
                     },
                 ),
-                GraphNode("r2s2r_belt", "belt_speed", "belt/belt_speed.yaml"),
+                GraphNode("r2s2r_belt", "belt_speed", "nodes/belt_speed.yaml"),
             ]
             if self.object_tracks:
-                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "belt/object_tracker.yaml"))
+                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "nodes/object_tracker.yaml"))
         overrides = {
             "checkpoint_path": self.checkpoint,
             "command_rate_hz": self.control_rate_hz * self.real_time_factor,
