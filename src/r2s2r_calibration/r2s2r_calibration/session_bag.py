@@ -30,9 +30,9 @@ from r2s2r_description.robot import ALL_JOINT_NAMES
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from r2s2r_calibration.cell_client import BoardOperator, CameraModel, CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.procedure import BoardOperator, CameraModel, CellClient
 from r2s2r_calibration.sysid import JointStateLog
 
 TRACE_TOPIC = "/calibration/trace"

@@ -27,15 +27,11 @@ from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedE
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
+from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.intrinsics import ChessboardConfig
 from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient
-from r2s2r_calibration.procedure import (
-    CellClient,
-    GroundingRun,
-    ProcedureConfig,
-    parse_steps,
-    run_grounding,
-)
+from r2s2r_calibration.procedure import parse_steps, run_grounding
+from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig
 from r2s2r_calibration.report import write_grounding_outputs
 from r2s2r_calibration.session_bag import RecordingCellClient
 

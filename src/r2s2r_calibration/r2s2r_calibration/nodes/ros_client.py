@@ -1,4 +1,4 @@
-"""A :class:`~r2s2r_calibration.procedure.CellClient` over ROS: a running cell's contract topics.
+"""A :class:`~r2s2r_calibration.cell_client.CellClient` over ROS: a running cell's contract topics.
 
 It uses only what a real cell exposes (DESIGN.md section 4): camera images and ``camera_info``,
 head depth, ``/joint_states``, the two joint_trajectory_controller topics, ``/belt/encoder``,
@@ -34,9 +34,9 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from r2s2r_calibration.cell_client import BoardOperator, CameraModel
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.procedure import BoardOperator, CameraModel
 from r2s2r_calibration.sysid import JointStateLog
 from r2s2r_interfaces.srv import StartTrial
 from tf2_msgs.msg import TFMessage
