@@ -197,6 +197,7 @@ def _track_speed_mps(times_s: np.ndarray, poses: np.ndarray, valid: np.ndarray) 
     return float(np.linalg.norm(slope))
 
 
+@pytest.mark.graph
 def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
     config = RecordDemosConfig(
         episodes=1, out_dir=str(tmp_path / "demos"), seed=2, real_time_factor=1.0, timeout_s=240

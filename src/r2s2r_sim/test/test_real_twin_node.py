@@ -411,6 +411,7 @@ print(json.dumps({"failed": failed, "modules": sorted(sys.modules)}))
 """
 
 
+@pytest.mark.graph
 def test_twin_params_never_reach_a_pipeline_module() -> None:
     sources: dict[str, str] = {}
     for package in PIPELINE_PACKAGES:
