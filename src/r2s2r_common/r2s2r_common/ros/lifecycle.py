@@ -6,7 +6,7 @@ refuses runtime changes that would make the config invalid, and builds the typed
 request (in ``on_configure``, so that bad values make configure fail with the reason). Its
 :meth:`~SchemaLifecycleNode.autostart` configures and activates the node where no lifecycle
 manager runs; :func:`r2s2r_common.ros.runner.run_lifecycle_node` calls it when the node's
-``autostart`` parameter is true. Cleanup and shutdown both call the node's
+``autostart`` parameter is true. Cleanup, shutdown and ``destroy_node`` call the node's
 :meth:`~SchemaLifecycleNode.release` (free what configure made; safe to call twice).
 
 A :class:`ComponentLifecycleNode` serves one :class:`LifecycleComponent` built at configure (a
@@ -83,6 +83,17 @@ class SchemaLifecycleNode(LifecycleNode, Generic[ConfigT]):
         """Stop and free everything (:meth:`release`)."""
         self.release()
         return TransitionCallbackReturn.SUCCESS
+
+    def destroy_node(self) -> None:
+        """Free what configure made (:meth:`release`), then destroy the node.
+
+        Destroying a configured node without a cleanup or shutdown transition (the usual end
+        of ``main`` and of a test) must not leave its resources to the garbage collector: a
+        MuJoCo renderer collected on another thread than the one its EGL context is current on
+        fails (``EGL_BAD_ACCESS``). Call this on the thread that spun the node.
+        """
+        self.release()
+        super().destroy_node()
 
 
 class LifecycleComponent(Protocol):
