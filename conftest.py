@@ -1,5 +1,11 @@
 """Workspace-wide pytest set-up: ROS 2 traffic isolated per run, and the three test tiers.
 
+Every pytest process claims a DDS domain of its own (a lock file per domain id, held while the
+process lives) and talks on this host only; the nodes its tests start inherit it. Two runs on
+one domain (a one-in-200 draw per pair of concurrent runs before the locks) see each other's
+twins: a second ``/joint_states`` stream with another clock makes a ROS client test wait for
+the wrong cell time, or log the other twin's samples.
+
 Tiers (markers, one per test; ``pytest --tier unit`` or ``scripts/test.sh --fast`` runs the
 unit tier alone):
 
@@ -16,22 +22,46 @@ tier it needs. (Importing a module that imports rclpy, e.g. to read a node's par
 is not using it.)
 """
 
+import fcntl
 import multiprocessing.process
 import os
 import random
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
+DOMAIN_IDS = (*range(1, 102), *range(215, 233))
+"""ROS domain ids whose DDS ports stay clear of Linux's ephemeral port range."""
+
+
+def _claim_ros_domain() -> tuple[int, IO[str] | None]:
+    """Return a domain id no other pytest process on this host holds, and its held lock."""
+    folder = Path(tempfile.gettempdir()) / "r2s2r-test-ros-domains"
+    folder.mkdir(exist_ok=True)
+    candidates = list(DOMAIN_IDS)
+    random.SystemRandom().shuffle(candidates)
+    for domain in candidates:
+        lock = (folder / f"{domain}.lock").open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        return domain, lock
+    return candidates[0], None  # every id held: share one (more runs than ids)
+
+
 # Each pytest process talks on its own DDS domain, on this host only, so that parallel runs
-# (or a running cell) never cross-talk with the tests.
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
-os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+# (or a running cell, which uses the default domain 0) never cross-talk with the tests.
+_DOMAIN, _DOMAIN_LOCK = _claim_ros_domain()
+os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN)
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("MPLBACKEND", "Agg")
 

@@ -1,8 +1,8 @@
 """A :class:`~r2s2r_calibration.cell_client.CellClient` over ROS: a running cell's contract topics.
 
-It uses only what a real cell exposes (DESIGN.md section 4): camera images and ``camera_info``,
-head depth, ``/joint_states``, the two joint_trajectory_controller topics, ``/belt/encoder``,
-``/tf_static`` and the ``/trial/start`` / ``/trial/reset`` services. The board operator (a person
+It uses only what a real cell exposes (docs/architecture.md, section 4): camera images and
+``camera_info``, head depth, ``/joint_states``, the two joint_trajectory_controller topics,
+``/belt/encoder``, ``/tf_static`` and the ``/trial/start`` / ``/trial/reset`` services. The board operator (a person
 on hardware) is reached through ``/twin/operator/board_pose`` when ``board_operator`` is on.
 
 The procedure runs in a worker thread and blocks on this client; the node is spun by an
@@ -95,6 +95,8 @@ class RosCellClient:
         self._cond = threading.Condition()
         self._index = {name: i for i, name in enumerate(ALL_JOINT_NAMES)}
         self._time_s = -1.0
+        self._wake_targets_s: list[float] = []  # cell times wait_until callers wait for
+        self._wake_at_s = float("inf")  # the earliest of them
         self._positions: FloatArray | None = None
         self._logging = False
         self._log: list[tuple[float, FloatArray, FloatArray]] = []
@@ -156,12 +158,17 @@ class RosCellClient:
                 if k < len(msg.velocity):
                     velocities[index] = msg.velocity[k]
         with self._cond:
+            first = self._positions is None
             if stamp >= self._time_s:
                 self._time_s = stamp
                 self._positions = positions
             if self._logging:
                 self._log.append((stamp, positions, velocities))
-            self._cond.notify_all()
+            # Wake a waiter only when what it waits for may have come (the first state, or the
+            # cell time it waits for): at 500 Hz, waking it for every state makes three threads
+            # take turns at the GIL for every message.
+            if first or self._time_s >= self._wake_at_s:
+                self._cond.notify_all()
 
     def _on_encoder(self, msg: JointState) -> None:
         if len(msg.position) < 1:
@@ -296,7 +303,16 @@ class RosCellClient:
 
     def wait_until(self, time_s: float) -> None:
         """Block until the cell clock reached ``time_s``."""
-        self._wait(lambda: self._time_s >= time_s - 1e-9, f"cell time {time_s:.3f} s")
+        target = time_s - 1e-9
+        with self._cond:
+            self._wake_targets_s.append(target)
+            self._wake_at_s = min(self._wake_targets_s)
+        try:
+            self._wait(lambda: self._time_s >= target, f"cell time {time_s:.3f} s")
+        finally:
+            with self._cond:
+                self._wake_targets_s.remove(target)
+                self._wake_at_s = min(self._wake_targets_s, default=float("inf"))
 
     def joint_positions(self) -> FloatArray:
         """Latest joint positions (rad)."""
