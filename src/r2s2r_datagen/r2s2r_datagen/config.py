@@ -102,7 +102,7 @@ class LightingRanges(ConfigModel):
 
 
 class CoverageConfig(ConfigModel):
-    """What simulated data covers beyond the real demonstrations (DESIGN.md section 11).
+    """What simulated data covers beyond the real demonstrations (docs/architecture.md, section 7).
 
     Real demonstrations are recorded at the cell's nominal conditions; simulation is where the
     policy sees what they do not cover. Each range replaces the nominal world's for generation

@@ -24,7 +24,7 @@ DEFAULT_TOPICS: tuple[str, ...] = (
     "/tf_static",
     "/trial/outcome",
 )
-"""Topics recorded by default (DESIGN.md section 4)."""
+"""Topics recorded by default (docs/architecture.md, section 4: topics and frames)."""
 
 
 def parse_qos_overrides(entries: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""QoS profiles used across the workspace (DESIGN.md section 4)."""
+"""QoS profiles used across the workspace (docs/architecture.md, section 4: topics and frames)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``real_twin``: the hardware stand-in, a lifecycle node serving a simulated cell through ROS.
 
 The twin simulates the world of a hidden YAML (``twin_config_path``; no other node reads it)
-and exposes exactly what a real cell exposes (see DESIGN.md section 4 and the twin contract):
+and exposes exactly what a real cell exposes (docs/architecture.md, sections 4 and 6):
 camera images with camera_info from a camera_calibration file when given one
 (``head_camera_info_file``/``hand_camera_info_file``, as a camera driver publishes the calibration
 file it is given, e.g. the grounding export) and else the NOMINAL datasheet intrinsics, registered
