@@ -47,7 +47,9 @@ def _median_metrics(metrics: list[StyleMetrics]) -> dict[str, float]:
     return {k: float(np.median([m.as_dict()[k] for m in metrics])) for k in keys}
 
 
-def run_recording(trials: int, real_time_factor: float, twin: str, out_dir: Path) -> dict:
+def run_recording(
+    trials: int, real_time_factor: float, twin: str, out_dir: Path, launch_args: list[str]
+) -> dict:
     """Record ``trials`` takes (seeds 0..) with ``record_demos``; return its manifest."""
     from r2s2r_recorder.demos import RecordDemosConfig, quiet_console, record_demos
 
@@ -56,6 +58,7 @@ def run_recording(trials: int, real_time_factor: float, twin: str, out_dir: Path
         out_dir=str(out_dir),
         twin_config=twin,
         real_time_factor=real_time_factor,
+        launch_args=launch_args,
         force=True,
     )
     with quiet_console() as console:
@@ -73,14 +76,15 @@ def ros_figures(args: argparse.Namespace, results: list) -> list[dict]:
     """Record takes through ROS; print them next to the no-ROS outcomes; return the figures."""
     load_before = load_average()
     started = time.perf_counter()
+    launch_args = list(args.ros_launch_arg)
     if args.ros_out:
         manifest = run_recording(
-            args.ros_trials, args.real_time_factor, args.twin, Path(args.ros_out)
+            args.ros_trials, args.real_time_factor, args.twin, Path(args.ros_out), launch_args
         )
     else:
         with tempfile.TemporaryDirectory(prefix="bench_demonstrator_") as folder:
             manifest = run_recording(
-                args.ros_trials, args.real_time_factor, args.twin, Path(folder)
+                args.ros_trials, args.real_time_factor, args.twin, Path(folder), launch_args
             )
     wall = time.perf_counter() - started
     load_after = load_average()
@@ -101,7 +105,8 @@ def ros_figures(args: argparse.Namespace, results: list) -> list[dict]:
         f"\nthrough ROS at x{args.real_time_factor}: {successes}/{args.ros_trials} successes "
         f"(failures {reasons}); without ROS on the same seeds {sum(same)}/{len(same)}; "
         f"wall {wall:.0f} s ({wall / max(1, len(takes)):.1f} s per take); load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min), nice {args.nice}"
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min), nice {args.nice}, "
+        f"graph arguments {launch_args}"
     )
     figures = [
         {"name": "ros_success_rate", "value": rate, "unit": "fraction", "goal": ">= 0.9"},
@@ -140,6 +145,13 @@ def main() -> None:
     parser.add_argument("--real-time-factor", type=float, default=1.0, help="Twin speed.")
     parser.add_argument(
         "--ros-out", default="", help="Folder of the ROS recording (default: a temporary one)."
+    )
+    parser.add_argument(
+        "--ros-launch-arg",
+        action="append",
+        default=[],
+        help="NAME:=VALUE argument of the record_demos graph, e.g. "
+        "objects_topic:=/objects/tracks (repeatable).",
     )
     parser.add_argument("--nice", type=int, default=0, help="Lower this bench's priority by N.")
     args = parser.parse_args()
