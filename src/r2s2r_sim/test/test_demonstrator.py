@@ -245,3 +245,25 @@ def test_a_take_after_a_wound_up_one_succeeds_and_comes_home_unwound(
     home = np.array([HOME_POSITIONS[name] for name in ARM_JOINT_NAMES])
     np.testing.assert_allclose(arm[-1], home, atol=0.05)
     assert np.abs(np.array(arm)[:, [0, 5]]).max() < 1.5 * np.pi  # never a turn from home
+
+
+def test_no_pick_starts_for_an_object_already_past_the_grasp_zone(nominal: WorldParams) -> None:
+    """A track that outlives its object (a tracker coasting after the cell's reset) or an
+    object that got away is downstream of every intercept: no reach starts for it."""
+    from r2s2r_sim.demonstrator import ObjectObservation, Phase
+
+    demonstrator = HumanLikeDemonstrator(nominal, 0)
+    velocity = np.array([0.0, -0.1, 0.0])  # along base -y, as on the twin's belt
+    belt_z = demonstrator.belt_top_z_m + nominal.objects["cube"].size_m[2] / 2.0
+    home = np.array([HOME_POSITIONS[name] for name in (*ARM_JOINT_NAMES, *HAND_JOINT_NAMES)])
+
+    def sees(y_m: float, object_id: str, time_s: float) -> Phase:
+        cube = ObjectObservation(
+            object_id, "cube", np.array([-0.47, y_m, belt_z]), np.array([1.0, 0, 0, 0]), velocity
+        )
+        demonstrator.act(Observation(time_s, home, (cube,), time_s - 0.2))
+        return demonstrator.phase
+
+    past = -demonstrator.style.intercept_along_m[1] - 0.05  # along = -y
+    assert sees(past, "7", 1.0) == Phase.IDLE
+    assert sees(0.5, "8", 1.02) == Phase.WAITING  # upstream: the operator gets ready

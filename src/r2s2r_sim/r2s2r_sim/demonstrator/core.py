@@ -339,6 +339,15 @@ class HumanLikeDemonstrator:
         bottom = float(obj.position_m[2]) - half_height
         return abs(bottom - self.belt_top_z_m) < 0.03
 
+    def _leaving(self, obj: ObjectObservation) -> bool:
+        """Return True for a moving object already past every intercept the style allows."""
+        velocity = np.asarray(obj.velocity_mps, dtype=float)[:2]
+        speed = float(np.linalg.norm(velocity))
+        if speed < 1e-3:
+            return False
+        along = float(velocity @ np.asarray(obj.position_m, dtype=float)[:2]) / speed
+        return along > self.style.intercept_along_m[1]
+
     def _find(self, obs: Observation, object_id: str) -> ObjectObservation | None:
         return next((o for o in obs.objects if o.object_id == object_id), None)
 
@@ -393,6 +402,8 @@ class HumanLikeDemonstrator:
             if obj.type_name not in self.world.objects:
                 self.handled.add(obj.object_id)  # nothing the operator knows to do with it
                 continue
+            if self._leaving(obj):
+                continue  # already past where anyone would reach for it (e.g. a stale track)
             params = draw_pick_parameters(self.style, self.rng)
             self._pick = _Pick(obj.object_id, obj.type_name, params, first_seen_s=now)
             self.handled.add(obj.object_id)

@@ -1,13 +1,13 @@
 """ROS wrapper of the human-like demonstrator: drives the real twin like a teleoperator.
 
-Reads ``/joint_states`` and the objects it sees on ``objects_topic``: the twin's operator view
-``/twin/operator/object_poses`` (the person's eyes at the cell; twin only) or the object
-tracker's ``/objects/tracks``, each with its header stamp (cell time) so that motion is
-predicted from when the objects were seen. Acts only through
-``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``, starts trials
-with ``/trial/start`` (seed + i, condition) and reads ``/trial/outcome``. One demonstrator
-(seed + i) per trial; ``trials`` of them, or (``successes`` > 0) until that many succeeded, at
-most ``trials`` (:class:`~r2s2r_sim.demonstrator.session.TakeSession`).
+Reads ``/joint_states`` and the objects on ``objects_topic``: by default the object tracker's
+``/objects/tracks`` (what the cell publishes, as on hardware), or the twin's operator view
+``/twin/operator/object_poses`` (simulator truth: a person's eyes at the cell; twin only), each
+with its header stamp (cell time) so that motion is predicted from when the objects were seen.
+Acts only through ``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``,
+starts trials with ``/trial/start`` (seed + i, condition) and reads ``/trial/outcome``. One
+demonstrator (seed + i) per trial; ``trials`` of them, or (``successes`` > 0) until that many
+succeeded, at most ``trials`` (:class:`~r2s2r_sim.demonstrator.session.TakeSession`).
 
 With ``recorder_node`` set, the node works the recorder like a teleoperator's foot pedal: it
 waits until the recorder is subscribed to ``recorder_topics``, then for every trial sets the
@@ -97,10 +97,11 @@ class DemonstratorNodeConfig(ConfigModel):
     )
     act_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0, description="Look-and-act rate.")
     objects_topic: str = Field(
-        default="/twin/operator/object_poses",
+        default="/objects/tracks",
         pattern=r"^/[A-Za-z_][A-Za-z0-9_/]*$",
-        description="ObjectTrackArray the operator sees: the twin's operator view (the person's "
-        "eyes at the cell) or /objects/tracks (the object tracker: a cell without a person).",
+        description="ObjectTrackArray the demonstrator reacts to: the object tracker's "
+        "/objects/tracks (what the cell publishes), or the twin's operator view "
+        "/twin/operator/object_poses (simulator truth with no lag of its own: a person's eyes).",
     )
     reach_world_path: str = Field(
         default="world/nominal.yaml",
