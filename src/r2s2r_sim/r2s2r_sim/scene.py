@@ -43,11 +43,9 @@ def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, i
         geom.size = [x / 2.0, 0.0, 0.0]
     geom.mass = obj.mass_kg
     geom.friction = [obj.friction, 0.005, 0.002]
-    # Torsional friction helps grasps; the round shapes also get rolling friction: the belt
-    # carries a sphere at belt speed instead of rolling it along at a fraction of it, and a
-    # cylinder on its side or tilted on its rim comes to rest (without it, it rolls or
-    # precesses in a bin for the rest of a trial).
-    geom.condim = 6 if obj.shape in ("sphere", "cylinder") else 4
+    # Torsional friction helps grasps; spheres also get rolling friction so the belt carries
+    # them at belt speed instead of rolling them along at a fraction of it.
+    geom.condim = 6 if obj.shape == "sphere" else 4
     geom.rgba = list(obj.rgba)
     geom.contype, geom.conaffinity = OBJECT_COLLISION_BITS
 
