@@ -33,7 +33,8 @@ def ground_in_process(path: Path, nominal: Any) -> tuple[Any, float]:
     """Ground against an in-process twin cell (benchmark only: it builds the twin)."""
     from r2s2r_calibration.procedure import STEP_NAMES, run_grounding
     from r2s2r_calibration.sim_cell_client import SimCellClient
-    from r2s2r_sim.cell_runtime import OperatorBoardConfig, SimCell, board_scene_extra
+    from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
+    from r2s2r_sim.cell_runtime import SimCell
     from r2s2r_sim.mujoco_backend import MujocoBackend
     from r2s2r_sim.world import load_world
 

@@ -28,9 +28,10 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import rclpy
-from r2s2r_sim.cell_runtime import CostAccount, SimCell
+from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.real_twin import RealTwinNode
+from r2s2r_sim.pacing import CostAccount
 from r2s2r_sim.world import load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter

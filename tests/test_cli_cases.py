@@ -43,11 +43,13 @@ def test_there_are_the_issue_cases() -> None:
         for c in CASES
     ],
 )
+@pytest.mark.graph  # every case runs the CLI as a process
 def test_case(case: Case, world: Path) -> None:
     problems = check_case(case, world)
     assert not problems, f"{case.id} {case.what}: " + "; ".join(problems)
 
 
+@pytest.mark.graph
 def test_debug_shows_the_traceback(world: Path) -> None:
     quiet = run_step(Step(["bag", "inspect", "empty"], 2), world)
     debug = run_step(Step(["--debug", "bag", "inspect", "empty"], 2), world)

@@ -100,6 +100,7 @@ def test_user_errors_name_the_thing_and_the_choices(tmp_path: Path) -> None:
         parse_launch_arguments(["rate=3"])
 
 
+@pytest.mark.graph
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
@@ -119,6 +120,7 @@ def test_cli_user_errors_are_one_line_exit_2(argv: list[str], expected: str) -> 
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.graph
 def test_cli_missing_parameter_file_is_one_line_exit_2(tmp_path: Path) -> None:
     result = subprocess.run(
         [
@@ -137,6 +139,7 @@ def test_cli_missing_parameter_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "x.yaml" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.graph
 def test_cli_help_on_every_verb() -> None:
     listing = subprocess.run(
         [sys.executable, "-m", "r2s2r.cli", "--help"], capture_output=True, text=True, timeout=60
@@ -224,3 +227,16 @@ def test_an_override_the_node_does_not_declare_is_an_error(tmp_path: Path) -> No
     )
     with pytest.raises(GraphError, match="'episodes_per_config' is not a parameter of"):
         resolve_graph(load_graph(str(graph)), {}, CONFIG)
+
+
+def test_every_node_parameter_file_is_in_config_nodes_named_after_its_node() -> None:
+    parameter_files = [
+        path
+        for path in sorted(CONFIG.rglob("*.yaml"))
+        if "ros__parameters" in path.read_text(encoding="utf-8")
+    ]
+    assert parameter_files, "no node parameter files found"
+    for path in parameter_files:
+        assert path.parent == CONFIG / "nodes", f"{path}: node parameter files live in config/nodes"
+        nodes = list(yaml.safe_load(path.read_text(encoding="utf-8")))
+        assert nodes == [path.stem], f"{path}: expected one node named {path.stem!r}, got {nodes}"

@@ -84,7 +84,7 @@ nodes:
   - name: belt_speed
     package: r2s2r_belt
     executable: belt_speed
-    parameters: ["{CONFIG}/belt/belt_speed.yaml"]
+    parameters: ["{CONFIG}/nodes/belt_speed.yaml"]
 """,
     )
     probe = rclpy.create_node("launch_probe", context=context)
@@ -126,11 +126,11 @@ nodes:
   - name: belt_speed
     package: r2s2r_belt
     executable: belt_speed
-    parameters: ["{CONFIG}/belt/belt_speed.yaml"]
+    parameters: ["{CONFIG}/nodes/belt_speed.yaml"]
   - name: broken_belt_speed
     package: r2s2r_belt
     executable: belt_speed
-    parameters: ["{CONFIG}/belt/belt_speed.yaml"]
+    parameters: ["{CONFIG}/nodes/belt_speed.yaml"]
     parameter_overrides: {{publish_rate_hz: -5.0}}
 """,
     )

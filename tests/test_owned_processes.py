@@ -166,6 +166,7 @@ def test_sigterm_to_ground_launch_stops_the_graph(tmp_path: Path) -> None:
 SLEEPER = "import os, time; print('sleeper', os.getpid(), flush=True); time.sleep(600)"
 
 
+@pytest.mark.graph
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_experiment_stage_command_dies_with_the_experiment(
     tmp_path: Path, sig: signal.Signals

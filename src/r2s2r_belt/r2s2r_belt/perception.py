@@ -73,12 +73,12 @@ def catalogue_from_world(world: WorldParams) -> Catalogue:
 
 
 def load_belt_speed_config(path: str | Path) -> BeltSpeedConfig:
-    """Load the ``belt_speed`` node's parameter file (``config/belt/belt_speed.yaml``)."""
+    """Load the ``belt_speed`` node's parameter file (``config/nodes/belt_speed.yaml``)."""
     return load_config(BeltSpeedConfig, path, node_name="belt_speed")
 
 
 def load_tracker_config(path: str | Path) -> ObjectTrackerConfig:
-    """Load the ``object_tracker`` node's parameter file (``config/belt/object_tracker.yaml``)."""
+    """Load the ``object_tracker`` node's parameter file (``config/nodes/object_tracker.yaml``)."""
     return load_config(ObjectTrackerConfig, path, node_name="object_tracker")
 
 

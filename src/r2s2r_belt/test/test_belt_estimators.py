@@ -206,7 +206,7 @@ def test_shipped_parameter_file_matches_the_schema() -> None:
     from r2s2r_common.config import load_config
 
     root = Path(__file__).resolve().parents[3]
-    config = load_config(BeltSpeedConfig, root / "config/belt/belt_speed.yaml", "belt_speed")
+    config = load_config(BeltSpeedConfig, root / "config/nodes/belt_speed.yaml", "belt_speed")
     assert config.encoder.roller_radius_m == pytest.approx(0.03)
     # Vision geometry comes from camera_info + /tf_static, not from a fixed homography.
     assert config.vision.enabled and config.vision.geometry_from_tf

@@ -18,12 +18,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TransformStamped, TwistStamped
 from r2s2r_belt.nodes.object_tracker import ObjectTrackerNode
 from r2s2r_belt.tracking.evaluation import Placement, TwinFrame, TwinScene
-from r2s2r_belt.tracking.geometry import matrix_to_quat
 from r2s2r_common.config import ConfigError
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.spinning import spinning
 from r2s2r_description.robot import OPTICAL_FROM_LINK
+from r2s2r_description.transforms import matrix_to_quat
 from r2s2r_sim.world import WorldParams, load_world
 from rclpy.context import Context
 from rclpy.parameter import Parameter
@@ -75,7 +75,7 @@ def nominal_tf_static(nominal: WorldParams) -> TFMessage:
         t = stamped.transform.translation
         t.x, t.y, t.z = (float(v) for v in transform[:3, 3])
         q = stamped.transform.rotation
-        q.x, q.y, q.z, q.w = (float(v) for v in matrix_to_quat(transform[:3, :3]))
+        q.w, q.x, q.y, q.z = (float(v) for v in matrix_to_quat(transform[:3, :3]))
         msg.transforms.append(stamped)
     return msg
 

@@ -24,8 +24,8 @@ CONFIG = REPO / "config"
 
 def perception_config(knowledge: str = "world/nominal.yaml") -> PerceptionConfig:
     return PerceptionConfig(
-        belt=load_belt_speed_config(CONFIG / "belt" / "belt_speed.yaml"),
-        tracker=load_tracker_config(CONFIG / "belt" / "object_tracker.yaml"),
+        belt=load_belt_speed_config(CONFIG / "nodes" / "belt_speed.yaml"),
+        tracker=load_tracker_config(CONFIG / "nodes" / "object_tracker.yaml"),
         geometry=scene_geometry_from_world(load_world(CONFIG / knowledge)),
     )
 
@@ -83,7 +83,7 @@ def test_tracks_are_the_tracker_cores_own_on_the_same_frames() -> None:
 
 
 def test_every_consumer_lists_the_trackers_catalogue() -> None:
-    tracker = load_tracker_config(CONFIG / "belt" / "object_tracker.yaml")
+    tracker = load_tracker_config(CONFIG / "nodes" / "object_tracker.yaml")
     names = list(tracker.catalogue.names)
     assert ConversionConfig().object_track_types == names
     import yaml

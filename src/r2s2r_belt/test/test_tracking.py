@@ -23,12 +23,13 @@ from r2s2r_belt.tracking.evaluation import (
     Placement,
     TwinScene,
 )
-from r2s2r_belt.tracking.geometry import CameraModel, make_transform, matrix_to_quat, quat_to_matrix
+from r2s2r_belt.tracking.geometry import CameraModel
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
 from r2s2r_belt.tracking.sync import StampSynchronizer
 from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree
 from r2s2r_belt.tracking.tracker import BeltTracker
 from r2s2r_common.config import load_config
+from r2s2r_description.transforms import make_transform, matrix_to_quat, quat_to_matrix
 from r2s2r_sim.world import WorldParams, apply_shift, load_world
 
 REPO = Path(__file__).resolve().parents[3]
@@ -63,7 +64,7 @@ def make_core(nominal: WorldParams, anchor: bool) -> ObjectTrackerCore:
 # -- configuration and helpers --------------------------------------------------------------------
 def test_parameter_file_catalogue_is_the_nominal_catalogue() -> None:
     config = load_config(
-        ObjectTrackerConfig, REPO / "config" / "belt" / "object_tracker.yaml", "object_tracker"
+        ObjectTrackerConfig, REPO / "config" / "nodes" / "object_tracker.yaml", "object_tracker"
     )
     assert Catalogue.from_config(config.catalogue) == Catalogue.from_world_yaml(NOMINAL)
     assert ObjectTrackerConfig().catalogue == config.catalogue

@@ -2,7 +2,7 @@
 
 As on hardware, an operator holds or places a printed chessboard (:class:`ChessboardConfig`)
 and the robot moves; the procedure asks for board placements through the cell's
-:class:`~r2s2r_calibration.procedure.BoardOperator` but never uses the *requested* poses as
+:class:`~r2s2r_calibration.cell_client.BoardOperator` but never uses the *requested* poses as
 measurements: every quantity comes from images, ``/joint_states`` and the nominal description.
 
 - Head intrinsics + blur: the operator holds the board in front of the head camera at a grid of
@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_sim.kinematics import IkError, PalmIk
 from r2s2r_sim.world import WorldParams
 from scipy.spatial.transform import Rotation
@@ -38,7 +37,12 @@ from r2s2r_calibration.artifact import (
 )
 from r2s2r_calibration.blur import estimate_blur, simulator_render_variance_px2
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.errors import BoardNotDetectedError, CalibrationError
+from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.errors import (
+    BoardNotDetectedError,
+    BoardUnavailableError,
+    CalibrationError,
+)
 from r2s2r_calibration.extrinsics import calibrate_hand_eye
 from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
 from r2s2r_calibration.intrinsics import (
@@ -47,14 +51,8 @@ from r2s2r_calibration.intrinsics import (
     calibrate_intrinsics,
     detect_board,
 )
-from r2s2r_calibration.procedure import (
-    BoardUnavailableError,
-    CameraModel,
-    CellClient,
-    GroundingRun,
-    ProcedureConfig,
-    ProgressFn,
-)
+from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig, ProgressFn
+from r2s2r_calibration.step_support import _arm, move_arm
 
 CAMERA_KEYS = {"head_camera": "head", "hand_camera": "hand"}
 
@@ -104,44 +102,6 @@ def head_view_plan(camera: CameraModel, cfg: BoardStepsConfig) -> list[FloatArra
             target = np.array([fx * camera.width_px, fy * camera.height_px])
             plan.append(_fit_centre(camera, target, outline, pose))
     return plan
-
-
-def _arm(q: FloatArray) -> FloatArray:
-    return np.asarray(q, dtype=float)[: len(ARM_JOINT_NAMES)]
-
-
-def move_arm(client: CellClient, target: FloatArray, cfg: BoardStepsConfig, lead_s: float) -> None:
-    """Move the arm to ``target`` (rad) in ``move_s`` and let it settle."""
-    start = client.now_s() + lead_s
-    current = _arm(client.joint_positions())
-    client.send_trajectory(
-        "arm",
-        ARM_JOINT_NAMES,
-        np.array([0.0, cfg.move_s]),
-        np.vstack([current, target]),
-        start,
-    )
-    client.wait_until(start + cfg.move_s + cfg.settle_s)
-    # The commanded time is not proof: a command delivered late (a loaded machine, a slow
-    # network) starts late. Images are taken only once the measured arm has come to rest.
-    deadline = start + cfg.move_s + cfg.settle_s + cfg.settle_timeout_s
-    previous = _arm(client.joint_positions())
-    while True:
-        client.wait_until(client.now_s() + cfg.rest_check_s)
-        measured = _arm(client.joint_positions())
-        still = float(np.max(np.abs(measured - previous))) < cfg.rest_tolerance_rad
-        arrived = float(np.max(np.abs(measured - target))) < cfg.reach_tolerance_rad
-        if still and arrived:
-            return
-        if client.now_s() > deadline:
-            raise CalibrationError(
-                f"the arm did not come to rest at the commanded pose within "
-                f"{cfg.settle_timeout_s} s after the move (off by "
-                f"{float(np.max(np.abs(measured - target))):.4f} rad, moving "
-                f"{float(np.max(np.abs(measured - previous))):.5f} rad per "
-                f"{cfg.rest_check_s} s); check that the arm controller is active"
-            )
-        previous = measured
 
 
 def _capture(client: CellClient, camera: str, delay_s: float) -> tuple[float, np.ndarray]:

@@ -47,3 +47,7 @@ class BlurEstimationError(CalibrationError):
 
 class ArtifactError(CalibrationError):
     """A grounding artifact file is missing, malformed, of an unknown schema or inconsistent."""
+
+
+class BoardUnavailableError(CalibrationError):
+    """A board step was asked for but the cell has no way to show a calibration board."""

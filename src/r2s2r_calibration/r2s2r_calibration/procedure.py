@@ -1,6 +1,6 @@
 """The world-grounding procedure against a running cell, through what a real cell exposes.
 
-The procedure talks to the cell only through a :class:`CellClient`: camera images and
+The procedure talks to the cell only through a :class:`~.cell_client.CellClient`: camera images and
 ``camera_info``, head depth, ``/joint_states``, the trajectory controllers, the belt encoder,
 the nominal ``/tf_static`` and the trial service (to get an object onto the belt). The ROS
 implementation lives in :mod:`r2s2r_calibration.nodes.calibration`; :class:`SimCellClient`
@@ -19,6 +19,12 @@ Steps (each can run alone; later steps use earlier results when present):
   operator who holds the board; a cell client without a board operator
   (:attr:`CellClient.board_operator`) makes these steps fail with a
   :class:`BoardUnavailableError` that says so.
+- ``bins``: hand-camera views of the bin rims (:mod:`.bin_views`).
+
+This module runs the steps (:func:`run_grounding`) and holds the registration, sysid and belt
+steps. What every step shares (settings, the run record, the cell client and helpers) is in
+:mod:`.procedure_types`, :mod:`.cell_client` and :mod:`.step_support`; the step modules
+depend on those, not on each other.
 """
 
 from __future__ import annotations
@@ -26,19 +32,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
-from pydantic import Field
-from r2s2r_common.config import ConfigModel
-from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
-from r2s2r_description.model import ShapeKind
+from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_sim.world import WorldParams
 
 from r2s2r_calibration.artifact import (
-    OPTICAL_FROM_LINK_RPY_RAD,
     ControllerRecord,
     GroundingArtifact,
     JointControllerRecord,
@@ -46,323 +46,36 @@ from r2s2r_calibration.artifact import (
     belt_record,
     scene_record,
 )
-from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_track
-from r2s2r_calibration.bin_views import BinViewsConfig, run_bin_views
-from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError, RegistrationError
-from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
-from r2s2r_calibration.intrinsics import IntrinsicsResult
+from r2s2r_calibration.belt_model import fit_belt_track
+from r2s2r_calibration.bin_views import run_bin_views
+from r2s2r_calibration.board_steps import run_extrinsics_step, run_intrinsics_step
+from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.errors import (
+    BoardUnavailableError,
+    CalibrationError,
+    DegenerateMotionError,
+    RegistrationError,
+)
+from r2s2r_calibration.geometry import FloatArray, invert_pose
+from r2s2r_calibration.procedure_types import (
+    STEP_NAMES,
+    BeltObservation,
+    GroundingRun,
+    ProcedureConfig,
+    ProgressFn,
+)
 from r2s2r_calibration.registration import (
-    BoxPrimitive,
-    ElementRegistration,
-    PoseAxis,
-    RegistrationConfig,
-    SceneElement,
     depth_to_points,
     register_scene_elements,
 )
+from r2s2r_calibration.step_support import T_LINK_OPTICAL, camera_intrinsics, scene_elements
 from r2s2r_calibration.sysid import (
-    ExcitationSegment,
-    JointStateLog,
-    SysIdConfig,
     SysIdLogError,
-    SysIdResult,
     check_log,
     identify_controller,
     merge_segments,
     plan_excitation,
 )
-
-STEP_NAMES: tuple[str, ...] = (
-    "intrinsics",
-    "extrinsics",
-    "registration",
-    "bins",
-    "sysid",
-    "belt",
-)
-"""Grounding steps, in the order the full procedure runs them."""
-
-ProgressFn = Callable[[str], None]
-
-
-class BoardUnavailableError(CalibrationError):
-    """A board step was asked for but the cell has no way to show a calibration board."""
-
-
-@dataclass(frozen=True)
-class CameraModel:
-    """A camera's published calibration (``camera_info``).
-
-    Attributes:
-        camera_matrix: 3x3 K (px).
-        distortion: (k1, k2, p1, p2, k3).
-        width_px: Image width.
-        height_px: Image height.
-
-    """
-
-    camera_matrix: FloatArray
-    distortion: FloatArray
-    width_px: int
-    height_px: int
-
-
-class BoardOperator(Protocol):
-    """The operator who holds or places the calibration board (on hardware, a person)."""
-
-    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
-        """Put the board at a pose in a frame (``world``, ``flange`` or a camera frame)."""
-        ...
-
-    def remove_board(self) -> None:
-        """Take the board away."""
-        ...
-
-
-class CellClient(Protocol):
-    """What the grounding procedure needs from a cell (hardware, the twin or a recording)."""
-
-    @property
-    def source(self) -> str:
-        """``live`` or a bag path (artifact provenance)."""
-        ...
-
-    @property
-    def board_operator(self) -> BoardOperator | None:
-        """The board operator, or None when the cell cannot show a board."""
-        ...
-
-    def now_s(self) -> float:
-        """Cell time of the latest ``/joint_states`` (s)."""
-        ...
-
-    def wait_until(self, time_s: float) -> None:
-        """Return once the cell clock reached ``time_s``."""
-        ...
-
-    def joint_positions(self) -> FloatArray:
-        """Latest (18,) joint positions, :data:`ALL_JOINT_NAMES` order (rad)."""
-        ...
-
-    def start_joint_log(self) -> None:
-        """Start logging ``/joint_states`` (and the encoder)."""
-        ...
-
-    def stop_joint_log(self) -> JointStateLog:
-        """Stop logging and return the joint states."""
-        ...
-
-    def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:
-        """Record ``/belt/encoder`` for ``duration_s``: (stamps s, unwrapped angles rad)."""
-        ...
-
-    def send_trajectory(
-        self,
-        controller: str,
-        joint_names: Sequence[str],
-        times_s: FloatArray,
-        positions: FloatArray,
-        start_time_s: float,
-    ) -> None:
-        """Publish a JointTrajectory on ``/<controller>_controller/joint_trajectory``."""
-        ...
-
-    def camera_model(self, camera: str) -> CameraModel:
-        """Return the camera's ``camera_info`` (nominal on an uncalibrated cell)."""
-        ...
-
-    def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
-        """First RGB frame of ``camera`` stamped at or after ``after_s`` (default: now)."""
-        ...
-
-    def capture_depth(self) -> tuple[float, npt_float32]:
-        """Next head depth image: (stamp s, (H, W) float32 metres)."""
-        ...
-
-    def frame_pose(self, frame: str) -> FloatArray:
-        """``T_world_frame`` of a fixed frame from ``/tf_static`` (the nominal mounts)."""
-        ...
-
-    def start_trial(self, seed: int) -> None:
-        """Start a trial (objects arrive on the belt)."""
-        ...
-
-    def reset_cell(self) -> None:
-        """Robot home, belt clear, idle."""
-        ...
-
-    def release_streams(self) -> None:
-        """Stop receiving camera images and depth until they are asked for again."""
-        ...
-
-    def begin_step(self, step: str) -> None:
-        """Mark the start of a procedure step (a session bag records it; live cells ignore it)."""
-        ...
-
-
-npt_float32 = np.ndarray  # a (H, W) float32 depth image
-
-
-class ProcedureConfig(ConfigModel):
-    """Settings of the grounding procedure."""
-
-    sysid: SysIdConfig = Field(default_factory=SysIdConfig)
-    sysid_command_lead_s: float = Field(
-        1.5,
-        gt=0.0,
-        le=30.0,
-        description="Send the excitation this long before it starts (s): more than the lag of "
-        "the cell clock this client sees (a backlog of 500 Hz joint states under load).",
-    )
-    sysid_attempts: int = Field(
-        3, ge=1, le=5, description="Excitation runs before an unusable log fails the step."
-    )
-    sysid_joints: list[str] = Field(
-        default_factory=lambda: list(ALL_JOINT_NAMES), description="Joints to identify."
-    )
-    command_lead_s: float = Field(
-        0.5,
-        gt=0.0,
-        le=5.0,
-        description="Send each trajectory this long before its start (s); more than the worst "
-        "delivery delay of a command, which the controller holds until its stamp.",
-    )
-    registration: RegistrationConfig = Field(
-        default_factory=lambda: RegistrationConfig(
-            min_points=60, icp_distances_m=[0.04, 0.02, 0.01]
-        ),
-        description="Registration settings (a 128 px depth image sees ~150 points per bin; its "
-        "points scatter ~2 mm about the surfaces at 2-3 m, so the last stage keeps 10 mm).",
-    )
-    registration_elements: list[str] = Field(
-        default_factory=lambda: ["belt", "bin_0", "bin_1", "bin_2"],
-        description="Scene elements to register (belt, bin_<n>).",
-    )
-    registration_unobservable_ok: dict[str, list[PoseAxis]] = Field(
-        default_factory=lambda: {"belt": list[PoseAxis](["tx"])},
-        description="Per element, pose directions (element frame) allowed to be unobservable; "
-        "they are held at the nominal pose. The belt's ends are out of the head camera's view, "
-        "so translation along its travel axis (belt_link x) is not observable.",
-    )
-    registration_held: dict[str, list[PoseAxis]] = Field(
-        default_factory=lambda: {
-            name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")
-        },
-        description="Per element, pose directions (element frame) known from physics and held "
-        "at the nominal pose instead of registered. A bin stands on the table, so its roll, "
-        "pitch and height are the table top's; only x, y and yaw are registered (its wall tops "
-        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg).",
-    )
-    registration_on_support: list[str] = Field(
-        default_factory=lambda: ["bin_0", "bin_1", "bin_2"],
-        description="Elements standing on the table top (z = 0 of their frame): observed "
-        "points nearer to the table plane than to the element are left out of their fit.",
-    )
-    registration_required: list[str] = Field(
-        default_factory=lambda: ["belt"],
-        description="Elements whose refusal fails the registration step (the belt step needs "
-        "the belt surface); other refusals are reported and the rest is kept, unless every "
-        "element was refused.",
-    )
-    bin_views: BinViewsConfig = Field(
-        default_factory=BinViewsConfig,
-        description="Bin refinement from hand-camera views of the rims (step 'bins').",
-    )
-    belt: BeltModelConfig = Field(default_factory=BeltModelConfig)
-    belt_trial_seed: int = Field(7, ge=0, description="Seed of the trial that brings an object.")
-    belt_validation_seed: int | None = Field(
-        8, ge=0, description="Seed of a second trial tracked for the held-out check (None: skip)."
-    )
-    belt_track_s: float = Field(
-        14.0, gt=0.5, le=120.0, description="Longest object tracking time (s)."
-    )
-    belt_encoder_wait_s: float = Field(
-        0.3, ge=0.0, le=5.0, description="Wait for late encoder messages after a track (s)."
-    )
-    belt_lost_s: float = Field(
-        1.0, gt=0.0, le=10.0, description="Stop tracking once the object was unseen this long (s)."
-    )
-    belt_top_band_m: float = Field(
-        0.008,
-        gt=0.0,
-        le=0.05,
-        description="Points this close to the object's top are its top face.",
-    )
-    belt_min_top_points: int = Field(4, ge=1, le=100000, description="Top-face points per frame.")
-    belt_end_margin_m: float = Field(
-        0.2,
-        ge=0.0,
-        le=0.7,
-        description="Ignore the object this close to the belt's ends (it is placed or falls off).",
-    )
-    belt_min_height_m: float = Field(
-        0.01, gt=0.0, le=0.2, description="Points this far above the belt surface are object."
-    )
-    belt_min_points: int = Field(15, ge=3, le=100000, description="Object points per frame.")
-    board_steps: BoardStepsConfig = Field(default_factory=BoardStepsConfig)
-
-
-@dataclass
-class BeltObservation:
-    """What the belt step measured (kept for the grounding report).
-
-    Attributes:
-        camera_speed_mps: Surface speed from the tracked object (m/s).
-        encoder_rate_rad_s: Mean encoder rate over the same time (rad/s).
-        stamps_s: Track stamps (s).
-        along_belt_m: Object position along belt x per stamp (m).
-        encoder_stamps_s: Encoder stamps over the track (s).
-        encoder_angles_rad: Unwrapped roller angles (rad).
-        validation: A second object's track (stamps, positions, encoder stamps, angles), not
-            used in the fit; the report's held-out check.
-
-    """
-
-    camera_speed_mps: float
-    encoder_rate_rad_s: float
-    stamps_s: FloatArray
-    along_belt_m: FloatArray
-    encoder_stamps_s: FloatArray = field(default_factory=lambda: np.zeros(0))
-    encoder_angles_rad: FloatArray = field(default_factory=lambda: np.zeros(0))
-    validation: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
-
-
-@dataclass
-class GroundingRun:
-    """Everything one run of the procedure produced.
-
-    Attributes:
-        artifact: The grounding artifact.
-        steps_run: Steps that ran and succeeded.
-        failures: Step name -> error message of the steps that failed.
-        step_wall_s: Wall time per step (s).
-        sysid_segments: Excitation that was sent.
-        sysid_log: Measured joint states.
-        sysid_result: Fitted model.
-        depth_m: The head depth image used for registration.
-        registrations: Registered elements (base_link).
-        belt: Belt measurements.
-
-    """
-
-    artifact: GroundingArtifact
-    steps_run: list[str] = field(default_factory=list)
-    failures: dict[str, str] = field(default_factory=dict)
-    step_wall_s: dict[str, float] = field(default_factory=dict)
-    sysid_segments: list[ExcitationSegment] = field(default_factory=list)
-    sysid_log: JointStateLog | None = None
-    sysid_result: SysIdResult | None = None
-    depth_m: npt_float32 | None = None
-    head_camera: CameraModel | None = None
-    T_base_head_optical: FloatArray | None = None
-    registrations: dict[str, ElementRegistration] = field(default_factory=dict)
-    belt: BeltObservation | None = None
-    intrinsics: dict[str, IntrinsicsResult] = field(default_factory=dict)
-    board_views: dict[str, tuple[list[np.ndarray], list[float], list[FloatArray]]] = field(
-        default_factory=dict
-    )
-    T_base_head_optical_calibrated: FloatArray | None = None
 
 
 def parse_steps(text: str) -> list[str]:
@@ -379,76 +92,6 @@ def parse_steps(text: str) -> list[str]:
     if unknown:
         raise ValueError(f"--steps: unknown steps {unknown}; expected a subset of {STEP_NAMES}")
     return [name for name in STEP_NAMES if name in names]
-
-
-def scene_elements(nominal: WorldParams, names: Sequence[str]) -> list[SceneElement]:
-    """Scene elements (boxes of the description's collision geometry) with nominal poses.
-
-    Poses are in ``base_link`` of the nominal world (the frame registration works in).
-
-    Raises:
-        ValueError: An element name the description does not have.
-
-    """
-    description = build_description(nominal.layout())
-    T_world_base = nominal.robot.base_pose.to_pose().matrix()
-    T_base_world = invert_pose(T_world_base)
-    poses = {"belt": nominal.belt.pose.to_pose().matrix()}
-    poses.update({name: b.pose.to_pose().matrix() for name, b in nominal.bins.items()})
-    elements = []
-    for name in names:
-        if name not in poses:
-            raise ValueError(f"scene element {name!r}: expected one of {sorted(poses)}")
-        link = description.link(f"{name}_link")
-        boxes = [
-            BoxPrimitive(
-                size_m=tuple(float(v) for v in shape.size_m),  # type: ignore[arg-type]
-                xyz_m=shape.origin.xyz_m,
-                rpy_rad=shape.origin.rpy_rad,
-            )
-            for shape in link.shapes
-            if shape.kind == ShapeKind.BOX and shape.collision
-        ]
-        xyz, rpy = _xyz_rpy(T_base_world @ poses[name])
-        elements.append(SceneElement(name=name, boxes=boxes, xyz_m=xyz, rpy_rad=rpy))
-    return elements
-
-
-def _xyz_rpy(
-    pose: FloatArray,
-) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    from r2s2r_calibration.geometry import xyz_rpy_from_pose
-
-    xyz, rpy = xyz_rpy_from_pose(pose)
-    return (
-        (float(xyz[0]), float(xyz[1]), float(xyz[2])),
-        (float(rpy[0]), float(rpy[1]), float(rpy[2])),
-    )
-
-
-T_LINK_OPTICAL: FloatArray = pose_from_xyz_rpy((0.0, 0.0, 0.0), OPTICAL_FROM_LINK_RPY_RAD)
-"""``T_<camera>_link_<camera>_optical_frame`` (REP 103 body frame to the optical frame)."""
-
-
-def camera_intrinsics(
-    client: CellClient, artifact: GroundingArtifact, key: str
-) -> tuple[CameraModel, str | None]:
-    """Return the camera's intrinsics from the run's artifact, else its ``camera_info`` + a note.
-
-    Args:
-        client: The cell.
-        artifact: The run's artifact so far.
-        key: ``"head"`` or ``"hand"`` (the camera is ``<key>_camera``).
-
-    """
-    record = artifact.cameras.get(key)
-    if record is not None and record.intrinsics is not None:
-        intr = record.intrinsics
-        K = np.array([[intr.fx_px, 0, intr.cx_px], [0, intr.fy_px, intr.cy_px], [0, 0, 1.0]])
-        d = intr.distortion
-        distortion = np.array([d.k1, d.k2, d.p1, d.p2, d.k3])
-        return CameraModel(K, distortion, intr.width_px, intr.height_px), None
-    return client.camera_model(f"{key}_camera"), f"{key} intrinsics from camera_info (uncalibrated)"
 
 
 def _head_camera(
@@ -772,12 +415,10 @@ def run_board_step(
             "board operator); on hardware hold the board in front of each camera, on the twin "
             "the operator takes requests on /twin/operator/board_pose (place_board)"
         )
-    from r2s2r_calibration import board_steps  # board steps import this module
-
     if step == "intrinsics":
-        board_steps.run_intrinsics_step(client, nominal, config, run, say)
+        run_intrinsics_step(client, nominal, config, run, say)
     else:
-        board_steps.run_extrinsics_step(client, nominal, config, run, say)
+        run_extrinsics_step(client, nominal, config, run, say)
 
 
 _STEPS: dict[

@@ -32,8 +32,9 @@ from r2s2r_calibration.belt_model import fit_belt_track
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.intrinsics import BoardDetection
-from r2s2r_calibration.procedure import GroundingRun, scene_elements
+from r2s2r_calibration.procedure_types import GroundingRun
 from r2s2r_calibration.registration import element_model_points
+from r2s2r_calibration.step_support import scene_elements
 from r2s2r_calibration.sysid import JointStateLog, simulate_log
 
 

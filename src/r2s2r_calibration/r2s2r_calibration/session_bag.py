@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.stamps import split_s, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from r2s2r_calibration.cell_client import BoardOperator, CameraModel, CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.procedure import BoardOperator, CameraModel, CellClient
 from r2s2r_calibration.sysid import JointStateLog
 
 TRACE_TOPIC = "/calibration/trace"
@@ -60,15 +61,7 @@ class SessionBagError(CalibrationError):
 
 
 def _header(stamp_s: float, frame_id: str = "") -> Any:
-    sec = int(np.floor(stamp_s))
-    nanosec = round((stamp_s - sec) * 1e9)
-    if nanosec >= 1_000_000_000:
-        sec, nanosec = sec + 1, nanosec - 1_000_000_000
-    return _Header(_Time(sec, nanosec), frame_id)
-
-
-def _stamp_s(header: Any) -> float:
-    return float(header.stamp.sec) + 1e-9 * float(header.stamp.nanosec)
+    return _Header(_Time(*split_s(stamp_s)), frame_id)
 
 
 def _image_msg(stamp_s: float, array: np.ndarray) -> Any:
@@ -392,7 +385,7 @@ class BagCellClient:
             return JointStateLog(np.zeros(0), np.zeros((0, 18)), np.zeros((0, 18)))
         names = tuple(messages[0].name)
         return JointStateLog(
-            np.array([_stamp_s(m.header) for m in messages]),
+            np.array([stamp_to_s(m.header.stamp) for m in messages]),
             np.array([np.asarray(m.position, dtype=float) for m in messages]),
             np.array([np.asarray(m.velocity, dtype=float) for m in messages]),
             names if names else ALL_JOINT_NAMES,
@@ -402,7 +395,7 @@ class BagCellClient:
         """See :class:`CellClient`."""
         entry = self._next("encoder_samples")
         messages = self._take(ENCODER_TOPIC, int(entry["samples"]))
-        times = np.array([_stamp_s(m.header) for m in messages])
+        times = np.array([stamp_to_s(m.header.stamp) for m in messages])
         angles = np.array([float(m.position[0]) for m in messages])
         return times, angles
 
@@ -431,13 +424,13 @@ class BagCellClient:
                 f"took a {entry['camera']} image (entry {self._cursor - 1})"
             )
         (msg,) = self._take(f"/{camera}/image_raw", 1)
-        return _stamp_s(msg.header), _image_array(msg)
+        return stamp_to_s(msg.header.stamp), _image_array(msg)
 
     def capture_depth(self) -> tuple[float, np.ndarray]:
         """See :class:`CellClient`."""
         self._next("capture_depth")
         (msg,) = self._take(DEPTH_TOPIC, 1)
-        return _stamp_s(msg.header), _image_array(msg)
+        return stamp_to_s(msg.header.stamp), _image_array(msg)
 
     def frame_pose(self, frame: str) -> FloatArray:
         """See :class:`CellClient`."""

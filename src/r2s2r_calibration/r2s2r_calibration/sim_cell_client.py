@@ -1,4 +1,4 @@
-"""A :class:`~r2s2r_calibration.procedure.CellClient` over an in-process simulated cell.
+"""A :class:`~r2s2r_calibration.cell_client.CellClient` over an in-process simulated cell.
 
 It serves a :class:`r2s2r_sim.cell_runtime.SimCell` exactly as the real twin node publishes it
 (nominal ``camera_info`` and ``/tf_static``, joint states every control period, encoder at its
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from r2s2r_sim.cell_runtime import SimCell
 
+from r2s2r_calibration.cell_client import BoardOperator, CameraModel
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.procedure import BoardOperator, CameraModel
 from r2s2r_calibration.sysid import JointStateLog
 
 

@@ -19,8 +19,9 @@ from r2s2r_calibration.intrinsics import (
 )
 from r2s2r_calibration.procedure import CameraModel
 from r2s2r_calibration.sim_cell_client import SimCellClient
+from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.camera_model import project_points
-from r2s2r_sim.cell_runtime import OperatorBoardConfig, SimCell, board_scene_extra
+from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
 from r2s2r_sim.world import apply_grounding, load_world
 from scipy.spatial.transform import Rotation

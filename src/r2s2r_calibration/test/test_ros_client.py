@@ -58,6 +58,10 @@ def cell():
     threading.Thread(target=client_executor.spin, daemon=True).start()
     assert started.wait(30.0) and started.ok  # type: ignore[attr-defined]
     client.wait_for_cell()
+    # One cell on this domain: a second /joint_states publisher (another test run's twin on the
+    # same ROS_DOMAIN_ID) mixes another clock into cell time and the joint log.
+    publishers = node.count_publishers("/joint_states")
+    assert publishers == 1, f"{publishers} publishers of /joint_states on this ROS domain"
     yield client
     twin_executor.shutdown()
     twin_thread.join(10.0)

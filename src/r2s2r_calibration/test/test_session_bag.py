@@ -13,6 +13,9 @@ from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import WorldParams, apply_grounding, load_world
 
+# Grounding runs recorded and replayed (1-3 s each): left out of scripts/test.sh --fast.
+pytestmark = pytest.mark.slow
+
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
 STEPS = ["registration", "bins", "sysid"]
 CONFIG = ProcedureConfig(sysid_joints=["wrist_2_joint"])

@@ -157,6 +157,6 @@ def test_shipped_parameter_files_match_the_schema(name: str, node: str) -> None:
     from r2s2r_common.config import load_config
 
     root = Path(__file__).resolve().parents[3]
-    config = load_config(CameraDriverConfig, root / f"config/cameras/{name}.yaml", node)
+    config = load_config(CameraDriverConfig, root / f"config/nodes/{node}.yaml", node)
     assert config.camera_name == name
     assert config.optical_frame == f"{name}_optical_frame"

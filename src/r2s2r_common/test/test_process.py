@@ -68,6 +68,7 @@ def gone_within(pid: int, timeout_s: float) -> bool:
     return False
 
 
+@pytest.mark.graph
 @pytest.mark.parametrize("from_thread", [False, True], ids=["main_thread", "other_thread"])
 def test_owned_child_dies_when_its_owner_is_killed(from_thread: bool) -> None:
     script = OWNER.format(child=CHILD, from_thread=from_thread)
@@ -90,6 +91,7 @@ def test_owned_child_dies_when_its_owner_is_killed(from_thread: bool) -> None:
             os.kill(child_pid, signal.SIGKILL)
 
 
+@pytest.mark.graph
 def test_owned_child_has_its_own_group_and_knows_its_owner(tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
     with out.open("w") as stream:
@@ -106,6 +108,7 @@ def test_owned_child_has_its_own_group_and_knows_its_owner(tmp_path: Path) -> No
     assert int(group) == process.pid and int(owner) == os.getpid()
 
 
+@pytest.mark.graph
 def test_run_owned_stops_the_group_on_timeout() -> None:
     started = time.monotonic()
     code, timed_out = run_owned(["sleep", "600"], timeout_s=0.5, grace_s=2.0)

@@ -46,11 +46,11 @@ class RecordingConfig(ConfigModel):
         "object track (no policy trained with tracked-object inputs can use such data).",
     )
     belt_speed_config: str = Field(
-        default="belt/belt_speed.yaml",
+        default="nodes/belt_speed.yaml",
         description="The belt_speed node's parameters (relative: against config/).",
     )
     object_tracker_config: str = Field(
-        default="belt/object_tracker.yaml",
+        default="nodes/object_tracker.yaml",
         description="The object_tracker node's parameters (relative: against config/).",
     )
     cell_knowledge_world: str = Field(
@@ -102,7 +102,7 @@ class LightingRanges(ConfigModel):
 
 
 class CoverageConfig(ConfigModel):
-    """What simulated data covers beyond the real demonstrations (DESIGN.md section 11).
+    """What simulated data covers beyond the real demonstrations (docs/architecture.md, section 7).
 
     Real demonstrations are recorded at the cell's nominal conditions; simulation is where the
     policy sees what they do not cover. Each range replaces the nominal world's for generation

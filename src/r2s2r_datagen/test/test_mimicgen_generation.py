@@ -23,6 +23,9 @@ from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import ObjectArrival, TrialPlan
 from r2s2r_sim.world import load_world
 
+# MuJoCo generation episodes (1-2 s each): left out of scripts/test.sh --fast.
+pytestmark = pytest.mark.slow
+
 TWIN = REPO / "config" / "twin" / "default.yaml"
 RECORDING = RecordingConfig(image_width_px=16, image_height_px=16)
 SOURCE_SEED = 0  # a cube, grasped and sorted by the demonstrator at the twin's 0.105 m/s

@@ -39,6 +39,7 @@ def _assert_same_episode(a, b) -> None:  # type: ignore[no-untyped-def]
     np.testing.assert_array_equal(a.timestamps_s, b.timestamps_s)
 
 
+@pytest.mark.graph
 def test_resume_after_kill(tmp_path: Path, configurations_file: Path) -> None:
     write_configurations(configurations_file, {"planner": {"slow_s": 0.3}})
     run_dir = tmp_path / "run"
@@ -99,6 +100,7 @@ def test_resume_after_kill(tmp_path: Path, configurations_file: Path) -> None:
         _assert_same_episode(merged["nominal_planner"][index], reference[index])
 
 
+@pytest.mark.graph
 def test_crash_timeout_retry_and_bad_input(tmp_path: Path) -> None:
     options = {"hang_episodes": [1], "crash_episodes": [2], "unreachable_episodes": [4]}
     configurations_file = write_configurations(
@@ -161,6 +163,7 @@ def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
         assert handle["data"].attrs["total"] == sum(r.frames for r in (reports[0], reports[2]))
 
 
+@pytest.mark.graph
 def test_ray_local_path(tmp_path: Path, configurations_file: Path) -> None:
     pytest.importorskip("ray")
     config = GenerateConfig(

@@ -2,10 +2,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from datagen_support import OVERRIDES, REPO
 from r2s2r_recorder.dataset import dataset_info
 
 
+@pytest.mark.graph
 def test_sim_generate_node_runs_a_tiny_job_and_exits_0(
     tmp_path: Path, configurations_file: Path
 ) -> None:
@@ -30,6 +32,7 @@ def test_sim_generate_node_runs_a_tiny_job_and_exits_0(
     assert "nominal_planner" in result.stdout
 
 
+@pytest.mark.graph
 def test_sim_generate_node_fails_on_bad_parameters(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "r2s2r_datagen.nodes.sim_generate_node", "--ros-args",
             "-p", "workers:=0", "-p", f"output_dir:={tmp_path}"]  # fmt: skip

@@ -1,7 +1,11 @@
 """Rigid transforms in NumPy: URDF roll-pitch-yaw, quaternions (w, x, y, z) and 4x4 matrices.
 
 URDF ``rpy`` is the fixed-axis X-Y-Z convention: ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``.
-MuJoCo quaternions are ``(w, x, y, z)``.
+
+Quaternion arrays are ``(w, x, y, z)`` everywhere in the workspace (MuJoCo's order). ROS
+messages name their fields, so a node converts at the message (``(q.w, q.x, q.y, q.z)``); the
+one place with the other order is the dataset's ``obs/object_pose`` row
+``(x, y, z, qx, qy, qz, qw)``, an on-disk layout shared with SciPy's ``Rotation.as_quat``.
 """
 
 from __future__ import annotations
@@ -127,8 +131,17 @@ def matrix_to_quat(rotation: FloatArray) -> FloatArray:
 
 
 def quat_to_matrix(quat_wxyz: Vector) -> FloatArray:
-    """Convert a unit quaternion ``(w, x, y, z)`` to a rotation matrix."""
-    w, x, y, z = np.asarray(quat_wxyz, dtype=float) / np.linalg.norm(quat_wxyz)
+    """Convert a quaternion ``(w, x, y, z)`` (normalised here) to a rotation matrix.
+
+    Raises:
+        ValueError: For a zero quaternion (an unset message field, say).
+
+    """
+    quat = np.asarray(quat_wxyz, dtype=float)
+    norm = float(np.linalg.norm(quat))
+    if not norm > 1e-12:
+        raise ValueError(f"quaternion (w, x, y, z) = {quat.tolist()}: expected a unit quaternion")
+    w, x, y, z = quat / norm
     return np.array(
         [
             [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
@@ -149,3 +162,17 @@ def z_axis_to(direction: Sequence[float]) -> FloatArray:
     if sin_angle < 1e-12:
         return np.eye(3) if cos_angle > 0 else rot_x(np.pi)
     return axis_angle_matrix(cross / sin_angle, float(np.arctan2(sin_angle, cos_angle)))
+
+
+def quat_multiply(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Hamilton product ``a ⊗ b`` of quaternions ``(w, x, y, z)`` (rotation b, then a)."""
+    aw, ax, ay, az = (float(v) for v in a)
+    bw, bx, by, bz = (float(v) for v in b)
+    return np.array(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ]
+    )

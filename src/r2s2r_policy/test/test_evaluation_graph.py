@@ -161,6 +161,7 @@ def test_ros_harness_agrees_with_in_process(
     np.testing.assert_allclose(ros_chunk, firsts[0][:, :6], atol=2e-3)
 
 
+@pytest.mark.graph
 @pytest.mark.timeout(120)
 def test_policy_node_process_drives_twin_process(files: tuple[Path, Path], tmp_path: Path) -> None:
     checkpoint, twin = files

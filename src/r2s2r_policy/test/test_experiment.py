@@ -111,6 +111,7 @@ def test_contrast_rejects_empty_and_zero_trials() -> None:
         GroupResult(3, 2)
 
 
+@pytest.mark.graph
 def test_policy_result_groups_from_an_evaluation_report(tmp_path: Path) -> None:
     protocol = EvaluationConfig()
     report = EvaluationReport(policy="p", mode="in_process", config=protocol)
@@ -257,6 +258,7 @@ def smoke_config(tmp_path: Path) -> ExperimentConfig:
     )
 
 
+@pytest.mark.graph
 def test_smoke_pipeline_end_to_end_and_cached_rerun(
     tmp_path: Path, smoke_config: ExperimentConfig
 ) -> None:
@@ -338,6 +340,7 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert "--preset smoke" in third["command"] and "--trials nominal=1" in third["command"]
 
 
+@pytest.mark.graph
 def test_unavailable_inputs_are_reported_not_faked(
     tmp_path: Path, smoke_config: ExperimentConfig
 ) -> None:

@@ -79,6 +79,7 @@ def test_hdf5_adapter_feeds_training(tmp_path: Path) -> None:
     assert loaded.config.training["sources"]["real"]["samples"] == 24
 
 
+@pytest.mark.graph
 @pytest.mark.slow
 def test_torchrun_two_ranks_gloo(tmp_path: Path) -> None:
     write_hdf5(tmp_path / "real.hdf5", "real", [0, 1])

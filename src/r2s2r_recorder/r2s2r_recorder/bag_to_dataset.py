@@ -60,7 +60,7 @@ from .dataset.object_track import (
     ObjectTrackLatch,
     TrackView,
     object_track_fields,
-    yaw_from_quat_xyzw,
+    yaw_from_quat,
 )
 from .dataset.reference import TimedCommand, TrajectoryReferenceError, controller_reference
 from .msg_types import deserialize, make_typestore
@@ -572,7 +572,7 @@ def _track_view(track: Any) -> TrackView:
         type_name=str(track.object_type),
         position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
         velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
-        yaw_rad=yaw_from_quat_xyzw((q.x, q.y, q.z, q.w)),
+        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
     )
 
 

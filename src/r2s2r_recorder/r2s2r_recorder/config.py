@@ -24,7 +24,7 @@ DEFAULT_TOPICS: tuple[str, ...] = (
     "/tf_static",
     "/trial/outcome",
 )
-"""Topics recorded by default (DESIGN.md section 4)."""
+"""Topics recorded by default (docs/architecture.md, section 4: topics and frames)."""
 
 
 def parse_qos_overrides(entries: list[str]) -> dict[str, str]:
@@ -142,7 +142,7 @@ class ConversionConfig(ConfigModel):
         default_factory=lambda: ["cube", "cylinder", "block", "sphere"],
         min_length=1,
         description="Type columns of obs/object_track: the object tracker's catalogue names "
-        "(config/belt/object_tracker.yaml catalogue.names), in that order.",
+        "(config/nodes/object_tracker.yaml catalogue.names), in that order.",
     )
     outcome_topic: str = Field(default="/trial/outcome", description="Trial outcome topic.")
     arm_joint_names: list[str] = Field(

@@ -71,6 +71,7 @@ KILL_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.graph
 def test_sigkill_mid_episode(tmp_path: Path) -> None:
     script = KILL_SCRIPT.format(test_dir=str(Path(__file__).parent), root=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

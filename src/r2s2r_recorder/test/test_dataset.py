@@ -124,7 +124,7 @@ def test_shipped_recorder_yaml_validates() -> None:
     from r2s2r_common.config import load_config
     from r2s2r_recorder.config import RecorderConfig
 
-    path = Path(__file__).resolve().parents[3] / "config" / "recorder" / "recorder.yaml"
+    path = Path(__file__).resolve().parents[3] / "config" / "nodes" / "recorder.yaml"
     config = load_config(RecorderConfig, path, "recorder")
     assert config.qos_profile("/tf_static") == "reliable_transient_local"
     assert config.qos_profile("/head_camera/image_raw") == "sensor_data"

@@ -11,7 +11,7 @@ from r2s2r_recorder.dataset import (
     TrackView,
     object_track_fields,
     type_names_of,
-    yaw_from_quat_xyzw,
+    yaw_from_quat,
 )
 
 TYPES = ["cube", "cylinder", "block", "sphere"]
@@ -83,6 +83,4 @@ def test_unknown_types_are_counted_not_taken() -> None:
 
 def test_yaw_of_a_quaternion() -> None:
     yaw = 0.7
-    assert yaw_from_quat_xyzw((0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))) == pytest.approx(
-        yaw
-    )
+    assert yaw_from_quat((math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))) == pytest.approx(yaw)

@@ -23,6 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (scripts/setup.sh)")
 
+from r2s2r_common.ros.qos import OUTCOME_QOS  # noqa: E402
 from r2s2r_description.robot import ALL_JOINT_NAMES  # noqa: E402
 from r2s2r_recorder.bag_to_dataset import find_episode_bags  # noqa: E402
 from r2s2r_recorder.bag_writer import open_reader, read_episode_info  # noqa: E402
@@ -34,7 +35,7 @@ from r2s2r_recorder.demos import (  # noqa: E402
 )
 from r2s2r_recorder.msg_types import deserialize, make_typestore  # noqa: E402
 from r2s2r_recorder.nodes.recorder_node import RecorderNode  # noqa: E402
-from r2s2r_sim.demonstrator.node import OUTCOME_QOS, DemonstratorNode, Stage  # noqa: E402
+from r2s2r_sim.demonstrator.node import DemonstratorNode, Stage  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
@@ -206,6 +207,7 @@ def _track_speed_mps(times_s: np.ndarray, poses: np.ndarray, valid: np.ndarray) 
     return float(np.linalg.norm(slope))
 
 
+@pytest.mark.graph
 def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
     config = RecordDemosConfig(
         episodes=1, out_dir=str(tmp_path / "demos"), seed=2, real_time_factor=1.0, timeout_s=240

@@ -6,8 +6,12 @@ advances time in fixed control periods (:meth:`SimCell.step_control`) and report
 due in that period: joint state, belt encoder angle, camera frames on each camera's schedule and
 a trial outcome when one was just decided. Trajectory commands (:meth:`SimCell.command`) are
 validated like ros2_control's joint_trajectory_controller would; a bad one is rejected with a
-reason and counted, and the robot keeps doing what it did. :class:`RealTimePacer` paces
-control periods to a wall clock at a real-time factor.
+reason and counted, and the robot keeps doing what it did.
+
+Around it: :mod:`r2s2r_sim.pacing` (capture schedules, pacing to the wall clock, costs),
+:mod:`r2s2r_sim.published` (the nominal camera_info and mounts a cell publishes),
+:mod:`r2s2r_sim.board` (the operator's calibration board) and
+:mod:`r2s2r_sim.nodes.cell_server` (serving a cell over ROS).
 
 The real twin node serves a :class:`SimCell` built from the hidden twin world; the sim bridge's
 generation mode serves one built from the nominal or a grounded world. Cell time is monotonic
@@ -19,24 +23,35 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import Field
-from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
+from r2s2r_common.camera_info import CameraCalibration
 from r2s2r_common.config import ConfigError, ConfigModel
-from r2s2r_description.cell import build_description
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
-from r2s2r_description.transforms import matrix_to_quat
+from r2s2r_description.transforms import matrix_to_quat, quat_multiply
 
 from r2s2r_sim.backend import FloatArray, SimBackend, belt_encoder_angle_rad
+from r2s2r_sim.board import (
+    BOARD_BODY,
+    BOARD_FRAMES_ATTACHED,
+    BOARD_FRAMES_PLACED,
+    OperatorBoardConfig,
+    board_body_from_board,
+)
 from r2s2r_sim.controllers import TrajectoryError, make_trajectory
+from r2s2r_sim.pacing import CostAccount, RateSchedule
+from r2s2r_sim.published import (
+    StaticTransform,
+    camera_calibration,
+    camera_params,
+    static_transforms,
+)
 from r2s2r_sim.task import TrialRunner, sample_trial
-from r2s2r_sim.world import CameraParams, WorldParams, apply_shift
+from r2s2r_sim.world import WorldParams, apply_shift
 
 CONTROLLER_JOINTS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
 """Joints of each trajectory controller (``/<name>_controller/joint_trajectory``)."""
@@ -46,19 +61,6 @@ CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
 
 NOMINAL_CONDITIONS: tuple[str, ...] = ("", "nominal")
 """Trial conditions that mean "the world as it is" (no evaluation shift)."""
-
-BOARD_BODY = "operator_calibration_board"
-"""MuJoCo mocap body of the operator's calibration board."""
-
-BOARD_FRAMES_ATTACHED: tuple[str, ...] = ("flange", "palm_link")
-"""Board frames that move with the robot (the board is clamped to the hand)."""
-
-BOARD_FRAMES_PLACED: tuple[str, ...] = (
-    "world",
-    "head_camera_optical_frame",
-    "hand_camera_optical_frame",
-)
-"""Board frames where the operator puts the board down (it stays put in the world)."""
 
 
 class CommandRejected(TrajectoryError):  # noqa: N818 (named for what it is, as a result)
@@ -91,90 +93,6 @@ class CellConfig(ConfigModel):
     render_depth: bool = Field(
         default=True, description="Render registered depth with every head camera frame."
     )
-
-
-class OperatorBoardConfig(ConfigModel):
-    """The printed chessboard the twin's operator holds or places (a plain chessboard).
-
-    Board frame (OpenCV's object-point convention): origin at the outer corner of the first
-    square, x along ``squares_x``, y along ``squares_y``, z into the board (the printed face
-    looks along -z). Inner corner (row i, column j) is at ``((j + 1) s, (i + 1) s, 0)``.
-    """
-
-    squares_x: int = Field(default=7, ge=3, le=32, description="Squares along the board x.")
-    squares_y: int = Field(default=6, ge=3, le=32, description="Squares along the board y.")
-    square_length_m: float = Field(
-        default=0.04, gt=0.0, le=0.5, description="Printed side of one square (m)."
-    )
-    margin_squares: float = Field(
-        default=0.5, ge=0.1, le=5.0, description="White margin around the squares (squares)."
-    )
-    thickness_m: float = Field(default=0.004, gt=0.0, le=0.05, description="Board thickness.")
-    texels_per_square: int = Field(
-        default=64, ge=8, le=512, description="Texture resolution of one square."
-    )
-
-
-def board_texture(config: OperatorBoardConfig) -> npt.NDArray[np.uint8]:
-    """Grey texture of the printed board: squares (black where row + column is even), margin."""
-    texels = config.texels_per_square
-    rows = np.arange(config.squares_y * texels) // texels
-    cols = np.arange(config.squares_x * texels) // texels
-    squares = np.where((rows[:, None] + cols[None, :]) % 2 == 0, 0, 255).astype(np.uint8)
-    margin = round(config.margin_squares * texels)
-    return np.pad(squares, margin, constant_values=255)
-
-
-def board_scene_extra(config: OperatorBoardConfig) -> Callable[[Any], None]:
-    """Return a scene extra (``MujocoBackend(scene_extras=...)``) adding the board (mocap).
-
-    The board is a thin textured box without collisions, parked under the floor until placed.
-    """
-
-    def add(spec: Any) -> None:
-        import mujoco
-
-        texture = board_texture(config)
-        tex = spec.add_texture()
-        tex.name = f"{BOARD_BODY}_texture"
-        tex.type = mujoco.mjtTexture.mjTEXTURE_2D
-        tex.height, tex.width = texture.shape
-        tex.nchannel = 3
-        tex.data = np.repeat(texture[:, :, None], 3, axis=2).tobytes()
-        material = spec.add_material()
-        material.name = f"{BOARD_BODY}_material"
-        material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = tex.name
-        material.texuniform = False
-        material.texrepeat = [1.0, 1.0]
-        body = spec.worldbody.add_body()
-        body.name = BOARD_BODY
-        body.mocap = True
-        body.pos = [0.0, 0.0, -2.0]
-        geom = body.add_geom()
-        geom.name = f"{BOARD_BODY}_geom"
-        geom.type = mujoco.mjtGeom.mjGEOM_BOX
-        margin = config.margin_squares * config.square_length_m
-        geom.size = [
-            0.5 * config.squares_x * config.square_length_m + margin,
-            0.5 * config.squares_y * config.square_length_m + margin,
-            0.5 * config.thickness_m,
-        ]
-        geom.material = material.name
-        geom.rgba = [1.0, 1.0, 1.0, 1.0]
-        geom.contype, geom.conaffinity = 0, 0
-
-    return add
-
-
-def board_body_from_board(config: OperatorBoardConfig) -> FloatArray:
-    """``T_body_board``: the board frame in the box body (printed face = the box's +z face)."""
-    pose = np.diag([1.0, -1.0, -1.0, 1.0])
-    pose[:3, 3] = (
-        -0.5 * config.squares_x * config.square_length_m,
-        0.5 * config.squares_y * config.square_length_m,
-        0.5 * config.thickness_m,
-    )
-    return pose
 
 
 @dataclass(frozen=True)
@@ -264,131 +182,6 @@ class ControlStep:
 
 
 @dataclass
-class CostAccount:
-    """Wall-clock seconds spent per activity (for real-time-factor capacity and benchmarks).
-
-    Attributes:
-        physics_s: Stepping, controllers and the trial judge.
-        render_s: Camera rendering (RGB, depth, distortion, blur).
-        publish_s: Message building and publishing (filled in by the node).
-        sim_s: Simulated seconds advanced.
-
-    """
-
-    physics_s: float = 0.0
-    render_s: float = 0.0
-    publish_s: float = 0.0
-    sim_s: float = 0.0
-
-    @property
-    def busy_s(self) -> float:
-        """Total wall time spent."""
-        return self.physics_s + self.render_s + self.publish_s
-
-    @property
-    def rtf_capacity(self) -> float:
-        """Simulated seconds per busy wall second: the fastest real-time factor sustainable."""
-        return self.sim_s / self.busy_s if self.busy_s > 0.0 else 0.0
-
-    def minus(self, earlier: CostAccount) -> CostAccount:
-        """Return the costs accrued since ``earlier`` (a copy taken before)."""
-        return CostAccount(
-            self.physics_s - earlier.physics_s,
-            self.render_s - earlier.render_s,
-            self.publish_s - earlier.publish_s,
-            self.sim_s - earlier.sim_s,
-        )
-
-    def copy(self) -> CostAccount:
-        """Return a snapshot."""
-        return CostAccount(self.physics_s, self.render_s, self.publish_s, self.sim_s)
-
-
-class RateSchedule:
-    """Capture instants ``k / rate_hz`` (k = 1, 2, ...) on the cell clock; due once per instant.
-
-    Args:
-        rate_hz: Rate; must be positive.
-
-    Raises:
-        ValueError: If ``rate_hz`` is not positive.
-
-    """
-
-    def __init__(self, rate_hz: float):
-        if not rate_hz > 0.0:
-            raise ValueError(f"rate_hz = {rate_hz}: expected > 0")
-        self.rate_hz = float(rate_hz)
-        self._next_index = 1
-
-    def next_due(self, time_s: float) -> bool:
-        """Whether :meth:`due` would answer True at ``time_s`` (without consuming the instant)."""
-        return time_s * self.rate_hz + 1e-6 >= self._next_index
-
-    def due(self, time_s: float) -> bool:
-        """Whether an instant was reached at ``time_s`` (missed instants collapse into one)."""
-        if time_s * self.rate_hz + 1e-6 < self._next_index:
-            return False
-        self._next_index = math.floor(time_s * self.rate_hz + 1e-6) + 1
-        return True
-
-
-def camera_calibration(params: CameraParams, camera_name: str) -> CameraCalibration:
-    """Return the ``camera_info`` calibration of a camera (plumb_bob, with its distortion).
-
-    For the real twin this is called with the NOMINAL world's cameras: what a datasheet says.
-    """
-    k = np.array(
-        [[params.fx_px, 0.0, params.cx_px], [0.0, params.fy_px, params.cy_px], [0.0, 0.0, 1.0]]
-    )
-    return CameraCalibration(
-        image_width=params.width_px,
-        image_height=params.height_px,
-        camera_name=camera_name,
-        camera_matrix=YamlMatrix.from_array(k),
-        distortion_model="plumb_bob",
-        distortion_coefficients=YamlMatrix.from_array(np.array([params.distortion.as_array()])),
-        projection_matrix=YamlMatrix.from_array(np.hstack([k, np.zeros((3, 1))])),
-    )
-
-
-@dataclass(frozen=True)
-class StaticTransform:
-    """A fixed mount: ``child`` in ``parent`` (translation m, quaternion w, x, y, z)."""
-
-    parent: str
-    child: str
-    translation_m: tuple[float, float, float]
-    quat_wxyz: tuple[float, float, float, float]
-
-
-def static_transforms(world: WorldParams) -> list[StaticTransform]:
-    """Every fixed joint of the cell description of ``world``, as a URDF would give them.
-
-    For the real twin this is called with the NOMINAL world (CAD mounts), never the truth.
-    """
-    transforms = []
-    for joint in build_description(world.layout()).joints:
-        if joint.joint_type != "fixed":
-            continue
-        matrix = joint.origin.matrix()
-        quat = matrix_to_quat(matrix[:3, :3])
-        transforms.append(
-            StaticTransform(
-                joint.parent,
-                joint.child,
-                (float(matrix[0, 3]), float(matrix[1, 3]), float(matrix[2, 3])),
-                (float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3])),
-            )
-        )
-    return transforms
-
-
-def _camera_params(world: WorldParams, camera_name: str) -> CameraParams:
-    return world.cameras.head if camera_name == "head_camera" else world.cameras.hand
-
-
-@dataclass
 class _Trial:
     trial_id: int
     seed: int
@@ -417,7 +210,8 @@ class SimCell:
         config: Stream settings.
         seed: Seed of the idle cell's reset.
         board: The operator's calibration board; the backend must then have been built with
-            :func:`board_scene_extra` of the same board and offer ``set_mocap_pose``.
+            :func:`r2s2r_sim.board.board_scene_extra` of the same board and offer
+            ``set_mocap_pose``.
 
     """
 
@@ -449,7 +243,7 @@ class SimCell:
         self._time_offset_s = 0.0
         self._encoder_offset_rad = 0.0
         self._camera_schedules = {
-            name: RateSchedule(_camera_params(world, name).rate_hz) for name in CAMERA_NAMES
+            name: RateSchedule(camera_params(world, name).rate_hz) for name in CAMERA_NAMES
         }
         self._encoder_schedule = RateSchedule(self.config.encoder_rate_hz)
         self._base_cache: tuple[WorldParams, FloatArray, FloatArray, FloatArray] | None = None
@@ -767,7 +561,7 @@ class SimCell:
 
     def camera_calibration(self, camera_name: str) -> CameraCalibration:
         """Return the published (nominal) calibration of ``camera_name``."""
-        return camera_calibration(_camera_params(self.nominal_world, camera_name), camera_name)
+        return camera_calibration(camera_params(self.nominal_world, camera_name), camera_name)
 
     def static_transforms(self) -> list[StaticTransform]:
         """Return the published (nominal) fixed mounts."""
@@ -787,96 +581,3 @@ def _check_rows(rows: Sequence[Sequence[float]] | FloatArray, n_joints: int, wha
             raise TrajectoryError(
                 f"points[{index}].{what} has {len(row)} values: expected {n_joints}, one per joint"
             )
-
-
-def quat_multiply(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Hamilton product ``a ⊗ b`` of quaternions ``(w, x, y, z)`` (rotation b, then a)."""
-    aw, ax, ay, az = (float(v) for v in a)
-    bw, bx, by, bz = (float(v) for v in b)
-    return np.array(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ]
-    )
-
-
-class RealTimePacer:
-    """Decides how many control periods are due so that cell time follows a wall clock.
-
-    Args:
-        control_period_s: Simulated seconds per control period.
-        real_time_factor: Simulated seconds per wall second (> 0).
-        max_lag_s: When the cell falls further behind than this (simulated seconds), the
-            schedule is re-anchored instead of catching up in a burst; counted in
-            :attr:`lag_resets`.
-        max_periods_per_call: Upper bound of one :meth:`due` answer (keeps a timer callback
-            short so that commands and services get served in between).
-
-    Raises:
-        ValueError: If a period, factor or bound is not positive.
-
-    """
-
-    def __init__(
-        self,
-        control_period_s: float,
-        real_time_factor: float = 1.0,
-        max_lag_s: float = 0.25,
-        max_periods_per_call: int = 200,
-    ):
-        for name, value in (
-            ("control_period_s", control_period_s),
-            ("real_time_factor", real_time_factor),
-            ("max_lag_s", max_lag_s),
-            ("max_periods_per_call", max_periods_per_call),
-        ):
-            if not value > 0:
-                raise ValueError(f"{name} = {value}: expected > 0")
-        self.control_period_s = float(control_period_s)
-        self.real_time_factor = float(real_time_factor)
-        self.max_lag_s = float(max_lag_s)
-        self.max_periods_per_call = int(max_periods_per_call)
-        self.lag_resets = 0
-        self._anchor_wall_s: float | None = None
-        self._periods_done = 0
-        self._window_wall_s = 0.0
-        self._window_sim_s = 0.0
-
-    def start(self, wall_s: float) -> None:
-        """Anchor the schedule at ``wall_s`` (call on activation)."""
-        self._anchor_wall_s = wall_s
-        self._periods_done = 0
-        self._window_wall_s = wall_s
-        self._window_sim_s = 0.0
-
-    def due(self, wall_s: float) -> int:
-        """Control periods to run now (0 if none); call :meth:`done` after running them."""
-        if self._anchor_wall_s is None:
-            self.start(wall_s)
-        assert self._anchor_wall_s is not None
-        target = (wall_s - self._anchor_wall_s) * self.real_time_factor / self.control_period_s
-        behind = math.floor(target + 1e-9) - self._periods_done
-        lag_periods = max(self.max_lag_s / self.control_period_s, self.max_periods_per_call)
-        if behind > lag_periods:
-            # Too far behind to catch up without starving everything else: give up the
-            # backlog and stay one call's worth behind the wall clock.
-            self.lag_resets += 1
-            self._periods_done = math.floor(target + 1e-9) - self.max_periods_per_call
-            behind = self.max_periods_per_call
-        return max(0, min(behind, self.max_periods_per_call))
-
-    def done(self, periods: int) -> None:
-        """Record that ``periods`` control periods were run."""
-        self._periods_done += periods
-        self._window_sim_s += periods * self.control_period_s
-
-    def achieved_rtf(self, wall_s: float) -> float:
-        """Return simulated / wall seconds since the previous call (or :meth:`start`)."""
-        since_s = wall_s - self._window_wall_s
-        rtf = self._window_sim_s / since_s if since_s > 0.0 else 0.0
-        self._window_wall_s = wall_s
-        self._window_sim_s = 0.0
-        return rtf

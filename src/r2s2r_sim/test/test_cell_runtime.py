@@ -9,13 +9,12 @@ from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from r2s2r_sim.cell_runtime import (
     CellConfig,
     CommandRejected,
-    RateSchedule,
-    RealTimePacer,
     SimCell,
     TrialRequestError,
     TrialState,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.pacing import RateSchedule, RealTimePacer
 from r2s2r_sim.task import world_to_frame
 from r2s2r_sim.world import WorldParams, load_world
 

@@ -75,7 +75,7 @@ def test_camera_info_from_file_and_no_static_tf(tmp_path: Path) -> None:
         np.testing.assert_allclose(infos[-1].d, [-0.04, 0.01, 0.0, 0.0, 0.0])
         assert infos[-1].header.frame_id == "head_camera_optical_frame"
         # The hand camera keeps its datasheet intrinsics (nominal fx = 90).
-        assert twin._calibrations["hand_camera"].k[0, 0] == pytest.approx(90.0)
+        assert twin.server.options.camera_calibrations["hand_camera"].k[0, 0] == pytest.approx(90.0)
         publishers = [i.node_name for i in twin.get_publishers_info_by_topic("/tf_static")]
         assert "twin_with_calibration" not in publishers
     finally:

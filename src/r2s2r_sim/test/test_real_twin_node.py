@@ -22,9 +22,14 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (scripts/setup.sh)")
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
-from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS  # noqa: E402
+from r2s2r_common.ros.qos import (  # noqa: E402
+    LATCHED_QOS,
+    OUTCOME_QOS,
+    RELIABLE_QOS,
+    SENSOR_DATA_QOS,
+)
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES  # noqa: E402
-from r2s2r_sim.nodes.real_twin import OUTCOME_QOS, RealTwinNode  # noqa: E402
+from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
 from rclpy.duration import Duration  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
@@ -406,6 +411,7 @@ print(json.dumps({"failed": failed, "modules": sorted(sys.modules)}))
 """
 
 
+@pytest.mark.graph
 def test_twin_params_never_reach_a_pipeline_module() -> None:
     sources: dict[str, str] = {}
     for package in PIPELINE_PACKAGES:

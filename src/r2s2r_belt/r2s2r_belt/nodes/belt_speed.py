@@ -24,6 +24,7 @@ from r2s2r_common.ros.params import (
 )
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
+from r2s2r_common.stamps import stamp_to_s
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -37,12 +38,6 @@ from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree, add
 from r2s2r_belt.vision_geometry import vision_config_from_camera
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray
 from tf2_msgs.msg import TFMessage
-
-
-def stamp_to_s(stamp: Any) -> float:
-    """``builtin_interfaces/Time`` to seconds."""
-    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
-
 
 # The schema this node declares its ROS parameters from; r2s2r.graph types launch
 # parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).

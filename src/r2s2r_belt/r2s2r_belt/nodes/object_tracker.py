@@ -25,23 +25,20 @@ from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_node
+from r2s2r_common.stamps import stamp_to_s
+from r2s2r_description.transforms import matrix_to_quat
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
 from r2s2r_belt.tracking.detection import FrameError, SceneGeometry
-from r2s2r_belt.tracking.geometry import CameraModel, CameraModelError, matrix_to_quat
+from r2s2r_belt.tracking.geometry import CameraModel, CameraModelError
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore, TrackerOutput
 from r2s2r_belt.tracking.sync import Pair, StampSynchronizer
 from r2s2r_belt.tracking.tf_tree import TransformTree, add_transforms
 from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
 from tf2_msgs.msg import TFMessage
-
-
-def stamp_to_s(stamp: Any) -> float:
-    """``builtin_interfaces/Time`` to seconds."""
-    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
 
 
 def camera_model_from_msg(msg: CameraInfo) -> CameraModel:
@@ -104,7 +101,7 @@ def tracks_to_msg(output: TrackerOutput, stamp: Any, frame_id: str) -> ObjectTra
         track.object_type = snapshot.type_name
         x, y, z = (float(v) for v in snapshot.position_m)
         track.pose.position.x, track.pose.position.y, track.pose.position.z = x, y, z
-        qx, qy, qz, qw = (float(v) for v in matrix_to_quat(snapshot.rotation))
+        qw, qx, qy, qz = (float(v) for v in matrix_to_quat(snapshot.rotation))
         track.pose.orientation.x, track.pose.orientation.y = qx, qy
         track.pose.orientation.z, track.pose.orientation.w = qz, qw
         vx, vy, vz = (float(v) for v in snapshot.velocity_mps)

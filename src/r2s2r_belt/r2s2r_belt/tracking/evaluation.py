@@ -19,15 +19,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import WorldParams
 
-from r2s2r_belt.tracking.geometry import (
-    FloatArray,
-    invert_transform,
-    quat_to_matrix,
-)
+from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
 
 
 @dataclass(frozen=True)
@@ -122,8 +119,7 @@ class TwinScene:
         for pose in self.backend.object_poses().values():
             if not pose.active:
                 continue
-            w, x, y, z = pose.quat_wxyz
-            rotation = quat_to_matrix((x, y, z, w))
+            rotation = quat_to_matrix(pose.quat_wxyz)
             poses.append(
                 TruthPose(
                     name=pose.name,

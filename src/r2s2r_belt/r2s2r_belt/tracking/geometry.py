@@ -1,8 +1,9 @@
 """Camera model and rigid-transform helpers of the tracker (NumPy/OpenCV, no ROS).
 
 Conventions: 4x4 homogeneous transforms ``T_a_b`` map points of frame ``b`` into frame ``a``;
-quaternions are ``(x, y, z, w)`` as in geometry_msgs; the optical frame is REP 103 (z forward,
-x right, y down); pixel centres at integer coordinates (OpenCV).
+rotations and quaternions (``(w, x, y, z)``, the workspace's one order) come from
+:mod:`r2s2r_description.transforms`; the optical frame is REP 103 (z forward, x right, y down);
+pixel centres at integer coordinates (OpenCV).
 """
 
 from __future__ import annotations
@@ -98,55 +99,6 @@ class CameraModel:
         return np.asarray(rays, dtype=np.float64).reshape(self.height_px, self.width_px, 2)
 
 
-def quat_to_matrix(quat_xyzw: Sequence[float]) -> FloatArray:
-    """Convert a quaternion ``(x, y, z, w)`` (normalised here) to a 3x3 rotation matrix.
-
-    Raises:
-        ValueError: For a zero quaternion.
-
-    """
-    q = np.asarray(quat_xyzw, dtype=float)
-    norm = float(np.linalg.norm(q))
-    if norm < 1e-12:
-        raise ValueError(f"quaternion {list(q)}: zero norm, expected a unit quaternion")
-    x, y, z, w = q / norm
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def matrix_to_quat(rotation: FloatArray) -> FloatArray:
-    """3x3 rotation matrix to a unit quaternion ``(x, y, z, w)`` with ``w >= 0``."""
-    m = np.asarray(rotation, dtype=float)
-    trace = m[0, 0] + m[1, 1] + m[2, 2]
-    if trace > 0.0:
-        s = 2.0 * np.sqrt(trace + 1.0)
-        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, 0.25 * s]
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
-        q = [0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s, (m[2, 1] - m[1, 2]) / s]
-    elif m[1, 1] > m[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
-        q = [(m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s, (m[0, 2] - m[2, 0]) / s]
-    else:
-        s = 2.0 * np.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
-        q = [(m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s, (m[1, 0] - m[0, 1]) / s]
-    quat = np.asarray(q) / np.linalg.norm(q)
-    return quat if quat[3] >= 0.0 else -quat
-
-
-def make_transform(translation_m: Sequence[float], rotation: FloatArray) -> FloatArray:
-    """Homogeneous 4x4 transform from a translation and a 3x3 rotation."""
-    transform = np.eye(4)
-    transform[:3, :3] = rotation
-    transform[:3, 3] = np.asarray(translation_m, dtype=float)
-    return transform
-
-
 def invert_transform(transform: FloatArray) -> FloatArray:
     """Inverse of a rigid 4x4 transform."""
     inverse = np.eye(4)
@@ -154,12 +106,6 @@ def invert_transform(transform: FloatArray) -> FloatArray:
     inverse[:3, :3] = rotation.T
     inverse[:3, 3] = -rotation.T @ transform[:3, 3]
     return inverse
-
-
-def rot_z(angle_rad: float) -> FloatArray:
-    """Rotation about z by ``angle_rad``."""
-    c, s = np.cos(angle_rad), np.sin(angle_rad)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 def wrap_angle(angle_rad: float, period_rad: float = 2.0 * np.pi) -> float:

@@ -10,13 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from r2s2r_description.transforms import make_transform, quat_to_matrix
 
-from r2s2r_belt.tracking.geometry import (
-    FloatArray,
-    invert_transform,
-    make_transform,
-    quat_to_matrix,
-)
+from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
 
 
 class TransformLookupError(LookupError):
@@ -57,10 +53,15 @@ class TransformTree:
         parent: str,
         child: str,
         translation_m: Sequence[float],
-        quat_xyzw: Sequence[float],
+        quat_wxyz: Sequence[float],
     ) -> None:
-        """Add an edge from a translation and a quaternion ``(x, y, z, w)`` (TransformStamped)."""
-        self.set_transform(parent, child, make_transform(translation_m, quat_to_matrix(quat_xyzw)))
+        """Add an edge from a translation (m) and a quaternion ``(w, x, y, z)``.
+
+        Raises:
+            ValueError: Bad frame names or a zero quaternion.
+
+        """
+        self.set_transform(parent, child, make_transform(translation_m, quat_to_matrix(quat_wxyz)))
 
     def _root_pose(self, frame: str) -> tuple[str, FloatArray]:
         """``(root, T_root_frame)`` following parents up from ``frame``."""
@@ -114,7 +115,7 @@ def add_transforms(tree: TransformTree, transforms: Sequence[Any]) -> list[str]:
                 transform.header.frame_id,
                 transform.child_frame_id,
                 (t.x, t.y, t.z),
-                (q.x, q.y, q.z, q.w),
+                (q.w, q.x, q.y, q.z),
             )
         except ValueError as error:
             errors.append(str(error))

@@ -20,27 +20,18 @@ from typing import Any
 import rclpy
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
+from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_sim.world import load_world
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
+from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.intrinsics import ChessboardConfig
 from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient
-from r2s2r_calibration.procedure import (
-    CellClient,
-    GroundingRun,
-    ProcedureConfig,
-    parse_steps,
-    run_grounding,
-)
+from r2s2r_calibration.procedure import parse_steps, run_grounding
+from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig
 from r2s2r_calibration.report import write_grounding_outputs
 from r2s2r_calibration.session_bag import RecordingCellClient
 
@@ -86,7 +77,7 @@ class CalibrationParams(ConfigModel):
 PARAMETER_SCHEMA = CalibrationParams
 
 
-class CalibrationNode(LifecycleNode):
+class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
     """The grounding procedure as a lifecycle node; see the module docstring.
 
     Args:
@@ -97,9 +88,7 @@ class CalibrationNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "calibration", progress: Any = None, **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        add_schema_validation(self, self._schema)
+        super().__init__(node_name, PARAMETER_SCHEMA, **kwargs)
         self.params: CalibrationParams | None = None
         self.client: RosCellClient | None = None
         self._progress = progress
@@ -114,7 +103,7 @@ class CalibrationNode(LifecycleNode):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Parameters, nominal world and the cell client; FAILURE (logged) on bad input."""
         try:
-            params = config_from_parameters(self, self._schema, CalibrationParams)
+            params = self.config_from_parameters()
             self._steps = parse_steps(params.steps)
             self._nominal = load_world(resolve_config_path(params.nominal_world_path))
             board = ChessboardConfig(
@@ -186,12 +175,6 @@ class CalibrationNode(LifecycleNode):
         finally:
             self.wall_s = time.perf_counter() - started
             self.done.set()
-
-    def autostart(self) -> bool:
-        """Configure and activate; False if configure failed."""
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            return False
-        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
 
 def spin_until_done(node: CalibrationNode, executor: Executor) -> None:

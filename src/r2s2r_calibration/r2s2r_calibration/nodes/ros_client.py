@@ -1,9 +1,10 @@
-"""A :class:`~r2s2r_calibration.procedure.CellClient` over ROS: a running cell's contract topics.
+"""A :class:`~r2s2r_calibration.cell_client.CellClient` over ROS: a running cell's contract topics.
 
-It uses only what a real cell exposes (DESIGN.md section 4): camera images and ``camera_info``,
-head depth, ``/joint_states``, the two joint_trajectory_controller topics, ``/belt/encoder``,
-``/tf_static`` and the ``/trial/start`` / ``/trial/reset`` services. The board operator (a person
-on hardware) is reached through ``/twin/operator/board_pose`` when ``board_operator`` is on.
+It uses only what a real cell exposes (docs/architecture.md, section 4): camera images and
+``camera_info``, head depth, ``/joint_states``, the two joint_trajectory_controller topics,
+``/belt/encoder``, ``/tf_static`` and the ``/trial/start`` / ``/trial/reset`` services. The
+board operator (a person on hardware) is reached through ``/twin/operator/board_pose`` when
+``board_operator`` is on.
 
 The procedure runs in a worker thread and blocks on this client; the node is spun by an
 executor in another thread, whose callbacks fill the buffers below under one condition
@@ -24,6 +25,7 @@ from geometry_msgs.msg import PoseStamped
 from r2s2r_common.camera_info import from_camera_info_msg
 from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -33,9 +35,9 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from r2s2r_calibration.cell_client import BoardOperator, CameraModel
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.procedure import BoardOperator, CameraModel
 from r2s2r_calibration.sysid import JointStateLog
 from r2s2r_interfaces.srv import StartTrial
 from tf2_msgs.msg import TFMessage
@@ -46,18 +48,6 @@ BOARD_POSE_TOPIC = "/twin/operator/board_pose"
 
 class CellTimeoutError(CalibrationError):
     """The cell did not deliver what was asked for in time (not running, or not publishing)."""
-
-
-def stamp_s(stamp: Any) -> float:
-    """Seconds of a ``builtin_interfaces/Time``."""
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
-
-
-def stamp_msg(seconds: float, template: Any) -> Any:
-    """Fill a ``builtin_interfaces/Time`` (``template``) with ``seconds``."""
-    nanoseconds = round(seconds * 1e9)
-    template.sec, template.nanosec = nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000
-    return template
 
 
 def pose_stamped(frame: str, pose: FloatArray) -> PoseStamped:
@@ -106,6 +96,8 @@ class RosCellClient:
         self._cond = threading.Condition()
         self._index = {name: i for i, name in enumerate(ALL_JOINT_NAMES)}
         self._time_s = -1.0
+        self._wake_targets_s: list[float] = []  # cell times wait_until callers wait for
+        self._wake_at_s = float("inf")  # the earliest of them
         self._positions: FloatArray | None = None
         self._logging = False
         self._log: list[tuple[float, FloatArray, FloatArray]] = []
@@ -157,7 +149,7 @@ class RosCellClient:
     def _on_joints(self, msg: JointState) -> None:
         if len(msg.name) != len(msg.position):
             return
-        stamp = stamp_s(msg.header.stamp)
+        stamp = stamp_to_s(msg.header.stamp)
         positions = np.full(len(ALL_JOINT_NAMES), np.nan)
         velocities = np.zeros(len(ALL_JOINT_NAMES))
         for k, name in enumerate(msg.name):
@@ -167,18 +159,23 @@ class RosCellClient:
                 if k < len(msg.velocity):
                     velocities[index] = msg.velocity[k]
         with self._cond:
+            first = self._positions is None
             if stamp >= self._time_s:
                 self._time_s = stamp
                 self._positions = positions
             if self._logging:
                 self._log.append((stamp, positions, velocities))
-            self._cond.notify_all()
+            # Wake a waiter only when what it waits for may have come (the first state, or the
+            # cell time it waits for): at 500 Hz, waking it for every state makes three threads
+            # take turns at the GIL for every message.
+            if first or self._time_s >= self._wake_at_s:
+                self._cond.notify_all()
 
     def _on_encoder(self, msg: JointState) -> None:
         if len(msg.position) < 1:
             return
         with self._cond:
-            self._encoder.append((stamp_s(msg.header.stamp), float(msg.position[0])))
+            self._encoder.append((stamp_to_s(msg.header.stamp), float(msg.position[0])))
 
     def _on_tf_static(self, msg: TFMessage) -> None:
         with self._cond:
@@ -198,7 +195,7 @@ class RosCellClient:
             return
         with self._cond:
             frames = self._images.setdefault(key, [])
-            frames.append((stamp_s(msg.header.stamp), array))
+            frames.append((stamp_to_s(msg.header.stamp), array))
             del frames[:-4]
             self._received[key] = self._received.get(key, 0) + 1
             self._cond.notify_all()
@@ -307,7 +304,16 @@ class RosCellClient:
 
     def wait_until(self, time_s: float) -> None:
         """Block until the cell clock reached ``time_s``."""
-        self._wait(lambda: self._time_s >= time_s - 1e-9, f"cell time {time_s:.3f} s")
+        target = time_s - 1e-9
+        with self._cond:
+            self._wake_targets_s.append(target)
+            self._wake_at_s = min(self._wake_targets_s)
+        try:
+            self._wait(lambda: self._time_s >= target, f"cell time {time_s:.3f} s")
+        finally:
+            with self._cond:
+                self._wake_targets_s.remove(target)
+                self._wake_at_s = min(self._wake_targets_s, default=float("inf"))
 
     def joint_positions(self) -> FloatArray:
         """Latest joint positions (rad)."""
@@ -359,10 +365,10 @@ class RosCellClient:
     ) -> None:
         """Publish a JointTrajectory starting at ``start_time_s`` (cell clock)."""
         msg = JointTrajectory(joint_names=list(joint_names))
-        stamp_msg(start_time_s, msg.header.stamp)
+        set_stamp(msg.header.stamp, start_time_s)
         for t, row in zip(np.asarray(times_s, dtype=float), np.asarray(positions), strict=True):
             point = JointTrajectoryPoint(positions=[float(v) for v in row])
-            stamp_msg(float(t), point.time_from_start)
+            set_stamp(point.time_from_start, float(t))
             msg.points.append(point)
         self._trajectory[controller].publish(msg)
 

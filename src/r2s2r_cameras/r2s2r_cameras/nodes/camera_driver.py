@@ -16,7 +16,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from r2s2r_common.camera_info import (
     CameraCalibration,
@@ -25,14 +24,10 @@ from r2s2r_common.camera_info import (
     uncalibrated,
 )
 from r2s2r_common.image_conversion import encoding_spec, to_image_msg
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
+from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
+from r2s2r_common.ros.time import time_msg
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image
@@ -46,12 +41,6 @@ from r2s2r_cameras.backends import (
 )
 from r2s2r_cameras.config import CameraDriverConfig
 from r2s2r_cameras.processing import convert_encoding, resize_frame
-
-
-def seconds_to_time_msg(seconds: float) -> Time:
-    """Convert a time in seconds to ``builtin_interfaces/Time``."""
-    nanoseconds = round(seconds * 1e9)
-    return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
 
 
 class CaptureStats:
@@ -97,7 +86,7 @@ class CaptureStats:
 PARAMETER_SCHEMA = CameraDriverConfig
 
 
-class CameraDriverNode(LifecycleNode):
+class CameraDriverNode(SchemaLifecycleNode[CameraDriverConfig]):
     """Lifecycle camera driver; see the module docstring.
 
     Args:
@@ -114,10 +103,8 @@ class CameraDriverNode(LifecycleNode):
         extra_backends: dict[str, BackendFactory] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(node_name, **kwargs)
+        super().__init__(node_name, PARAMETER_SCHEMA, **kwargs)
         self._extra_backends = extra_backends or {}
-        self._schema_parameters = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        add_schema_validation(self, self._schema_parameters)
         self.config: CameraDriverConfig | None = None
         self._backend: CameraBackend | None = None
         self._calibration: CameraCalibration | None = None
@@ -138,12 +125,12 @@ class CameraDriverNode(LifecycleNode):
             self._configure()
         except (ValueError, CaptureError) as error:
             self.get_logger().error(f"configure failed: {error}")
-            self._release()
+            self.release()
             return TransitionCallbackReturn.FAILURE
         return TransitionCallbackReturn.SUCCESS
 
     def _configure(self) -> None:
-        config = config_from_parameters(self, self._schema_parameters, CameraDriverConfig)
+        config = self.config_from_parameters()
         if (config.output_width_px > 0) != (config.output_height_px > 0):
             raise ValueError(
                 f"output_width_px x output_height_px = {config.output_width_px} x "
@@ -197,16 +184,6 @@ class CameraDriverNode(LifecycleNode):
         self._state_text = "inactive"
         return super().on_deactivate(state)
 
-    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        """Close the backend and drop publishers and timers."""
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
-        """Stop capturing and release everything."""
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
     def _stop_worker(self) -> None:
         self._stop.set()
         if self._worker is not None:
@@ -215,7 +192,8 @@ class CameraDriverNode(LifecycleNode):
             self._worker.join(timeout=2.0)
             self._worker = None
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Stop capturing, close the backend, drop publishers and timers (cleanup, shutdown)."""
         self._stop_worker()
         if self._backend is not None:
             self._backend.close()
@@ -271,7 +249,7 @@ class CameraDriverNode(LifecycleNode):
             image = resize_frame(
                 image, config.output_width_px, config.output_height_px, config.encoding
             )
-        stamp = seconds_to_time_msg(capture_time_s)
+        stamp = time_msg(capture_time_s)
         image_msg = to_image_msg(image, config.encoding, stamp, config.optical_frame)
         assert self._calibration is not None
         info_msg = to_camera_info_msg(self._calibration, stamp, config.optical_frame)
@@ -318,12 +296,6 @@ class CameraDriverNode(LifecycleNode):
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         publisher.publish(array)
-
-    def autostart(self) -> bool:
-        """Configure and activate (no lifecycle manager needed); False if configure failed."""
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            return False
-        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
     @property
     def stats(self) -> CaptureStats:

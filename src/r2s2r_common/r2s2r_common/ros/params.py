@@ -217,9 +217,10 @@ def declare_config(
 ) -> ModelT:
     """Declare ``model``'s parameters on a plain node, build the config and guard changes.
 
-    For nodes that must fail at start-up on bad parameters (lifecycle nodes instead call
-    :func:`declare_schema_parameters` in the constructor and :func:`config_from_parameters` in
-    ``on_configure``, so that a bad value makes configure fail with the reason).
+    For nodes that must fail at start-up on bad parameters (lifecycle nodes instead derive from
+    :class:`r2s2r_common.ros.lifecycle.SchemaLifecycleNode`, which declares in the constructor
+    and builds the config in ``on_configure``, so that a bad value makes configure fail with the
+    reason).
 
     Raises:
         ConfigError: A parameter value is invalid (named, with the expectation).

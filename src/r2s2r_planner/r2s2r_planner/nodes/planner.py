@@ -20,6 +20,7 @@ from pydantic import Field
 from r2s2r_common.config import ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_sim.world import load_world
@@ -52,10 +53,6 @@ class PlannerNodeConfig(ConfigModel):
     )
 
 
-def _stamp_s(stamp: Any) -> float:
-    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
-
-
 def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
     """Convert a :class:`JointCommand` to a JointTrajectory message (zero stamp: start now)."""
     message = JointTrajectory()
@@ -65,9 +62,7 @@ def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
         point.positions = [float(v) for v in command.positions[index]]
         if command.velocities is not None:
             point.velocities = [float(v) for v in command.velocities[index]]
-        nanoseconds = round(float(time_s) * 1e9)
-        point.time_from_start.sec = nanoseconds // 1_000_000_000
-        point.time_from_start.nanosec = nanoseconds % 1_000_000_000
+        set_stamp(point.time_from_start, float(time_s))
         message.points.append(point)
     return message
 
@@ -153,7 +148,7 @@ class PlannerNode(Node):
         if speed is None:
             return False, "no /belt/speed"
         now = self._now_s()
-        stamp = _stamp_s(tracks.header.stamp) or now
+        stamp = stamp_to_s(tracks.header.stamp) or now
         if now - stamp > self.config.track_timeout_s:
             return (
                 False,

@@ -11,8 +11,9 @@ observation pipeline as the ROS path:
 - belt speed and object tracks from the graph's perception run in process
   (:class:`r2s2r_belt.perception.CellPerception`: the ``belt_speed`` node's encoder + optical
   flow + Kalman filter and the ``object_tracker`` node's detector + tracker, configured from the
-  same ``config/belt/*.yaml`` files and knowing the cell only as its ``camera_info`` and
-  ``/tf_static`` state it), fed with the cell's encoder and head RGB-D frames;
+  same ``config/nodes/{belt_speed,object_tracker}.yaml`` files and knowing the cell only as its
+  ``camera_info`` and ``/tf_static`` state it), fed with the cell's encoder and head RGB-D
+  frames;
 - chunks pass the engine's safety filter and go to the cell split per controller, as the
   node's JointTrajectory messages do.
 
@@ -57,8 +58,8 @@ HEAD_CAMERA = "head_camera"
 
 def make_perception(
     knowledge_world_path: str | Path = "world/nominal.yaml",
-    belt_config_path: str | Path = "belt/belt_speed.yaml",
-    tracker_config_path: str | Path = "belt/object_tracker.yaml",
+    belt_config_path: str | Path = "nodes/belt_speed.yaml",
+    tracker_config_path: str | Path = "nodes/object_tracker.yaml",
 ) -> CellPerception:
     """Build the evaluation graph's perception (relative paths resolve against ``config/``).
 
@@ -170,8 +171,8 @@ def evaluate_in_process(
     twin_config_path: str | Path = "twin/default.yaml",
     nominal_world_path: str | Path = "world/nominal.yaml",
     inference: InferenceConfig | None = None,
-    belt_config_path: str | Path = "belt/belt_speed.yaml",
-    tracker_config_path: str | Path = "belt/object_tracker.yaml",
+    belt_config_path: str | Path = "nodes/belt_speed.yaml",
+    tracker_config_path: str | Path = "nodes/object_tracker.yaml",
     knowledge_world_path: str | Path | None = None,
     robot_spec: RobotSpec | None = None,
     progress: Callable[[TrialRecord], None] | None = None,

@@ -29,22 +29,14 @@ from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
 from r2s2r_common.process import spawn_owned, stop_process_group
+from r2s2r_common.ros.qos import OUTCOME_QOS
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from .report import EvaluationReport
 from .trials import NOMINAL, EvaluationConfig, TrialRecord, trial_plan
-
-OUTCOME_QOS = QoSProfile(
-    depth=10,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    history=HistoryPolicy.KEEP_LAST,
-)
-"""Matches the twin's ``/trial/outcome`` (reliable, latched last 10)."""
 
 
 class HarnessError(RuntimeError):
@@ -305,10 +297,10 @@ class EvaluationGraph:
                         "publish_depth": self.object_tracks,
                     },
                 ),
-                GraphNode("r2s2r_belt", "belt_speed", "belt/belt_speed.yaml"),
+                GraphNode("r2s2r_belt", "belt_speed", "nodes/belt_speed.yaml"),
             ]
             if self.object_tracks:
-                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "belt/object_tracker.yaml"))
+                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "nodes/object_tracker.yaml"))
         overrides = {
             "checkpoint_path": self.checkpoint,
             "command_rate_hz": self.control_rate_hz * self.real_time_factor,

@@ -526,8 +526,8 @@ class Experiment:
             "inference": inference.model_dump(mode="json"),
             # What the evaluators read besides the twin: the published world, belt estimator.
             "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
-            "belt_speed": content_hash(_resolve_config("belt/belt_speed.yaml")),
-            "object_tracker": content_hash(_resolve_config("belt/object_tracker.yaml")),
+            "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
+            "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
         }
         if self.config.evaluator == "ros":
             inputs["real_time_factor"] = self.config.real_time_factor

@@ -29,28 +29,23 @@ from typing import Any, Literal
 
 import numpy as np
 import rclpy
-from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
+from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.time import duration_msg
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import (
     TRACKER_SOURCE,
     TrackView,
     object_track_fields,
-    yaw_from_quat_xyzw,
+    yaw_from_quat,
 )
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -188,19 +183,13 @@ def track_view(track: ObjectTrack) -> TrackView:
         type_name=str(track.object_type),
         position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
         velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
-        yaw_rad=yaw_from_quat_xyzw((q.x, q.y, q.z, q.w)),
+        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
     )
 
 
 def camera_topic(key: str) -> str:
     """Return the image topic of a camera key: ``head_camera_rgb`` -> ``/head_camera/image_raw``."""
     return f"/{key.removesuffix('_rgb')}/image_raw"
-
-
-def duration_msg(seconds: float) -> Duration:
-    """``builtin_interfaces/Duration`` of ``seconds`` (≥ 0)."""
-    nanoseconds = round(seconds * 1e9)
-    return Duration(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
 
 
 def trajectory_messages(command: ActionCommand) -> dict[str, JointTrajectory]:
@@ -222,7 +211,7 @@ def trajectory_messages(command: ActionCommand) -> dict[str, JointTrajectory]:
 PARAMETER_SCHEMA = PolicyInferenceParams
 
 
-class PolicyInferenceNode(LifecycleNode):
+class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
     """The policy inference node; see the module docstring.
 
     Args:
@@ -232,9 +221,7 @@ class PolicyInferenceNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "policy_inference", **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        add_schema_validation(self, self._schema)
+        super().__init__(node_name, PARAMETER_SCHEMA, **kwargs)
         self.params: PolicyInferenceParams | None = None
         self.engine: InferenceEngine | None = None
         self.last_error = ""
@@ -249,7 +236,7 @@ class PolicyInferenceNode(LifecycleNode):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load the checkpoint against the robot spec; FAILURE (reason logged) if it misfits."""
         try:
-            params = config_from_parameters(self, self._schema, PolicyInferenceParams)
+            params = self.config_from_parameters()
             if not params.checkpoint_path:
                 raise ConfigError("checkpoint_path: expected a checkpoint directory, got ''")
             loaded = load_checkpoint(params.checkpoint_path, expected=params.robot_spec())
@@ -360,12 +347,6 @@ class PolicyInferenceNode(LifecycleNode):
                 self.destroy_lifecycle_publisher(publisher)
         self._pubs = {}
         self.params = None
-
-    def autostart(self) -> bool:
-        """Configure and activate (no lifecycle manager needed); False if configure failed."""
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            return False
-        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
 
     # -- inputs (short callbacks: convert and store; inference runs on the engine's thread) ---
     def _drop(self, what: str, reason: str) -> None:

@@ -21,7 +21,7 @@ from .object_track import (
     TrackView,
     object_track_fields,
     type_names_of,
-    yaw_from_quat_xyzw,
+    yaw_from_quat,
 )
 from .schema import (
     BELT_SPEED_KEY,
@@ -56,5 +56,5 @@ __all__ = [
     "merge_shards",
     "object_track_fields",
     "type_names_of",
-    "yaw_from_quat_xyzw",
+    "yaw_from_quat",
 ]

@@ -106,9 +106,9 @@ class TrackView:
     yaw_rad: float
 
 
-def yaw_from_quat_xyzw(quat_xyzw: Sequence[float]) -> float:
-    """Yaw (rad) about z of a unit quaternion (x, y, z, w)."""
-    x, y, z, w = (float(v) for v in quat_xyzw)
+def yaw_from_quat(quat_wxyz: Sequence[float]) -> float:
+    """Yaw (rad) about z of a unit quaternion ``(w, x, y, z)``."""
+    w, x, y, z = (float(v) for v in quat_wxyz)
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 

@@ -30,18 +30,18 @@ from typing import Any
 import numpy as np
 import rclpy
 import rclpy.task
-from builtin_interfaces.msg import Duration
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
-from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS
+from r2s2r_common.ros.qos import DEFAULT_QOS, OUTCOME_QOS, RELIABLE_QOS
 from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.time import duration_msg
+from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from rcl_interfaces.srv import SetParameters
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -69,10 +69,6 @@ RECORDED_TOPICS: tuple[str, ...] = (
 """What a demonstration episode needs in its bag (bag → dataset conversion and MimicGen)."""
 
 EXIT_RECORDER_FAILED = 1
-
-OUTCOME_QOS = QoSProfile(
-    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-)
 
 
 class DemonstratorNodeConfig(ConfigModel):
@@ -159,15 +155,12 @@ def to_trajectory_msg(command: JointCommand, stamp_s: float = 0.0) -> JointTraje
     """
     msg = JointTrajectory()
     if stamp_s > 0.0:
-        msg.header.stamp.sec = int(stamp_s)
-        msg.header.stamp.nanosec = min(round((stamp_s - int(stamp_s)) * 1e9), 999_999_999)
+        set_stamp(msg.header.stamp, stamp_s)
     msg.joint_names = list(command.joint_names)
     for t, positions in zip(command.times_s, command.positions, strict=True):
-        seconds = int(t)
         msg.points.append(
             JointTrajectoryPoint(
-                positions=[float(p) for p in positions],
-                time_from_start=Duration(sec=seconds, nanosec=round((t - seconds) * 1e9)),
+                positions=[float(p) for p in positions], time_from_start=duration_msg(float(t))
             )
         )
     return msg
@@ -196,11 +189,6 @@ def objects_from_msg(msg: Any) -> tuple[ObjectObservation, ...]:
             )
         )
     return tuple(result)
-
-
-def stamp_s(stamp: Any) -> float:
-    """Convert a builtin_interfaces/Time to seconds."""
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
 
 
 class Stage(enum.Enum):
@@ -320,10 +308,10 @@ class DemonstratorNode(Node):
             self.get_logger().warn("joint_states without all 18 joints: ignored", once=True)
             return
         self.joints = vector
-        self.joints_time_s = stamp_s(msg.header.stamp)
+        self.joints_time_s = stamp_to_s(msg.header.stamp)
 
     def _on_objects(self, msg: Any) -> None:
-        stamp = stamp_s(msg.header.stamp)
+        stamp = stamp_to_s(msg.header.stamp)
         if stamp < self._trial_requested_s:
             return  # seen before this trial was asked for (the previous trial's belt)
         self.objects = objects_from_msg(msg)

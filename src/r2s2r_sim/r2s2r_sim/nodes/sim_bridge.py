@@ -14,16 +14,16 @@ A lifecycle node with two modes (parameter ``mode``, read at configure):
 
 ``generation``
     Serves a :class:`~r2s2r_sim.cell_runtime.SimCell` of the nominal or grounded world through
-    the same interface as the real twin (cameras with the world's own camera_info, head depth,
-    ``/joint_states``, controller topics, belt encoder, ``/tf_static``, ``/clock``,
-    ``/trial/outcome``, ``/trial/start``, ``/trial/reset``, ``/diagnostics``), paced to the wall
-    clock at ``real_time_factor``, plus ``/cell/markers`` with the simulated objects. The twin's
-    hidden world files (a ``twin/`` folder) are refused.
+    the real twin's server (:class:`~r2s2r_sim.nodes.cell_server.CellServer`: cameras with the
+    world's own camera_info, head depth, ``/joint_states``, controller topics, belt encoder,
+    ``/tf_static``, ``/clock``, ``/trial/outcome``, ``/trial/start``, ``/trial/reset``,
+    ``/diagnostics``), paced to the wall clock at ``real_time_factor``, plus ``/cell/markers``
+    with the simulated objects. The twin's hidden world files (a ``twin/`` folder) are refused.
 
 configure: parameters -> :class:`SimBridgeConfig`, load the world, build the simulator and
 publishers (FAILURE with a logged reason on bad input). activate: subscriptions, services and
-timers. deactivate: stop them. cleanup: free the simulator. ``autostart`` configures and
-activates at start-up (there is no lifecycle manager here).
+timers (generation: stepping). deactivate: stop them. cleanup: free the simulator.
+``autostart`` configures and activates at start-up (there is no lifecycle manager here).
 """
 
 from __future__ import annotations
@@ -39,60 +39,31 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
-from r2s2r_common.camera_info import to_camera_info_msg
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
-from r2s2r_common.ros.params import (
-    add_schema_validation,
-    config_from_parameters,
-    declare_schema_parameters,
-)
-from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
+from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
+from r2s2r_common.ros.time import time_msg
 from r2s2r_description.cell import build_description
-from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import make_transform, quat_to_matrix
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_srvs.srv import Trigger
-from trajectory_msgs.msg import JointTrajectory
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
-from r2s2r_interfaces.msg import ObjectTrackArray, TrialOutcome
-from r2s2r_interfaces.srv import StartTrial
-from r2s2r_sim.cell_runtime import (
-    CAMERA_NAMES,
-    CellConfig,
-    CommandRejected,
-    ControlStep,
-    RealTimePacer,
-    SimCell,
-    TrialRequestError,
-    TrialResult,
-)
+from r2s2r_interfaces.msg import ObjectTrackArray
+from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
 from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
 from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from r2s2r_sim.world import WorldParams, load_world
 from tf2_msgs.msg import TFMessage
 
 TF_QOS = QoSProfile(depth=100)
 """``/tf``: reliable, volatile, deep enough for bursts."""
-
-OUTCOME_QOS = QoSProfile(
-    depth=10,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-    history=HistoryPolicy.KEEP_LAST,
-)
-"""``/trial/outcome``: reliable and latched for the last 10 trials (as the twin)."""
-
-ENCODER_JOINT = "belt_roller_joint"
-"""Joint name of the belt encoder's roller on ``/belt/encoder``."""
 
 _MARKER_TYPES = {
     MarkerShape.CUBE: Marker.CUBE,
@@ -161,6 +132,13 @@ class SimBridgeConfig(ConfigModel):
     publish_depth: bool = Field(
         default=True, description="Generation: publish registered head depth."
     )
+    max_lag_s: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=10.0,
+        description="Generation: simulated lag behind the wall clock beyond which the backlog "
+        "is dropped.",
+    )
     seed: int = Field(default=0, ge=0, description="Generation: seed of the idle cell.")
 
     @field_validator("sim_image_cameras")
@@ -170,17 +148,6 @@ class SimBridgeConfig(ConfigModel):
         if unknown:
             raise ValueError(f"unknown cameras {unknown}; expected names from {CAMERA_NAMES}")
         return value
-
-
-def time_msg(seconds: float) -> Time:
-    """``builtin_interfaces/Time`` of a time in seconds."""
-    nanoseconds = round(seconds * 1e9)
-    return Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
-
-
-def time_s(stamp: Any) -> float:
-    """Seconds of a ``builtin_interfaces/Time`` or ``Duration``."""
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
 
 
 def load_bridge_world(world_path: str) -> tuple[Path, WorldParams]:
@@ -376,7 +343,7 @@ class _MirrorMode:
                 rgb = self.mirror.render(name)
             publisher.publish(to_image_msg(rgb, "rgb8", stamp, f"{name}_optical_frame"))
 
-    def diagnostics(self) -> DiagnosticStatus:
+    def diagnostics(self) -> DiagnosticArray:
         with self.lock:
             age_s = self.mirror.joint_state_age_s(time.monotonic())
             palm_error_m = self.mirror.palm_error_m()
@@ -405,13 +372,16 @@ class _MirrorMode:
         elif palm_error_m > self.config.palm_error_warn_m:
             level = DiagnosticStatus.WARN
             message = f"mirror error: palm {palm_error_m * 1000:.2f} mm off the joint-state FK"
-        return DiagnosticStatus(
+        status = DiagnosticStatus(
             level=level,
             name=f"{self.node.get_name()}: mirror",
             message=message,
             hardware_id="sim",
             values=[KeyValue(key=k, value=v) for k, v in values.items()],
         )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.node.get_clock().now().to_msg()
+        return array
 
 
 class _GenerationMode:
@@ -421,161 +391,56 @@ class _GenerationMode:
         self.node = node
         self.config = config
         # The bridge's world is what it simulates *and* what it publishes (no hidden truth).
-        self.cell = SimCell(
+        cell = SimCell(
             MujocoBackend(),
             world,
             world,
             CellConfig(encoder_rate_hz=config.encoder_rate_hz, render_depth=config.publish_depth),
             seed=config.seed,
         )
+        self.server = CellServer(
+            node,
+            cell,
+            CellServerOptions(
+                real_time_factor=config.real_time_factor,
+                tick_rate_hz=config.tick_rate_hz,
+                max_lag_s=config.max_lag_s,
+                reset_seed=config.seed,
+                camera_frame_ids={name: f"{name}_optical_frame" for name in CAMERA_NAMES},
+                camera_calibrations={name: cell.camera_calibration(name) for name in CAMERA_NAMES},
+                status_name=f"{node.get_name()}: generation",
+                hardware_id="sim",
+                status_extra={"mode": "generation"},
+            ),
+        )
         self.cell_marker_specs = cell_markers(build_description(world.layout()))
-        self.lock = threading.Lock()
-        self.pacer: RealTimePacer | None = None
-        self.step_timer: Any = None
-        self.camera_info = {
-            name: to_camera_info_msg(
-                self.cell.camera_calibration(name), frame_id=f"{name}_optical_frame"
-            )
-            for name in CAMERA_NAMES
-        }
-        topics: list[tuple[str, Any, str, QoSProfile]] = [
-            ("joint_states", JointState, "/joint_states", DEFAULT_QOS),
-            ("encoder", JointState, "/belt/encoder", SENSOR_DATA_QOS),
-            ("clock", Clock, "/clock", DEFAULT_QOS),
-            ("tf_static", TFMessage, "/tf_static", LATCHED_QOS),
-            ("outcome", TrialOutcome, "/trial/outcome", OUTCOME_QOS),
-            ("markers", MarkerArray, "/cell/markers", DEFAULT_QOS),
-            ("head_camera/image", Image, "/head_camera/image_raw", SENSOR_DATA_QOS),
-            ("head_camera/info", CameraInfo, "/head_camera/camera_info", SENSOR_DATA_QOS),
-            ("head_camera/depth", Image, "/head_camera/depth/image_raw", SENSOR_DATA_QOS),
-            ("hand_camera/image", Image, "/hand_camera/image_raw", SENSOR_DATA_QOS),
-            ("hand_camera/info", CameraInfo, "/hand_camera/camera_info", SENSOR_DATA_QOS),
-        ]
-        self.pubs = {
-            key: node.create_lifecycle_publisher(msg_type, topic, qos)
-            for key, msg_type, topic, qos in topics
-        }
-        self.entities: list[Any] = []
+        self.markers_pub = node.create_lifecycle_publisher(
+            MarkerArray, "/cell/markers", DEFAULT_QOS
+        )
+        self.markers_timer: Any = None
 
     def activate(self) -> None:
-        node, config, cell = self.node, self.config, self.cell
-        self.publish_tf_static()
-        periods = max(
-            1, round(2.0 * config.real_time_factor / (config.tick_rate_hz * cell.control_period_s))
+        self.server.activate()
+        self.markers_timer = self.node.create_timer(
+            1.0 / self.config.markers_rate_hz, self.publish_markers
         )
-        self.pacer = RealTimePacer(cell.control_period_s, config.real_time_factor, 0.25, periods)
-        self.pacer.start(time.monotonic())
-        self.step_timer = node.create_timer(1.0 / config.tick_rate_hz, self.on_tick)
-        self.entities = [
-            self.step_timer,
-            node.create_timer(1.0 / config.markers_rate_hz, self.publish_markers),
-            node.create_subscription(
-                JointTrajectory,
-                "/arm_controller/joint_trajectory",
-                lambda msg: self.on_trajectory("arm", msg),
-                RELIABLE_QOS,
-            ),
-            node.create_subscription(
-                JointTrajectory,
-                "/hand_controller/joint_trajectory",
-                lambda msg: self.on_trajectory("hand", msg),
-                RELIABLE_QOS,
-            ),
-            node.create_service(StartTrial, "/trial/start", self.on_start_trial),
-            node.create_service(Trigger, "/trial/reset", self.on_reset),
-        ]
 
     def deactivate(self) -> None:
-        for entity in self.entities:
-            if hasattr(entity, "timer_period_ns"):
-                self.node.destroy_timer(entity)
-            elif hasattr(entity, "srv_type"):
-                self.node.destroy_service(entity)
-            else:
-                self.node.destroy_subscription(entity)
-        self.entities = []
-        self.step_timer = None
+        self.server.deactivate()
+        if self.markers_timer is not None:
+            self.node.destroy_timer(self.markers_timer)
+            self.markers_timer = None
 
     def close(self) -> None:
         self.deactivate()
-        for publisher in self.pubs.values():
-            self.node.destroy_lifecycle_publisher(publisher)
-        with self.lock:
-            self.cell.close()
-
-    # -- stepping -----------------------------------------------------------------------------
-    def on_tick(self) -> None:
-        with self.lock:
-            pacer = self.pacer
-            if pacer is None:
-                return
-            periods = pacer.due(time.monotonic())
-            for _ in range(periods):
-                step = self.cell.step_control()
-                started = time.perf_counter()
-                self.publish_step(step)
-                self.cell.costs.publish_s += time.perf_counter() - started
-            pacer.done(periods)
-
-    def publish_step(self, step: ControlStep) -> None:
-        stamp = time_msg(step.time_s)
-        self.pubs["clock"].publish(Clock(clock=stamp))
-        joints = JointState(
-            name=list(ALL_JOINT_NAMES),
-            position=step.joint_positions.tolist(),
-            velocity=step.joint_velocities.tolist(),
-        )
-        joints.header.stamp = stamp
-        self.pubs["joint_states"].publish(joints)
-        if step.encoder_angle_rad is not None:
-            encoder = JointState(name=[ENCODER_JOINT], position=[step.encoder_angle_rad])
-            encoder.header.stamp = stamp
-            self.pubs["encoder"].publish(encoder)
-        for frame in step.frames:
-            frame_id = f"{frame.camera_name}_optical_frame"
-            self.pubs[f"{frame.camera_name}/image"].publish(
-                to_image_msg(frame.rgb, "rgb8", stamp, frame_id)
-            )
-            info = self.camera_info[frame.camera_name]
-            info.header.stamp = stamp
-            self.pubs[f"{frame.camera_name}/info"].publish(info)
-            if frame.depth_m is not None:
-                self.pubs[f"{frame.camera_name}/depth"].publish(
-                    to_image_msg(frame.depth_m, "32FC1", stamp, frame_id)
-                )
-        if step.outcome is not None:
-            self.publish_outcome(step.outcome)
-
-    def publish_outcome(self, result: TrialResult) -> None:
-        msg = TrialOutcome(
-            trial_id=result.trial_id,
-            seed=result.seed,
-            condition=result.condition,
-            object_type=result.object_type,
-            success=result.success,
-            reason=result.reason,
-            duration_s=result.duration_s,
-        )
-        msg.header.stamp = time_msg(result.time_s)
-        self.pubs["outcome"].publish(msg)
-
-    def publish_tf_static(self) -> None:
-        stamp = time_msg(self.cell.time_s)
-        transforms = []
-        for mount in self.cell.static_transforms():
-            msg = TransformStamped(child_frame_id=mount.child)
-            msg.header.stamp = stamp
-            msg.header.frame_id = mount.parent
-            t, q = msg.transform.translation, msg.transform.rotation
-            t.x, t.y, t.z = mount.translation_m
-            q.w, q.x, q.y, q.z = mount.quat_wxyz
-            transforms.append(msg)
-        self.pubs["tf_static"].publish(TFMessage(transforms=transforms))
+        self.node.destroy_lifecycle_publisher(self.markers_pub)
+        self.server.close()
 
     def marker_specs(self) -> list[MarkerSpec]:
-        with self.lock:
-            poses = list(self.cell.backend.object_poses().values())
-            object_types = self.cell.world.objects
+        with self.server.lock:
+            cell = self.server.cell
+            poses = list(cell.backend.object_poses().values())
+            object_types = cell.world.objects
         specs = list(self.cell_marker_specs)
         active = [pose for pose in poses if pose.active]
         for index, pose in enumerate(active):
@@ -592,79 +457,11 @@ class _GenerationMode:
         return specs
 
     def publish_markers(self) -> None:
-        stamp = time_msg(self.cell.time_s)
-        self.pubs["markers"].publish(marker_array(self.marker_specs(), stamp))
+        stamp = time_msg(self.server.time_s())
+        self.markers_pub.publish(marker_array(self.marker_specs(), stamp))
 
-    # -- commands and services ------------------------------------------------------------------
-    def on_trajectory(self, controller: str, msg: JointTrajectory) -> None:
-        points = msg.points
-        times = [time_s(point.time_from_start) for point in points]
-        positions = [list(point.positions) for point in points]
-        any_velocities = any(len(point.velocities) > 0 for point in points)
-        velocities = [list(point.velocities) for point in points] if any_velocities else None
-        start = time_s(msg.header.stamp)
-        with self.lock:
-            try:
-                self.cell.command(
-                    controller,
-                    list(msg.joint_names),
-                    times,
-                    positions,
-                    velocities,
-                    start_time_s=start if start > 0.0 else None,
-                )
-            except CommandRejected as error:
-                self.node.get_logger().warning(
-                    f"trajectory rejected: {error}", throttle_duration_sec=2.0
-                )
-
-    def on_start_trial(
-        self, request: StartTrial.Request, response: StartTrial.Response
-    ) -> StartTrial.Response:
-        with self.lock:
-            try:
-                response.trial_id = self.cell.start_trial(int(request.seed), str(request.condition))
-            except TrialRequestError as error:
-                response.success, response.message = False, str(error)
-                return response
-        response.success = True
-        response.message = f"trial {response.trial_id} started (seed {request.seed})"
-        return response
-
-    def on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self.lock:
-            self.cell.reset(self.config.seed)
-        response.success, response.message = True, "cell reset: robot home, belt clear, idle"
-        return response
-
-    def diagnostics(self) -> DiagnosticStatus:
-        with self.lock:
-            cell, pacer = self.cell, self.pacer
-            achieved = pacer.achieved_rtf(time.monotonic()) if pacer is not None else 0.0
-            counters = cell.counters
-            values = {
-                "mode": "generation",
-                "real_time_factor_target": f"{self.config.real_time_factor:.3f}",
-                "real_time_factor": f"{achieved:.3f}",
-                "real_time_factor_capacity": f"{cell.costs.rtf_capacity:.3f}",
-                "sim_time_s": f"{cell.time_s:.3f}",
-                "commands_accepted": str(counters.accepted),
-                "commands_rejected": str(counters.rejected),
-                "last_rejection": counters.last_rejection,
-                "trial_state": cell.trial_state.value,
-                "trial_id": str(cell.trial_id),
-            }
-        level, message = DiagnosticStatus.OK, f"trial {values['trial_state']}"
-        if counters.rejected:
-            level = DiagnosticStatus.WARN
-            message = f"{counters.rejected} trajectory command(s) rejected"
-        return DiagnosticStatus(
-            level=level,
-            name=f"{self.node.get_name()}: generation",
-            message=message,
-            hardware_id="sim",
-            values=[KeyValue(key=k, value=v) for k, v in values.items()],
-        )
+    def diagnostics(self) -> DiagnosticArray:
+        return self.server.diagnostics()
 
 
 # The schema this node declares its ROS parameters from; r2s2r.graph types launch
@@ -672,7 +469,7 @@ class _GenerationMode:
 PARAMETER_SCHEMA = SimBridgeConfig
 
 
-class SimBridgeNode(LifecycleNode):
+class SimBridgeNode(ComponentLifecycleNode[SimBridgeConfig, _MirrorMode | _GenerationMode]):
     """The sim bridge; see the module docstring.
 
     Args:
@@ -682,81 +479,34 @@ class SimBridgeNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "sim_bridge", **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        self._schema = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        add_schema_validation(self, self._schema)  # values take effect at the next configure
+        super().__init__(node_name, PARAMETER_SCHEMA, **kwargs)
         self.config: SimBridgeConfig | None = None
-        self.mode: _MirrorMode | _GenerationMode | None = None
-        self._diagnostics_pub: Any = None
-        self._diagnostics_timer: Any = None
+
+    @property
+    def mode(self) -> _MirrorMode | _GenerationMode | None:
+        """The mode's wiring while configured, else None."""
+        return self.component
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Build the config, load the world, build the simulator; FAILURE on bad input."""
         try:
-            config = config_from_parameters(self, self._schema, SimBridgeConfig)
+            config = self.config_from_parameters()
             path, world = load_bridge_world(config.world_path)
             mode_type = _MirrorMode if config.mode == "mirror" else _GenerationMode
-            self.mode = mode_type(self, config, world)
+            mode = mode_type(self, config, world)
         except (ConfigError, ValueError) as error:
             self.get_logger().error(f"configure failed: {error}")
             return TransitionCallbackReturn.FAILURE
         self.config = config
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
-        self._diagnostics_timer = self.create_timer(
-            1.0 / config.diagnostics_rate_hz, self._publish_diagnostics
-        )
+        self.serve(mode, config.diagnostics_rate_hz)
         self.get_logger().info(f"configured: {config.mode} mode, world {path}")
         return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: State) -> TransitionCallbackReturn:
-        """Start following the real cell (mirror) or serving the simulated one (generation)."""
-        result = super().on_activate(state)
-        assert self.mode is not None
-        self.mode.activate()
-        return result
-
-    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
-        """Stop subscriptions, services and timers; the simulator keeps its state."""
-        if self.mode is not None:
-            self.mode.deactivate()
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        """Free the simulator and every publisher."""
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
-        """Release everything."""
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def _release(self) -> None:
-        if self.mode is not None:
-            self.mode.close()
-            self.mode = None
-        if self._diagnostics_timer is not None:
-            self.destroy_timer(self._diagnostics_timer)
-            self._diagnostics_timer = None
-        if self._diagnostics_pub is not None:
-            self.destroy_publisher(self._diagnostics_pub)
-            self._diagnostics_pub = None
+    def release(self) -> None:
+        """Free the mode (the mirror, or the cell and its server) and the diagnostics."""
+        super().release()
         self.config = None
-
-    def autostart(self) -> bool:
-        """Configure and activate (no lifecycle manager needed); False if configure failed."""
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-            return False
-        return self.trigger_activate() == TransitionCallbackReturn.SUCCESS
-
-    def _publish_diagnostics(self) -> None:
-        mode, publisher = self.mode, self._diagnostics_pub
-        if mode is None or publisher is None:
-            return
-        array = DiagnosticArray(status=[mode.diagnostics()])
-        array.header.stamp = self.get_clock().now().to_msg()
-        publisher.publish(array)
 
 
 def main(args: list[str] | None = None) -> None:

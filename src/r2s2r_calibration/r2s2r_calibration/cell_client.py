@@ -1,0 +1,131 @@
+"""What the grounding procedure needs from a cell: :class:`CellClient`, and what it returns.
+
+Implementations: the ROS client (:mod:`r2s2r_calibration.nodes.ros_client`), an in-process
+simulated cell (:mod:`r2s2r_calibration.sim_cell_client`) and a recorded session
+(:mod:`r2s2r_calibration.session_bag`). Every step takes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from r2s2r_calibration.geometry import FloatArray
+from r2s2r_calibration.sysid import JointStateLog
+
+
+@dataclass(frozen=True)
+class CameraModel:
+    """A camera's published calibration (``camera_info``).
+
+    Attributes:
+        camera_matrix: 3x3 K (px).
+        distortion: (k1, k2, p1, p2, k3).
+        width_px: Image width.
+        height_px: Image height.
+
+    """
+
+    camera_matrix: FloatArray
+    distortion: FloatArray
+    width_px: int
+    height_px: int
+
+
+class BoardOperator(Protocol):
+    """The operator who holds or places the calibration board (on hardware, a person)."""
+
+    def place_board(self, frame: str, T_frame_board: FloatArray) -> None:
+        """Put the board at a pose in a frame (``world``, ``flange`` or a camera frame)."""
+        ...
+
+    def remove_board(self) -> None:
+        """Take the board away."""
+        ...
+
+
+class CellClient(Protocol):
+    """What the grounding procedure needs from a cell (hardware, the twin or a recording)."""
+
+    @property
+    def source(self) -> str:
+        """``live`` or a bag path (artifact provenance)."""
+        ...
+
+    @property
+    def board_operator(self) -> BoardOperator | None:
+        """The board operator, or None when the cell cannot show a board."""
+        ...
+
+    def now_s(self) -> float:
+        """Cell time of the latest ``/joint_states`` (s)."""
+        ...
+
+    def wait_until(self, time_s: float) -> None:
+        """Return once the cell clock reached ``time_s``."""
+        ...
+
+    def joint_positions(self) -> FloatArray:
+        """Latest (18,) joint positions, :data:`ALL_JOINT_NAMES` order (rad)."""
+        ...
+
+    def start_joint_log(self) -> None:
+        """Start logging ``/joint_states`` (and the encoder)."""
+        ...
+
+    def stop_joint_log(self) -> JointStateLog:
+        """Stop logging and return the joint states."""
+        ...
+
+    def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:
+        """Record ``/belt/encoder`` for ``duration_s``: (stamps s, unwrapped angles rad)."""
+        ...
+
+    def send_trajectory(
+        self,
+        controller: str,
+        joint_names: Sequence[str],
+        times_s: FloatArray,
+        positions: FloatArray,
+        start_time_s: float,
+    ) -> None:
+        """Publish a JointTrajectory on ``/<controller>_controller/joint_trajectory``."""
+        ...
+
+    def camera_model(self, camera: str) -> CameraModel:
+        """Return the camera's ``camera_info`` (nominal on an uncalibrated cell)."""
+        ...
+
+    def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
+        """First RGB frame of ``camera`` stamped at or after ``after_s`` (default: now)."""
+        ...
+
+    def capture_depth(self) -> tuple[float, npt_float32]:
+        """Next head depth image: (stamp s, (H, W) float32 metres)."""
+        ...
+
+    def frame_pose(self, frame: str) -> FloatArray:
+        """``T_world_frame`` of a fixed frame from ``/tf_static`` (the nominal mounts)."""
+        ...
+
+    def start_trial(self, seed: int) -> None:
+        """Start a trial (objects arrive on the belt)."""
+        ...
+
+    def reset_cell(self) -> None:
+        """Robot home, belt clear, idle."""
+        ...
+
+    def release_streams(self) -> None:
+        """Stop receiving camera images and depth until they are asked for again."""
+        ...
+
+    def begin_step(self, step: str) -> None:
+        """Mark the start of a procedure step (a session bag records it; live cells ignore it)."""
+        ...
+
+
+npt_float32 = np.ndarray  # a (H, W) float32 depth image
