@@ -8,9 +8,13 @@ NOMINAL world), and the planner-STYLE reference (straight joint-space segments, 
 timing, two-finger pinch; for comparison only) on the first M of them, and compares the
 style metrics of the recorded joint trajectories.
 
-With ``--ros`` it also runs ``--ros-trials`` trials through ROS: the ``real_twin`` node and the
-``demonstrator`` node in one process (needs ``source scripts/env.sh``), the demonstrator
-acting only through the controller topics and judged by ``/trial/outcome``.
+With ``--ros`` it also records ``--ros-trials`` takes (seeds 0..) through the recording path
+at real time: ``r2s2r record-demos`` (:func:`r2s2r_recorder.demos.record_demos`: the twin,
+cell state, belt speed, object tracker, recorder and demonstrator as separate processes in a
+private ROS domain; needs ``source scripts/env.sh``), judged by ``/trial/outcome``, and shows
+its success rate and failure reasons next to the no-ROS rate on the same seeds. The machine's
+load average is printed before and after (``--nice N`` lowers the bench's priority, the
+recording's processes inherit it). Goal: ``ros_success_rate`` ≥ 0.9.
 
 Last line: ``{"benchmark": "demonstrator", "figures": [...]}``.
 """
@@ -21,6 +25,7 @@ import argparse
 import collections
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,41 +47,90 @@ def _median_metrics(metrics: list[StyleMetrics]) -> dict[str, float]:
     return {k: float(np.median([m.as_dict()[k] for m in metrics])) for k in keys}
 
 
-def run_ros_trials(trials: int, real_time_factor: float, timeout_s: float) -> list[tuple]:
-    """Run ``trials`` trials through the twin node; return the demonstrator's outcomes."""
-    import rclpy
-    from r2s2r_sim.demonstrator.node import DemonstratorNode
-    from r2s2r_sim.nodes.real_twin import RealTwinNode
-    from rclpy.executors import SingleThreadedExecutor
+def run_recording(
+    trials: int, real_time_factor: float, twin: str, out_dir: Path, launch_args: list[str]
+) -> dict:
+    """Record ``trials`` takes (seeds 0..) with ``record_demos``; return its manifest."""
+    from r2s2r_recorder.demos import RecordDemosConfig, quiet_console, record_demos
 
-    rclpy.init(
-        args=[
-            "--ros-args",
-            "-p",
-            f"trials:={trials}",
-            "-p",
-            f"real_time_factor:={real_time_factor}",
-            "-p",
-            "twin_config_path:=twin/default.yaml",
-        ]
+    config = RecordDemosConfig(
+        episodes=trials,
+        out_dir=str(out_dir),
+        twin_config=twin,
+        real_time_factor=real_time_factor,
+        launch_args=launch_args,
+        force=True,
     )
-    twin = RealTwinNode()
-    twin.trigger_configure()
-    twin.trigger_activate()
-    demo = DemonstratorNode()
-    executor = SingleThreadedExecutor()  # the twin's EGL renderers are bound to one thread
-    executor.add_node(twin)
-    executor.add_node(demo)
-    start = time.perf_counter()
-    try:
-        while len(demo.outcomes) < trials and time.perf_counter() - start < timeout_s:
-            executor.spin_once(timeout_sec=0.1)
-    finally:
-        executor.shutdown()
-        demo.destroy_node()
-        twin.destroy_node()
-        rclpy.shutdown()
-    return list(demo.outcomes)
+    with quiet_console() as console:
+        result = record_demos(config, console=console)
+    print(result.format())
+    return result.manifest
+
+
+def load_average() -> tuple[float, float, float]:
+    """The machine's 1, 5 and 15 min load averages."""
+    return os.getloadavg()
+
+
+def ros_figures(args: argparse.Namespace, results: list) -> list[dict]:
+    """Record takes through ROS; print them next to the no-ROS outcomes; return the figures."""
+    load_before = load_average()
+    started = time.perf_counter()
+    launch_args = list(args.ros_launch_arg)
+    if args.ros_out:
+        manifest = run_recording(
+            args.ros_trials, args.real_time_factor, args.twin, Path(args.ros_out), launch_args
+        )
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench_demonstrator_") as folder:
+            manifest = run_recording(
+                args.ros_trials, args.real_time_factor, args.twin, Path(folder), launch_args
+            )
+    wall = time.perf_counter() - started
+    load_after = load_average()
+    takes = manifest.get("takes", [])
+    no_ros = {seed: r for seed, r in enumerate(results)}
+    print(f"\n{'seed':>4} {'object':>9} {'through ROS':>13} {'without ROS':>13}")
+    for take in takes:
+        seed = take["seed"]
+        other = no_ros[seed].outcome.reason if seed in no_ros else "-"
+        here = take["reason"] or take["outcome"]
+        print(f"{seed!s:>4} {take['object_type']:>9} {here:>13} {other:>13}")
+    successes = sum(1 for take in takes if take["outcome"] == "success")
+    rate = successes / max(1, args.ros_trials)
+    same = [no_ros[t["seed"]].outcome.success for t in takes if t["seed"] in no_ros]
+    same_rate = sum(same) / len(same) if same else 0.0
+    reasons = manifest.get("failure_reasons", {})
+    print(
+        f"\nthrough ROS at x{args.real_time_factor}: {successes}/{args.ros_trials} successes "
+        f"(failures {reasons}); without ROS on the same seeds {sum(same)}/{len(same)}; "
+        f"wall {wall:.0f} s ({wall / max(1, len(takes)):.1f} s per take); load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min), nice {args.nice}, "
+        f"graph arguments {launch_args}"
+    )
+    figures = [
+        {"name": "ros_success_rate", "value": rate, "unit": "fraction", "goal": ">= 0.9"},
+        {"name": "ros_takes", "value": len(takes), "unit": "count", "goal": ">= 20"},
+        {
+            "name": "no_ros_success_rate_same_seeds",
+            "value": same_rate,
+            "unit": "fraction",
+            "goal": None,
+        },
+        {
+            "name": "ros_wall_per_take",
+            "value": wall / max(1, len(takes)),
+            "unit": "s",
+            "goal": None,
+        },
+        {"name": "load_average_1min_before", "value": load_before[0], "unit": "", "goal": None},
+        {"name": "load_average_1min_after", "value": load_after[0], "unit": "", "goal": None},
+    ]
+    for reason, count in sorted(reasons.items()):
+        figures.append(
+            {"name": f"ros_outcome_{reason}", "value": count, "unit": "count", "goal": None}
+        )
+    return figures
 
 
 def main() -> None:
@@ -86,10 +140,23 @@ def main() -> None:
     parser.add_argument("--style-trials", type=int, default=5, help="Trials for style metrics.")
     parser.add_argument("--twin", default=str(REPO / "config/twin/default.yaml"))
     parser.add_argument("--nominal", default=str(REPO / "config/world/nominal.yaml"))
-    parser.add_argument("--ros", action="store_true", help="Also run trials through ROS.")
-    parser.add_argument("--ros-trials", type=int, default=3, help="Trials through ROS.")
-    parser.add_argument("--real-time-factor", type=float, default=1.5, help="Twin speed.")
+    parser.add_argument("--ros", action="store_true", help="Also record takes through ROS.")
+    parser.add_argument("--ros-trials", type=int, default=20, help="Takes through ROS.")
+    parser.add_argument("--real-time-factor", type=float, default=1.0, help="Twin speed.")
+    parser.add_argument(
+        "--ros-out", default="", help="Folder of the ROS recording (default: a temporary one)."
+    )
+    parser.add_argument(
+        "--ros-launch-arg",
+        action="append",
+        default=[],
+        help="NAME:=VALUE argument of the record_demos graph, e.g. "
+        "objects_topic:=/objects/tracks (repeatable).",
+    )
+    parser.add_argument("--nice", type=int, default=0, help="Lower this bench's priority by N.")
     args = parser.parse_args()
+    if args.nice:
+        os.nice(args.nice)
     twin = load_world(args.twin)
     nominal = load_world(args.nominal)
     backend = MujocoBackend(enable_rendering=False)
@@ -153,15 +220,7 @@ def main() -> None:
             {"name": f"{key}_planner_style", "value": planner[key], "unit": "", "goal": None}
         )
     if args.ros:
-        outcomes = run_ros_trials(args.ros_trials, args.real_time_factor, 60.0 * args.ros_trials)
-        ros_rate = sum(1 for o in outcomes if o[1]) / max(1, args.ros_trials)
-        print(f"\nthrough ROS (twin node): {outcomes}")
-        figures.append(
-            {"name": "ros_success_rate", "value": ros_rate, "unit": "fraction", "goal": ">= 0.9"}
-        )
-        figures.append(
-            {"name": "ros_trials", "value": len(outcomes), "unit": "count", "goal": None}
-        )
+        figures += ros_figures(args, results)
     print(json.dumps({"benchmark": "demonstrator", "figures": figures}))
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -50,6 +49,7 @@ from r2s2r_recorder.dataset import (
     EpisodeMetadata,
     ObjectTrackLatch,
 )
+from r2s2r_recorder.dataset.reference import TimedCommand, controller_reference
 from r2s2r_sim.backend import Contact, FloatArray, ObjectInstance, ObjectPose, SimBackend
 from r2s2r_sim.world import WorldParams
 from scipy.spatial.transform import Rotation
@@ -95,30 +95,24 @@ class RecordingError(RuntimeError):
     """The recording cannot be sampled as asked (e.g. the frame period is not whole steps)."""
 
 
-@dataclass(frozen=True)
-class _Command:
-    start_s: float
-    names: tuple[str, ...]
-    times_s: tuple[float, ...]
-    positions: tuple[tuple[float, ...], ...]
+CONTROLLERS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
+"""Joints of each trajectory controller, in its order."""
 
 
-def command_in_force(commands: Sequence[_Command], time_s: float) -> dict[str, float]:
-    """Joint targets in force at ``time_s`` (see the module docstring), by joint name."""
-    current: _Command | None = None
-    for command in commands:
-        if command.start_s <= time_s + 1e-9:
-            current = command
-        else:
-            break
-    if current is None:
-        return {}
-    target = current.positions[-1]
-    for offset_s, positions in zip(current.times_s, current.positions, strict=True):
-        if current.start_s + offset_s >= time_s - 1e-9:
-            target = positions
-            break
-    return dict(zip(current.names, target, strict=True))
+def episode_actions(
+    commands: dict[str, list[TimedCommand]], times_s: Sequence[float] | FloatArray
+) -> NDArray[np.float32]:
+    """Actions of an episode's frames: each controller's reference (:data:`ALL_JOINT_NAMES`).
+
+    Raises:
+        r2s2r_recorder.dataset.reference.ReferenceError: A logged command names other joints.
+
+    """
+    columns = []
+    for controller, names in CONTROLLERS.items():
+        home = [HOME_POSITIONS[n] for n in names]
+        columns.append(controller_reference(commands[controller], names, times_s, home))
+    return np.concatenate(columns, axis=1).astype(np.float32)
 
 
 class RecordingBackend:
@@ -146,7 +140,7 @@ class RecordingBackend:
         self._timestep_s = 0.0
         self._steps = 0
         self._last_sampled_step = -1
-        self._commands: dict[str, list[_Command]] = {"arm": [], "hand": []}
+        self._commands: dict[str, list[TimedCommand]] = {"arm": [], "hand": []}
         self._base_inverse: FloatArray = np.eye(4)
         self._frames: dict[str, list[Any]] = {}
         self._belt_speed_mps: float | None = None
@@ -168,7 +162,6 @@ class RecordingBackend:
             "hand_camera_rgb": [],
             "joint_pos": [],
             "belt": [],
-            "action": [],
             "object_world": [],
             "object_valid": [],
             "object_track": [],
@@ -229,10 +222,6 @@ class RecordingBackend:
         self._frames["time"].append(time_s)
         self._frames["joint_pos"].append(self.inner.joint_positions().astype(np.float32))
         self._frames["belt"].append(belt_speed)
-        action = dict(HOME_POSITIONS)
-        for controller in ("arm", "hand"):
-            action.update(command_in_force(self._commands[controller], time_s))
-        self._frames["action"].append([action[name] for name in ALL_JOINT_NAMES])
         world_pose, valid = self._object_world_pose()
         self._frames["object_world"].append(world_pose)
         self._frames["object_valid"].append(valid)
@@ -343,7 +332,7 @@ class RecordingBackend:
             images={key: np.stack(frames[key]) for key in CAMERAS},
             joint_pos_rad=np.stack(frames["joint_pos"]).astype(np.float32),
             belt_speed_mps=np.asarray(frames["belt"], dtype=np.float32),
-            actions=np.asarray(frames["action"], dtype=np.float32),
+            actions=episode_actions(self._commands, frames["time"]),
             object_pose=self._object_poses_in_base() if has_object else None,
             object_pose_valid=(
                 np.asarray(frames["object_valid"], dtype=np.bool_) if has_object else None
@@ -434,11 +423,12 @@ class RecordingBackend:
         if controller == "hand" and not set(names) <= set(HAND_JOINT_NAMES):
             return  # the backend accepted it, so this cannot happen; keep the log consistent
         self._commands[controller].append(
-            _Command(
+            TimedCommand(
                 start_s=self.inner.time_s,
-                names=names,
-                times_s=tuple(float(t) for t in times_s),
-                positions=tuple(tuple(float(v) for v in row) for row in positions),
+                joint_names=names,
+                times_s=np.asarray(times_s, dtype=float).reshape(-1),
+                positions=np.asarray(positions, dtype=float),
+                velocities=None if velocities is None else np.asarray(velocities, dtype=float),
             )
         )
 

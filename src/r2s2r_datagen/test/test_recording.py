@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from datagen_support import NOMINAL
 from r2s2r_datagen.config import RecordingConfig
-from r2s2r_datagen.recording import RecordingBackend, RecordingError, command_in_force
+from r2s2r_datagen.recording import RecordingBackend, RecordingError
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -47,14 +47,14 @@ def test_frames_sampled_like_the_dataset(backend: MujocoBackend) -> None:
     assert episode.num_frames == 9  # 0.0 .. 0.8 s at 10 Hz, the last one taken on close
     np.testing.assert_allclose(episode.timestamps_s, np.arange(9) * 0.1, atol=1e-12)
     assert episode.images["head_camera_rgb"].shape == (9, 16, 16, 3)
-    # Actions: home before the command (t < 0.2), then the point in force: first point until
-    # 0.2 + 0.15 = 0.35 s, the second until 0.5 s, then the last point.
+    # Actions: the controller's reference. Home until the command arrives at 0.2 s, then
+    # linear from home to the first point (at 0.35 s), on to the second (at 0.5 s), then held.
     arm = episode.actions[:, :ARM]
-    np.testing.assert_allclose(arm[0], HOME[:ARM], atol=1e-6)
-    np.testing.assert_allclose(arm[1], HOME[:ARM], atol=1e-6)
-    for k in (2, 3):  # 0.2 (command arrives at 0.2: in force), 0.3
-        np.testing.assert_allclose(arm[k], first, atol=1e-6)
-    for k in (4, 5, 6, 7, 8):
+    for k in (0, 1, 2):
+        np.testing.assert_allclose(arm[k], HOME[:ARM], atol=1e-6)
+    np.testing.assert_allclose(arm[3], HOME[:ARM] + (first - HOME[:ARM]) * (0.1 / 0.15), atol=1e-6)
+    np.testing.assert_allclose(arm[4], first + (second - first) * (0.05 / 0.15), atol=1e-6)
+    for k in (5, 6, 7, 8):
         np.testing.assert_allclose(arm[k], second, atol=1e-6)
     np.testing.assert_allclose(episode.actions[:, ARM:], np.tile(HOME[ARM:], (9, 1)), atol=1e-6)
     # Joint positions follow the command (measured, so they lag it).
@@ -81,8 +81,7 @@ def test_recording_is_deterministic_on_a_reused_backend(backend: MujocoBackend) 
     np.testing.assert_array_equal(first.object_pose, again.object_pose)
 
 
-def test_command_in_force_and_bad_rate(backend: MujocoBackend) -> None:
-    assert command_in_force([], 1.0) == {}
+def test_bad_rate(backend: MujocoBackend) -> None:
     with pytest.raises(RecordingError, match="rate_hz"):
         RecordingBackend(backend, RecordingConfig(rate_hz=7.0)).reset(load_world(NOMINAL), 0)
 

@@ -209,3 +209,75 @@ def test_worker_thread_runs_at_rate_and_stop_is_immediate() -> None:
     time.sleep(0.1)
     assert len(sent) == count  # nothing after stop returned
     assert not engine.running and threading.current_thread() is caller
+
+
+def _counting_policy(policy, rows: int = 4):  # type: ignore[no-untyped-def]
+    """A policy double whose chunk step k is ``HOME + 0.01 * (call + k)`` on the first joint."""
+
+    class Counting:
+        spec = policy.spec
+        calls = 0
+
+        def predict_chunk(self, observation):  # type: ignore[no-untyped-def]
+            chunk = np.tile(HOME, (rows, 1)).astype(np.float32)
+            chunk[:, 0] += 0.01 * (Counting.calls + np.arange(rows))
+            Counting.calls += 1
+            return chunk
+
+    return Counting()
+
+
+def test_receding_horizon_runs_the_configured_steps_of_each_chunk(policy) -> None:  # type: ignore[no-untyped-def]
+    sent: list[ActionCommand] = []
+    clock = FakeClock()
+    engine = InferenceEngine(
+        _counting_policy(policy),
+        InferenceConfig(execution="receding", executed_steps=3, stale_observation_s=5.0),
+        publish=sent.append,
+        clock=clock,
+    )
+    statuses = []
+    for _ in range(7):
+        feed(engine)
+        statuses.append(engine.step().status)
+        clock.now_s += 0.1
+    assert statuses == [
+        StepStatus.COMMANDED,
+        StepStatus.EXECUTING,
+        StepStatus.EXECUTING,
+        StepStatus.COMMANDED,
+        StepStatus.EXECUTING,
+        StepStatus.EXECUTING,
+        StepStatus.COMMANDED,
+    ]
+    assert len(sent) == 3
+    # Every chunk is sent whole: step k due (k + 1) dt after the observation.
+    np.testing.assert_allclose(sent[0].times_s, [0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(ValueError, match="executed_steps"):
+        InferenceEngine(policy, InferenceConfig(executed_steps=5), clock=clock)  # chunk of 4
+
+
+def test_temporal_ensemble_averages_every_chunks_prediction_of_a_step(policy) -> None:  # type: ignore[no-untyped-def]
+    sent: list[ActionCommand] = []
+    clock = FakeClock()
+    engine = InferenceEngine(
+        _counting_policy(policy),
+        InferenceConfig(execution="temporal_ensemble", ensemble_weight_decay=0.0),
+        publish=sent.append,
+        clock=clock,
+    )
+    for _ in range(3):
+        feed(engine)
+        assert engine.step().status == StepStatus.COMMANDED
+        clock.now_s += 0.1
+    # Third chunk (call 2) at t = 0.2: the target of t + 0.1 was predicted by call 0 as its step
+    # 2 (0.02), by call 1 as its step 1 (0.02) and by call 2 as its step 0 (0.02): all agree.
+    # Its step 1 (t + 0.2): call 0 step 3 (0.03), call 1 step 2 (0.03), call 2 step 1 (0.03).
+    first = sent[-1].positions_rad[:, 0] - HOME[0]
+    np.testing.assert_allclose(first, [0.02, 0.03, 0.04, 0.05], atol=1e-6)
+    # Unequal predictions are averaged (ACT weights; decay 0: the plain mean).
+    engine.policy = _constant_output(policy, np.tile(HOME, (4, 1)))
+    feed(engine)
+    engine.step()
+    # t + 0.1 = 0.4 s: calls 0, 1, 2 predicted 0.03 (steps 3, 2, 1), the constant one 0.0.
+    np.testing.assert_allclose(sent[-1].positions_rad[0, 0] - HOME[0], 0.0225, atol=1e-6)

@@ -126,3 +126,44 @@ def test_missing_feature_fails_before_training(tmp_path: Path) -> None:
             weights={"real": 0.5, "sim": 0.5},
         )
     assert latest_checkpoint(tmp_path) is None  # nothing was trained or written
+
+
+def test_tracked_object_inputs_must_match_the_graph(tmp_path: Path) -> None:
+    path = saved_policy(tmp_path)
+    # The graph runs no tracker: a policy that reads /objects/tracks is refused.
+    with pytest.raises(SpecMismatchError, match="policy needs the tracked object"):
+        load_checkpoint(path, expected=robot_spec(object_track_fields=[], object_track_source=""))
+    # Another tracker (other catalogue columns, another source): every difference listed.
+    other = robot_spec(
+        object_track_fields=[*TRACK_FIELDS[:-1], "type_teapot"],
+        object_track_source="simulator_truth",
+    )
+    with pytest.raises(SpecMismatchError) as caught:
+        load_checkpoint(path, expected=other)
+    text = str(caught.value)
+    assert "type_teapot" in text and "'simulator_truth'" in text
+    # A policy trained without the tracked object, on a graph that provides it.
+    source = make_source("real", [0, 1])
+    options = tiny_config().policy.model_copy(update={"use_object_track": False})
+    spec = make_spec(options, source, 10.0)
+    blind = build_policy(spec, compute_normalization([ChunkDataset(source, spec)], spec))
+    blind_path = save_checkpoint(tmp_path / "blind", blind, training={"step": 0})
+    with pytest.raises(SpecMismatchError, match="does not read it"):
+        load_checkpoint(blind_path, expected=robot_spec())
+
+
+def test_sources_that_make_an_input_differently_are_refused_before_training() -> None:
+    from policy_fixtures import SEMANTICS
+    from r2s2r_policy.data import ObservationSemantics
+
+    real = make_source("real", [0, 1])
+    sim = make_source("sim", [2])
+    sim._semantics = ObservationSemantics(
+        "commanded", "simulator_truth", SEMANTICS.object_track_fields
+    )
+    spec = make_spec(tiny_config().policy, real, 10.0)
+    with pytest.raises(MissingFeatureError) as caught:
+        ChunkDataset(sim, spec)
+    text = str(caught.value)
+    assert "belt speed made by 'commanded'" in text
+    assert "object_track made by 'simulator_truth'" in text

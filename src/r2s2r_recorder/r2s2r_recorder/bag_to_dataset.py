@@ -13,10 +13,11 @@ first command is kept, since when to move is part of the behaviour):
   tracked-object vector (``obs/object_track``: the policy node's
   :class:`~r2s2r_recorder.dataset.ObjectTrackLatch` over every ``/objects/tracks`` message up
   to ``t``), and the episode object's pose (for MimicGen; not a policy input);
-- the action is the joint target *in force* at ``t``: of the last JointTrajectory received at
-  or before ``t`` on each controller, the first point whose ``stamp + time_from_start`` is at
-  or after ``t`` (the last point once all have passed); before a controller's first command,
-  the measured joint positions (the controller holds).
+- the action is the trajectory controller's reference at ``t``: what the JointTrajectory
+  messages received up to ``t`` on each controller command for ``t``, interpolated between
+  points as ``joint_trajectory_controller`` does
+  (:func:`~r2s2r_recorder.dataset.reference.controller_reference`, the same rule as simulated
+  data); before a controller's first command, the measured joint positions (it holds).
 
 Commands with a zero header stamp ("start now" for joint_trajectory_controller) are placed
 at their receive time, mapped into the header clock with the median receive-minus-header
@@ -61,6 +62,7 @@ from .dataset.object_track import (
     object_track_fields,
     yaw_from_quat,
 )
+from .dataset.reference import TimedCommand, TrajectoryReferenceError, controller_reference
 from .msg_types import deserialize, make_typestore
 
 SKIP_REASONS: tuple[str, ...] = (
@@ -173,6 +175,7 @@ class _Command:
     stamp_ns: int
     names: list[str]
     points: list[tuple[int, np.ndarray]]
+    velocities: np.ndarray | None = None
 
 
 def _check_monotonic(topic: str, stamps: Sequence[int]) -> None:
@@ -291,8 +294,12 @@ class BagConverter:
                 )
                 for p in msg.points
             ]
+            velocities = None
+            width = len(msg.joint_names)
+            if msg.points and all(len(p.velocities) == width for p in msg.points):
+                velocities = np.asarray([p.velocities for p in msg.points], dtype=np.float64)
             if points:
-                commands.append(_Command(start, list(msg.joint_names), points))
+                commands.append(_Command(start, list(msg.joint_names), points, velocities))
         commands.sort(key=lambda c: c.stamp_ns)
         return commands
 
@@ -489,30 +496,39 @@ class BagConverter:
         topic: str,
         measured: np.ndarray,
     ) -> np.ndarray:
-        """Joint targets in force at each tick (see module docstring).
+        """Return the controller's reference at each tick (see module docstring).
 
-        Before the first command the target is ``measured`` (the controller holds position).
+        Before the first command the target is ``measured`` (the controller holds position);
+        from it on, the reference the commands define
+        (:func:`~r2s2r_recorder.dataset.reference.controller_reference`), starting from the
+        position measured when the first command arrived.
         """
-        stamps = np.asarray([c.stamp_ns for c in commands], dtype=np.int64)
-        out = np.zeros((ticks.size, len(names)), dtype=np.float64)
-        for row, tick in enumerate(ticks):
-            index = int(np.searchsorted(stamps, tick, side="right")) - 1
-            if index < 0:
-                out[row] = measured[row]
-                continue
-            command = commands[index]
-            target = command.points[-1][1]
-            for offset_ns, positions in command.points:
-                if command.stamp_ns + offset_ns >= tick:
-                    target = positions
-                    break
-            lookup = dict(zip(command.names, target, strict=False))
-            missing = [n for n in names if n not in lookup]
+        out = np.array(measured, dtype=np.float64, copy=True)
+        first = int(np.searchsorted(ticks, commands[0].stamp_ns, side="left"))
+        if first >= ticks.size:
+            return out
+        timed = []
+        for command in commands:
+            missing = [n for n in names if n not in command.names]
             if missing:
                 raise EpisodeSkippedError(
                     "joint_mismatch", f"{topic}: command lacks joints {missing}"
                 )
-            out[row] = [lookup[n] for n in names]
+            order = [command.names.index(n) for n in names]
+            timed.append(
+                TimedCommand(
+                    start_s=command.stamp_ns * 1e-9,
+                    joint_names=tuple(names),
+                    times_s=np.array([offset * 1e-9 for offset, _ in command.points]),
+                    positions=np.stack([p[order] for _, p in command.points]),
+                    velocities=None if command.velocities is None else command.velocities[:, order],
+                )
+            )
+        initial = measured[max(first - 1, 0)]
+        try:
+            out[first:] = controller_reference(timed, names, ticks[first:] * 1e-9, initial)
+        except TrajectoryReferenceError as error:
+            raise EpisodeSkippedError("bad_command", f"{topic}: {error}") from None
         return out
 
     def _object_poses(

@@ -1,4 +1,4 @@
-"""Demonstrations on the real twin: record N episodes with the human-like demonstrator, convert.
+"""Demonstrations on the real twin: record N takes with the human-like demonstrator, convert.
 
 :func:`record_demos` is ``r2s2r record-demos``: it runs the ``record_demos`` graph
 (``config/graphs/record_demos.yaml``: real twin, cell state, belt speed, object tracker,
@@ -7,6 +7,16 @@ recorder and the demonstrator, each its own process) through
 episode bag per trial), completes each bag's episode metadata from what the bag recorded,
 and converts the bags with :func:`~r2s2r_recorder.bag_to_dataset.convert_bags` into one
 dataset (``source = real``).
+
+Two ways to say how much: ``episodes`` takes (every take converted, its outcome in the
+episode metadata), or takes until ``successes`` of them succeeded, at most ``max_attempts``
+(an operator re-recording failed takes; attempt i is trial ``seed + i``): only the successful
+takes go into the dataset, the failed ones stay in ``bags/`` marked ``failure``, and the
+manifest lists every take with its outcome reason.
+
+The graph is self-contained (the twin is the cell), so it runs in a ROS domain of its own
+(``domain_id``; by default a random one, discovery on localhost only): two recordings on one
+machine, or a recording next to another job's twin, would otherwise share topics and services.
 
 Output folder layout::
 
@@ -26,6 +36,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -40,7 +51,7 @@ from typing import Any, TextIO
 
 import click
 import yaml
-from pydantic import Field
+from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
 from r2s2r_common.grounding import check_artifact_arguments
 from rosbags.typesys.store import Typestore
@@ -66,6 +77,10 @@ BELT_SPEED_TOPIC = "/belt/speed"
 EXIT_OK = 0
 EXIT_NOTHING_CONVERTED = 1
 EXIT_REFUSED = 2
+EXIT_SHORT = 3
+"""Exit code when fewer than the wanted successful takes were recorded within max_attempts."""
+MAX_DOMAIN_ID = 232
+"""Largest ROS_DOMAIN_ID whose DDS ports are valid on every platform."""
 
 
 class RecordDemosError(RuntimeError):
@@ -75,7 +90,22 @@ class RecordDemosError(RuntimeError):
 class RecordDemosConfig(ConfigModel):
     """What ``r2s2r record-demos`` records, and where."""
 
-    episodes: int = Field(ge=1, le=100000, description="Demonstrations (trials) to record.")
+    episodes: int = Field(
+        default=0, ge=0, le=100000, description="Takes (trials) to record; 0 with successes."
+    )
+    successes: int = Field(
+        default=0,
+        ge=0,
+        le=100000,
+        description="Record until this many takes succeeded (0: record `episodes` takes); "
+        "only the successful takes are converted.",
+    )
+    max_attempts: int = Field(
+        default=0,
+        ge=0,
+        le=100000,
+        description="With successes: the most takes to try; 0: twice `successes`.",
+    )
     out_dir: str = Field(min_length=1, description="Output folder (bags, dataset, manifest).")
     dataset_path: str = Field(
         default="", description="Dataset file to write; empty: <out_dir>/dataset.hdf5."
@@ -116,6 +146,41 @@ class RecordDemosConfig(ConfigModel):
     force: bool = Field(
         default=False, description="Replace bags or a dataset that no manifest says are ours."
     )
+    domain_id: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_DOMAIN_ID,
+        description="ROS_DOMAIN_ID of the recording graph; None: a random private one "
+        "(localhost discovery).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_count(self) -> RecordDemosConfig:
+        if (self.episodes > 0) == (self.successes > 0):
+            raise ValueError(
+                f"episodes = {self.episodes}, successes = {self.successes}: expected exactly "
+                "one of them > 0 (a fixed number of takes, or takes until that many succeed)"
+            )
+        if self.max_attempts and not self.successes:
+            raise ValueError(f"max_attempts = {self.max_attempts}: only with successes")
+        if self.successes and self.attempts_cap < self.successes:
+            raise ValueError(
+                f"max_attempts = {self.max_attempts} < successes = {self.successes}: expected "
+                "at least as many attempts as wanted successes"
+            )
+        return self
+
+    @property
+    def until_successes(self) -> bool:
+        """Takes are recorded until ``successes`` succeeded (not a fixed count)."""
+        return self.successes > 0
+
+    @property
+    def attempts_cap(self) -> int:
+        """The most takes the graph runs: ``episodes``, or ``max_attempts`` (2 × successes)."""
+        if not self.until_successes:
+            return self.episodes
+        return self.max_attempts or 2 * self.successes
 
     @property
     def out_path(self) -> Path:
@@ -142,7 +207,7 @@ class RecordDemosConfig(ConfigModel):
     @property
     def wall_limit_s(self) -> float:
         """Wall-clock limit of the recording graph."""
-        return self.timeout_s or 120.0 + 60.0 * self.episodes
+        return self.timeout_s or 120.0 + 60.0 * self.attempts_cap
 
 
 def default_twin_config() -> Path:
@@ -158,9 +223,14 @@ def file_sha256(path: str | Path) -> str:
 
 
 def recording_identity(config: RecordDemosConfig, twin_path: Path) -> dict[str, Any]:
-    """Return what makes two recordings the same: episodes, seed, condition, twin content."""
+    """Return what makes two recordings the same: how many takes, seed, condition, twin."""
+    count: dict[str, Any] = (
+        {"successes": config.successes, "max_attempts": config.attempts_cap}
+        if config.until_successes
+        else {"episodes": config.episodes}
+    )
     return {
-        "episodes": config.episodes,
+        **count,
         "seed": config.seed,
         "condition": config.condition,
         "twin_config_sha256": file_sha256(twin_path),
@@ -199,12 +269,16 @@ class RecordedTrial:
         object_type: From the last ``/trial/outcome`` message ('' if none).
         success: The operator's verdict from that message (None if none).
         belt_speed_mps: Median of ``/belt/speed`` (None if none recorded).
+        reason: The outcome's reason ('success', 'missed_grasp', ...; '' if none).
+        seed: The trial's seed (None if no outcome).
 
     """
 
     object_type: str
     success: bool | None
     belt_speed_mps: float | None
+    reason: str = ""
+    seed: int | None = None
 
 
 def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None) -> RecordedTrial:
@@ -216,6 +290,7 @@ def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None)
     """
     store = typestore or make_typestore()
     object_type, success, speeds = "", None, []
+    reason, seed = "", None
     reader = open_reader(bag_dir)
     try:
         wanted = [c for c in reader.connections if c.topic in (OUTCOME_TOPIC, BELT_SPEED_TOPIC)]
@@ -223,6 +298,7 @@ def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None)
             msg = deserialize(store, raw, connection.msgtype)
             if connection.topic == OUTCOME_TOPIC and hasattr(msg, "object_type"):
                 object_type, success = str(msg.object_type), bool(msg.success)
+                reason, seed = str(msg.reason), int(msg.seed)
             elif connection.topic == BELT_SPEED_TOPIC:
                 speeds.append(float(msg.twist.linear.x))
     except (ValueError, KeyError) as error:
@@ -231,7 +307,9 @@ def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None)
         ) from None
     finally:
         reader.close()
-    return RecordedTrial(object_type, success, statistics.median(speeds) if speeds else None)
+    return RecordedTrial(
+        object_type, success, statistics.median(speeds) if speeds else None, reason, seed
+    )
 
 
 def complete_episode_info(info: EpisodeInfo, trial: RecordedTrial) -> EpisodeInfo:
@@ -281,13 +359,87 @@ def complete_bag_metadata(bag_dir: str | Path, typestore: Typestore | None = Non
         BagReadError: Unreadable bag, or one without episode metadata.
 
     """
+    return complete_bag(bag_dir, typestore)[0]
+
+
+def complete_bag(
+    bag_dir: str | Path, typestore: Typestore | None = None
+) -> tuple[EpisodeInfo, RecordedTrial]:
+    """Complete one bag's episode metadata; return it with what the bag recorded of its trial.
+
+    Raises:
+        BagReadError: Unreadable bag, or one without episode metadata.
+
+    """
     info = read_episode_info(bag_dir)
     if info is None:
         raise BagReadError(f"{bag_dir}: no episode metadata (not recorded by the recorder)")
-    completed = complete_episode_info(info, read_recorded_trial(bag_dir, typestore))
+    trial = read_recorded_trial(bag_dir, typestore)
+    completed = complete_episode_info(info, trial)
     if completed != info:
         write_episode_info(bag_dir, completed)
-    return completed
+    return completed, trial
+
+
+# --- takes: which go into the dataset ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TakeRecord:
+    """One recorded take, as the manifest lists it.
+
+    Attributes:
+        bag: Bag directory name.
+        seed: Trial seed (None if the bag has no outcome).
+        outcome: 'success', 'failure' or 'unknown' (episode metadata).
+        reason: The outcome's reason ('' if none recorded).
+        object_type: The trial's object type.
+
+    """
+
+    bag: str
+    seed: int | None
+    outcome: str
+    reason: str
+    object_type: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "bag": self.bag,
+            "seed": self.seed,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "object_type": self.object_type,
+        }
+
+
+def takes_to_convert(config: RecordDemosConfig, takes: list[TakeRecord]) -> list[TakeRecord]:
+    """Return the takes that go into the dataset: all of them, or only the successful ones.
+
+    Recording until N successes keeps failed takes out of the dataset (they are re-recorded,
+    not demonstrations); a fixed count converts every take with its outcome. At most the
+    wanted number of successes is converted (the first ones recorded).
+    """
+    if not config.until_successes:
+        return list(takes)
+    return [take for take in takes if take.outcome == "success"][: config.successes]
+
+
+def take_summary(config: RecordDemosConfig, takes: list[TakeRecord]) -> dict[str, Any]:
+    """Return the attempts, successes and failure reasons of a recording (manifest fields)."""
+    successes = sum(1 for take in takes if take.outcome == "success")
+    reasons = Counter(take.reason or take.outcome for take in takes if take.outcome != "success")
+    summary: dict[str, Any] = {
+        "attempts": len(takes),
+        "successes": successes,
+        "failure_reasons": dict(reasons),
+    }
+    if config.until_successes:
+        summary["wanted_successes"] = config.successes
+        summary["max_attempts"] = config.attempts_cap
+        summary["short"] = successes < config.successes
+    return summary
 
 
 # --- the graph --------------------------------------------------------------------------------
@@ -337,10 +489,49 @@ def _stop_on_signals(request_stop: Any, flag: dict[str, bool]) -> Iterator[None]
             signal.signal(sig, old)
 
 
+def private_domain_id() -> int:
+    """Return a random ROS domain id for a self-contained graph (1..MAX_DOMAIN_ID)."""
+    return random.SystemRandom().randint(1, MAX_DOMAIN_ID)
+
+
+@contextlib.contextmanager
+def _ros_domain(domain_id: int | None) -> Iterator[None]:
+    """Set ROS_DOMAIN_ID (and localhost discovery for a private domain) while starting nodes.
+
+    ``None`` leaves the environment as it is.
+    """
+    if domain_id is None:
+        yield
+        return
+    names = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")
+    previous = {name: os.environ.get(name) for name in names}
+    os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_record_graph(
-    config: RecordDemosConfig, twin_path: Path, log_dir: Path, console: TextIO | None = None
+    config: RecordDemosConfig,
+    twin_path: Path,
+    log_dir: Path,
+    console: TextIO | None = None,
+    domain_id: int | None = None,
 ) -> GraphRun:
     """Run the ``record_demos`` graph until the demonstrator is done, the limit, or a signal.
+
+    Args:
+        config: What to record.
+        twin_path: The twin's configuration file.
+        log_dir: Folder of the per-node logs.
+        console: Where node output goes (stdout when None).
+        domain_id: ROS_DOMAIN_ID of the nodes (None: inherited).
 
     Raises:
         r2s2r.graph.GraphError: Bad graph arguments or a missing executable.
@@ -350,7 +541,8 @@ def run_record_graph(
     from r2s2r.supervisor import GraphSupervisor
 
     arguments = {
-        "trials": str(config.episodes),
+        "trials": str(config.attempts_cap),
+        "successes": str(config.successes),
         "seed": str(config.seed),
         "condition": config.condition,
         "out_dir": str(config.bags_path),
@@ -372,7 +564,8 @@ def run_record_graph(
     timer.daemon = True
     started = time.monotonic()
     with _stop_on_signals(supervisor.request_stop, flags):
-        supervisor.start()
+        with _ros_domain(domain_id):
+            supervisor.start()  # the nodes inherit this process's environment
         timer.start()
         try:
             code = supervisor.wait()
@@ -412,13 +605,18 @@ class RecordDemosResult:
     def format(self) -> str:
         """Readable summary (what was recorded, converted and skipped, and why)."""
         m = self.manifest
+        identity = m["identity"]
+        count = (
+            f"successes={identity['successes']} max_attempts={identity['max_attempts']}"
+            if "successes" in identity
+            else f"episodes={identity['episodes']}"
+        )
         if self.reused:
             return (
                 f"record-demos: reusing {self.dataset}: {m.get('converted', '?')} episodes "
                 f"({m.get('frames', '?')} frames) recorded {m.get('created', '?')} for "
-                f"episodes={m['identity']['episodes']} seed={m['identity']['seed']} "
-                f"condition={m['identity']['condition']} "
-                f"twin sha256 {m['identity']['twin_config_sha256'][:12]}"
+                f"{count} seed={identity['seed']} condition={identity['condition']} "
+                f"twin sha256 {identity['twin_config_sha256'][:12]}"
             )
         lines = []
         if self.graph is not None:
@@ -434,17 +632,30 @@ class RecordDemosResult:
             )
             lines.append(
                 f"record-demos: recording graph {state}{why} after {self.graph.wall_s:.1f} s; "
-                f"{m['bags']} of {m['identity']['episodes']} episode bags; logs in "
-                f"{self.graph.log_dir}"
+                f"{m['bags']} episode bags ({count}); logs in {self.graph.log_dir}"
             )
         outcomes = m.get("outcomes", {})
         lines.append(f"record-demos: outcomes {outcomes}; object types {m.get('object_types', {})}")
+        lines.append(
+            f"record-demos: {m.get('successes', 0)} successful of {m.get('attempts', 0)} takes; "
+            f"failure reasons {m.get('failure_reasons', {})}"
+        )
+        if "successes" in identity:
+            lines.append(
+                f"record-demos: only successful takes converted (failed ones stay in "
+                f"{BAGS_DIRNAME}/, marked failure)"
+            )
         for bag, message in self.metadata_errors:
             lines.append(f"  metadata not completed for {bag}: {message}")
         if self.conversion is not None:
             lines.append(self.conversion.format())
-        if self.exit_code != EXIT_OK:
+        if self.exit_code == EXIT_NOTHING_CONVERTED:
             lines.append("record-demos: no episode converted; the dataset is empty")
+        elif self.exit_code == EXIT_SHORT:
+            lines.append(
+                f"record-demos: SHORT: {m.get('converted', 0)} successful takes converted, "
+                f"{identity['successes']} wanted (at most {identity['max_attempts']} attempts)"
+            )
         return "\n".join(lines)
 
 
@@ -539,24 +750,37 @@ def record_demos(
     log_dir = (
         log_root or config.out_path / "logs"
     ) / f"{GRAPH_NAME}-{time.strftime('%Y%m%d-%H%M%S')}"
+    domain_id = config.domain_id if config.domain_id is not None else private_domain_id()
+    how_many = (
+        f"takes until {config.successes} succeed (at most {config.attempts_cap})"
+        if config.until_successes
+        else f"{config.episodes} takes"
+    )
     say(
-        f"record-demos: recording {config.episodes} demonstrations (seed {config.seed}, "
-        f"{config.condition}, twin {twin_path.name}, x{config.real_time_factor}) into "
+        f"record-demos: recording {how_many} (seed {config.seed}, {config.condition}, twin "
+        f"{twin_path.name}, x{config.real_time_factor}, ROS domain {domain_id}) into "
         f"{config.bags_path}"
     )
-    graph = run_record_graph(config, twin_path, log_dir, console=out)
+    graph = run_record_graph(config, twin_path, log_dir, console=out, domain_id=domain_id)
 
     typestore = make_typestore()
     bags = find_episode_bags(config.bags_path) if config.bags_path.is_dir() else []
     metadata_errors: list[tuple[Path, str]] = []
     infos: list[EpisodeInfo] = []
+    takes: list[TakeRecord] = []
+    bag_of: dict[str, Path] = {}
     for bag in bags:
         try:
-            infos.append(complete_bag_metadata(bag, typestore))
+            info, trial = complete_bag(bag, typestore)
         except BagReadError as error:
             metadata_errors.append((bag, str(error)))
+            continue
+        infos.append(info)
+        takes.append(TakeRecord(bag.name, trial.seed, info.outcome, trial.reason, info.object_type))
+        bag_of[bag.name] = bag
+    chosen = takes_to_convert(config, takes)
     conversion = convert_bags(
-        bags,
+        [bag_of[take.bag] for take in chosen] if config.until_successes else bags,
         config.dataset,
         ConversionConfig(
             source="real", world_config_id="real", max_staleness_s=config.max_staleness_s
@@ -565,13 +789,23 @@ def record_demos(
     exit_code = EXIT_OK if conversion.converted else EXIT_NOTHING_CONVERTED
     if not conversion.converted:
         config.dataset.unlink(missing_ok=True)
+    summary = take_summary(config, takes)
+    if config.until_successes:
+        complete = graph.ok and len(conversion.converted) >= config.successes
+        if conversion.converted and not complete:
+            exit_code = EXIT_SHORT
+    else:
+        complete = graph.ok and len(bags) == config.episodes and bool(conversion.converted)
     result_manifest: dict[str, Any] = {
         "identity": identity,
         "twin_config": str(twin_path),
         "real_time_factor": config.real_time_factor,
+        "domain_id": domain_id,
         "dataset": str(config.dataset),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "complete": graph.ok and len(bags) == config.episodes and bool(conversion.converted),
+        "complete": complete,
+        **summary,
+        "takes": [take.as_dict() for take in takes],
         "bags": len(bags),
         "converted": len(conversion.converted),
         "frames": conversion.frames,
@@ -603,7 +837,32 @@ def quiet_console() -> TextIO:
 
 @click.command("record-demos")
 @click.option(
-    "-n", "--episodes", required=True, type=click.IntRange(min=1), help="Demonstrations to record."
+    "-n",
+    "--episodes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Takes to record, every one converted with its outcome (or use --successes).",
+)
+@click.option(
+    "--successes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Record until this many takes succeeded; only those are converted (failed takes are "
+    "re-recorded with the next seed).",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --successes: the most takes to try (default: twice --successes). Exit code 3 "
+    "when fewer succeeded.",
+)
+@click.option(
+    "--domain-id",
+    type=click.IntRange(min=0, max=MAX_DOMAIN_ID),
+    default=None,
+    help="ROS_DOMAIN_ID of the recording graph (default: a random private one, localhost "
+    "discovery; set one to watch the recording).",
 )
 @click.option(
     "--out",
@@ -655,7 +914,10 @@ def quiet_console() -> TextIO:
 @click.option("--force", is_flag=True, help="Replace bags/dataset no manifest says are ours.")
 @click.option("--quiet", is_flag=True, help="Node output only to the per-node logs.")
 def record_demos_command(
-    episodes: int,
+    episodes: int | None,
+    successes: int | None,
+    max_attempts: int | None,
+    domain_id: int | None,
     out_dir: Path,
     dataset_path: Path | None,
     twin_config: Path | None,
@@ -669,12 +931,25 @@ def record_demos_command(
 ) -> None:
     """Record demonstrations on the real twin (human-like demonstrator) and convert them.
 
-    Runs the record_demos graph (one bag per trial), then writes OUT/dataset.hdf5. A re-run
-    with the same episodes, seed, condition and twin configuration reuses the dataset. Exit
-    code 1 when no episode was converted.
+    Runs the record_demos graph (one bag per trial), then writes OUT/dataset.hdf5: either
+    --episodes N takes, or takes until --successes N succeeded (at most --max-attempts).
+    A re-run with the same counts, seed, condition and twin configuration reuses the dataset.
+    Exit code 1 when no episode was converted, 3 when fewer than --successes succeeded.
     """
+    if (episodes is None) == (successes is None):
+        raise click.UsageError("give exactly one of --episodes N and --successes N")
+    if max_attempts is not None and successes is None:
+        raise click.UsageError("--max-attempts goes with --successes")
+    if successes is not None and max_attempts is not None and max_attempts < successes:
+        raise click.UsageError(
+            f"--max-attempts {max_attempts} < --successes {successes}: expected at least as "
+            "many attempts as successes"
+        )
     config = RecordDemosConfig(
-        episodes=episodes,
+        episodes=episodes or 0,
+        successes=successes or 0,
+        max_attempts=max_attempts or 0,
+        domain_id=domain_id,
         out_dir=str(out_dir),
         dataset_path=str(dataset_path) if dataset_path else "",
         twin_config=str(twin_config) if twin_config else "",
@@ -694,6 +969,6 @@ def record_demos_command(
         if console is not None:
             console.close()
     click.echo(result.format())
-    click.echo(f"dataset: {result.dataset}" if not result.exit_code else "dataset: none")
+    click.echo(f"dataset: {result.dataset}" if result.dataset.is_file() else "dataset: none")
     if result.exit_code:
         sys.exit(result.exit_code)

@@ -59,16 +59,33 @@ def test_three_episodes_convert_aligned(three_bags: list[Path], tmp_path: Path) 
             assert meta.provenance["bag_path"] == str(bag.resolve())
             assert meta.provenance["start_time_ns"] == start
             assert meta.action_names == ARM + HAND and meta.outcome == "success"
-            for row in range(expected):
-                t = start + row * 10**8
-                k_arm = (t - BASE_NS - ARM_START_NS) // ARM_PERIOD_NS
-                k_hand = (t - BASE_NS - HAND_START_NS) // HAND_PERIOD_NS
+
+            def measured_at(t: int) -> list[float]:
                 t_joint = BASE_NS + ((t - BASE_NS) // JOINT_PERIOD_NS) * JOINT_PERIOD_NS
-                joints = [joint_value(j, t_joint) for j in range(5)]
-                want = [arm_value(k_arm, j) if k_arm >= 0 else joints[j] for j in range(3)] + [
-                    hand_value(k_hand, j) if k_hand >= 0 else joints[3 + j] for j in range(2)
-                ]
-                np.testing.assert_allclose(episode.actions[row], want, atol=1e-6)
+                return [joint_value(j, t_joint) for j in range(5)]
+
+            def reference(t: int, first_ns: int, period_ns: int, value, hold: list[float]):  # type: ignore[no-untyped-def]
+                # Each command has one point 0.2 s after it arrives; the controller moves
+                # linearly from the reference in force to it, then holds it.
+                k = (t - first_ns) // period_ns
+                if k < 0:
+                    return None
+                previous = [value(k - 1, j) for j in range(len(hold))] if k > 0 else hold
+                s = min((t - first_ns - k * period_ns) / 200_000_000, 1.0)
+                return [p + s * (value(k, j) - p) for j, p in enumerate(previous)]
+
+            ticks = [start + row * 10**8 for row in range(expected)]
+            first_arm = BASE_NS + ARM_START_NS
+            first_hand = BASE_NS + HAND_START_NS
+            arm_hold = measured_at(max(t for t in ticks if t < first_arm))[:3]
+            hand_hold = measured_at(max(t for t in ticks if t < first_hand))[3:]
+            for row in range(expected):
+                t = ticks[row]
+                joints = measured_at(t)
+                arm_ref = reference(t, first_arm, ARM_PERIOD_NS, arm_value, arm_hold)
+                hand_ref = reference(t, first_hand, HAND_PERIOD_NS, hand_value, hand_hold)
+                want = (arm_ref or joints[:3]) + (hand_ref or joints[3:])
+                np.testing.assert_allclose(episode.actions[row], want, atol=1e-5)  # float32
                 np.testing.assert_allclose(episode.joint_pos_rad[row], joints, atol=1e-6)
                 head_index = (t - BASE_NS) // CAM_PERIOD_NS
                 hand_index = (t - BASE_NS - 2_000_000) // CAM_PERIOD_NS

@@ -117,7 +117,13 @@ def _bag_messages(bag: Path) -> dict[str, list[Any]]:
     return messages
 
 
-def test_demonstrator_records_one_bag_per_trial_and_exits(context: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("trials", "successes", "expected_trials"),
+    [(3, 0, 3), (6, 3, 5)],  # a fixed count; until 3 succeed (odd trial ids do): 5 trials
+)
+def test_demonstrator_records_one_bag_per_trial_and_exits(
+    context: Any, tmp_path: Path, trials: int, successes: int, expected_trials: int
+) -> None:
     recorder = RecorderNode(
         context=context,
         parameter_overrides=[
@@ -130,7 +136,8 @@ def test_demonstrator_records_one_bag_per_trial_and_exits(context: Any, tmp_path
     demonstrator = DemonstratorNode(
         context=context,
         parameter_overrides=[
-            Parameter("trials", value=3),
+            Parameter("trials", value=trials),
+            Parameter("successes", value=successes),
             Parameter("seed", value=40),
             Parameter("recorder_node", value="recorder"),
             Parameter("recorder_topics", value=TOPICS),
@@ -151,10 +158,13 @@ def test_demonstrator_records_one_bag_per_trial_and_exits(context: Any, tmp_path
 
     assert demonstrator.finished.done() and demonstrator.finished.result() == 0
     assert demonstrator.stage == Stage.DONE
-    assert cell.seeds == [40, 41, 42]
-    assert cell.recording_at_start == [True, True, True]  # episode started before the trial
+    assert cell.seeds == list(range(40, 40 + expected_trials))
+    assert cell.recording_at_start == [True] * expected_trials  # episode before the trial
+    assert demonstrator.session.attempts == expected_trials
+    if successes:
+        assert demonstrator.session.successes == successes and not demonstrator.session.short
     bags = find_episode_bags(tmp_path)
-    assert [b.name for b in bags] == ["episode_000000", "episode_000001", "episode_000002"]
+    assert [b.name for b in bags] == [f"episode_{i:06d}" for i in range(expected_trials)]
     for trial_id, bag in enumerate(bags, start=1):
         messages = _bag_messages(bag)
         positions = {p for m in messages["/joint_states"] for p in m.position}

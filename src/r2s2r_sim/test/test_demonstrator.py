@@ -5,7 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from r2s2r_common.config import ConfigError, parse_config
-from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_description.robot import (
+    ARM_JOINT_NAMES,
+    HAND_JOINT_NAMES,
+    HOME_POSITIONS,
+    JOINT_LIMITS,
+)
 from r2s2r_sim.demonstrator import (
     DemonstratorStyle,
     HumanLikeDemonstrator,
@@ -205,3 +210,60 @@ def test_node_message_conversions() -> None:
     (obs,) = objects_from_msg(point(tracks=[track]))
     assert obs.object_id == "4" and obs.type_name == "cube"
     assert np.allclose(obs.position_m, [1, 2, 3]) and np.allclose(obs.velocity_mps, [0.1, 0, 0])
+
+
+def test_a_take_after_a_wound_up_one_succeeds_and_comes_home_unwound(
+    backend: MujocoBackend, twin: WorldParams, nominal: WorldParams
+) -> None:
+    """Through ROS the first joint state a new take sees can still be the previous take's last
+    pose (the cell's reset is not yet published): here base and wrist a full turn from home,
+    the same pose in space. The demonstrator must plan from the arm as it is measured once it
+    rests (it failed IK on that stale pose and never reached: missed_grasp), and come home
+    the way it went (it used to continue round and wind base and wrist a turn: seed 4)."""
+    from r2s2r_sim.demonstrator.driver import observe, send
+    from r2s2r_sim.task import TrialRunner, sample_trial
+
+    seed = 4
+    runner = TrialRunner(backend, twin, sample_trial(twin, seed))
+    runner.start()
+    demonstrator = HumanLikeDemonstrator(nominal, seed)
+    first = observe(backend, twin)
+    wound = first.joint_positions.copy()
+    wound[[0, 5]] -= 2.0 * np.pi
+    demonstrator.act(Observation(first.time_s - 0.02, wound))
+    outcome, arm, after_s = None, [], 0.0
+    while after_s < 4.0:  # on past the outcome: the return home
+        observation = observe(backend, twin)
+        arm.append(observation.joint_positions[:6])
+        for command in demonstrator.act(observation):
+            send(backend, command)
+        result = runner.step(10)
+        outcome = outcome or result
+        after_s += 0.02 if outcome is not None else 0.0
+    assert outcome is not None and outcome.success, outcome
+    assert demonstrator.ik_failures == 0 and demonstrator.phase.value == "done"
+    home = np.array([HOME_POSITIONS[name] for name in ARM_JOINT_NAMES])
+    np.testing.assert_allclose(arm[-1], home, atol=0.05)
+    assert np.abs(np.array(arm)[:, [0, 5]]).max() < 1.5 * np.pi  # never a turn from home
+
+
+def test_no_pick_starts_for_an_object_already_past_the_grasp_zone(nominal: WorldParams) -> None:
+    """A track that outlives its object (a tracker coasting after the cell's reset) or an
+    object that got away is downstream of every intercept: no reach starts for it."""
+    from r2s2r_sim.demonstrator import ObjectObservation, Phase
+
+    demonstrator = HumanLikeDemonstrator(nominal, 0)
+    velocity = np.array([0.0, -0.1, 0.0])  # along base -y, as on the twin's belt
+    belt_z = demonstrator.belt_top_z_m + nominal.objects["cube"].size_m[2] / 2.0
+    home = np.array([HOME_POSITIONS[name] for name in (*ARM_JOINT_NAMES, *HAND_JOINT_NAMES)])
+
+    def sees(y_m: float, object_id: str, time_s: float) -> Phase:
+        cube = ObjectObservation(
+            object_id, "cube", np.array([-0.47, y_m, belt_z]), np.array([1.0, 0, 0, 0]), velocity
+        )
+        demonstrator.act(Observation(time_s, home, (cube,), time_s - 0.2))
+        return demonstrator.phase
+
+    past = -demonstrator.style.intercept_along_m[1] - 0.05  # along = -y
+    assert sees(past, "7", 1.0) == Phase.IDLE
+    assert sees(0.5, "8", 1.02) == Phase.WAITING  # upstream: the operator gets ready

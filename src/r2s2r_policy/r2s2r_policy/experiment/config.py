@@ -36,7 +36,7 @@ DEFAULT_DEMOS_COMMAND: list[str] = [
     "record-demos",
     "--out",
     "{out_dir}",
-    "--episodes",
+    "--successes",
     "{episodes}",
     "--seed",
     "{seed}",
@@ -59,7 +59,12 @@ class ExperimentConfig(ConfigModel):
     """Sizes, seeds, inputs and evaluator of one experiment run."""
 
     preset: str = Field(default="reduced", description="Name of the preset this derives from.")
-    real_demos: int = Field(default=20, ge=1, le=100000, description="Real demonstrations.")
+    real_demos: int = Field(
+        default=20,
+        ge=1,
+        le=100000,
+        description="Successful real demonstrations (the operator re-records failed takes).",
+    )
     demo_seed: int = Field(default=0, ge=0, description="Seed of demonstration 0 (i: + i).")
     sim_episodes_per_configuration: int = Field(
         default=200, ge=1, le=1000000, description="Simulated episodes per configuration."

@@ -132,8 +132,24 @@ def resolve_command(command: Sequence[str], values: dict[str, str]) -> list[str]
     return filled
 
 
+def private_ros_environment() -> dict[str, str]:
+    """Build a stage command's environment: a random private ROS domain, localhost discovery.
+
+    The demos and grounding steps start a cell graph; on the shared default domain two such
+    graphs on one machine (another experiment, a developer's twin) answer each other's services
+    and command each other's arms.
+    """
+    import os
+    import random
+
+    env = dict(os.environ)
+    env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 200))
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    return env
+
+
 def run_command(command: list[str], log_path: Path, timeout_s: float, what: str) -> None:
-    """Run an external step, its output to ``log_path``.
+    """Run an external step in a private ROS domain, its output to ``log_path``.
 
     Raises:
         StageError: Non-zero exit, timeout, or a missing executable; with the log's tail.
@@ -143,7 +159,11 @@ def run_command(command: list[str], log_path: Path, timeout_s: float, what: str)
         with log_path.open("w") as stream:
             # Owned: the step (and the graph it may start) dies with the experiment.
             code, timed_out = run_owned(
-                command, timeout_s=timeout_s, stdout=stream, stderr=subprocess.STDOUT
+                command,
+                timeout_s=timeout_s,
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                env=private_ros_environment(),
             )
     except FileNotFoundError as error:
         raise StageError(f"{what}: cannot run {shlex.join(command)}: {error}") from None

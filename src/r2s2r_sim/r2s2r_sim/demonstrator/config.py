@@ -100,7 +100,21 @@ class DemonstratorStyle(ConfigModel):
     )
     drop_height_m: Range = Field(
         default_factory=lambda: [0.02, 0.05],
-        description="Object bottom above the bin rim when releasing.",
+        description="Object bottom above the bin rim at the end of the move over the bin.",
+    )
+    place_height_m: Range = Field(
+        default_factory=lambda: [0.015, 0.035],
+        description="Object bottom above the bin floor when releasing: the operator lowers "
+        "the object into the bin rather than dropping it over the rim (a dropped cylinder "
+        "lands on its side and can roll on for seconds).",
+    )
+    lower_duration_s: Range = Field(
+        default_factory=lambda: [0.5, 0.7],
+        description="Duration of lowering the object into the bin.",
+    )
+    rise_duration_s: Range = Field(
+        default_factory=lambda: [0.35, 0.5],
+        description="Duration of raising the opened hand back above the rim.",
     )
     drop_jitter_m: float = Field(
         default=0.025, ge=0.0, le=0.08, description="Max horizontal offset of the drop point."

@@ -5,9 +5,15 @@ perception lag) and moves the way people do: a reaction delay, then a reach whos
 a superposition of minimum-jerk submovements (to a pre-grasp via above the object, then down),
 expressed relative to the *moving* object and corrected on-line as newer observations arrive
 (visual servoing); a whole-hand power grasp while moving with the belt; a lift; a sweep around
-the shoulder to above the bin of the object's type; release; return to the ready pose. Every
-demonstration draws its own timing, heights, via-points, closure timing, wrist yaw and speed
-from a seeded generator.
+the shoulder to above the bin of the object's type; lowering it into the bin; release; back up
+over the rim and to the ready pose the way it came (unwinding the turn). Every demonstration
+draws its own timing, heights, via-points, closure timing, wrist yaw and speed from a seeded
+generator.
+
+Time is the cell's: each observation carries the cell time of its joint positions and of its
+objects (a tracker's output is older), object motion is predicted from the objects' own stamp,
+and while no arm motion is in progress the demonstrator plans from the measured joints (a new
+take can begin where the cell, not the last command, left the arm).
 
 It knows the cell only from the NOMINAL description (kinematics, bin positions, object sizes),
 like an operator with the drawings; it never reads the twin's hidden parameters. Its only
@@ -26,6 +32,7 @@ from enum import StrEnum
 from typing import Literal
 
 import numpy as np
+from r2s2r_description.cell import BIN_WALL_HEIGHT_M, BIN_WALL_THICKNESS_M
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -49,8 +56,10 @@ from r2s2r_sim.kinematics import IkError, PalmIk, top_down_palm_pose
 from r2s2r_sim.world import WorldParams
 
 N_ARM = len(ARM_JOINT_NAMES)
-BIN_RIM_HEIGHT_M = 0.12
-"""Bin wall height (from the description) used to place the release point above the rim."""
+BIN_RIM_HEIGHT_M = BIN_WALL_HEIGHT_M
+"""Bin wall height above the bin's frame (the description): the move over the bin clears it."""
+BIN_FLOOR_HEIGHT_M = BIN_WALL_THICKNESS_M
+"""Height of the bin's inner floor above its frame (the description)."""
 
 
 @dataclass(frozen=True)
@@ -78,15 +87,23 @@ class Observation:
     """One look at the cell.
 
     Attributes:
-        time_s: Time of the observation (the cell's clock).
+        time_s: Time of the observation (the cell's clock): the stamp of the joint positions.
         joint_positions: (18,) measured positions in :data:`ALL_JOINT_NAMES` order.
         objects: Objects currently in the scene.
+        objects_time_s: Cell time at which ``objects`` were measured (an object tracker's
+            output is older than the joint states it is paired with); None: ``time_s``.
 
     """
 
     time_s: float
     joint_positions: FloatArray
     objects: tuple[ObjectObservation, ...] = ()
+    objects_time_s: float | None = None
+
+    @property
+    def objects_stamp_s(self) -> float:
+        """Cell time of ``objects`` (``objects_time_s``, else ``time_s``)."""
+        return self.time_s if self.objects_time_s is None else self.objects_time_s
 
 
 @dataclass(frozen=True)
@@ -170,6 +187,9 @@ class PickParameters:
     drop_offset_m: tuple[float, float]
     release_duration_s: float
     return_duration_s: float
+    place_height_m: float
+    lower_duration_s: float
+    rise_duration_s: float
 
 
 def draw_pick_parameters(style: DemonstratorStyle, rng: np.random.Generator) -> PickParameters:
@@ -208,6 +228,9 @@ def draw_pick_parameters(style: DemonstratorStyle, rng: np.random.Generator) -> 
         drop_offset_m=(radius * math.cos(angle), radius * math.sin(angle)),
         release_duration_s=u(style.release_duration_s) / speed,
         return_duration_s=u(style.return_duration_s) / speed,
+        place_height_m=u(style.place_height_m),
+        lower_duration_s=u(style.lower_duration_s) / speed,
+        rise_duration_s=u(style.rise_duration_s) / speed,
     )
 
 
@@ -235,6 +258,8 @@ class _Pick:
     closed: bool = False
     released: bool = False
     grasp_yaw_rad: float = 0.0
+    start_azimuth_rad: float = 0.0
+    start_yaw_rad: float = 0.0
     shape: GraspShape | None = None
 
 
@@ -294,10 +319,14 @@ class HumanLikeDemonstrator:
 
     # -- perception ----------------------------------------------------------------------------
     def _perceived(self, now_s: float) -> Observation:
-        """Return the newest observation at least ``perception_lag_s`` old (else the oldest)."""
+        """Return the newest observation with objects ``perception_lag_s`` old (else the oldest).
+
+        The lag is the operator's reaction to what they see; it is counted from the cell time
+        the objects were measured at, so a tracker's own latency is part of it, not added.
+        """
         lagged = self._buffer[0]
         for obs in self._buffer:
-            if obs.time_s <= now_s - self.style.perception_lag_s + 1e-9:
+            if obs.objects_stamp_s <= now_s - self.style.perception_lag_s + 1e-9:
                 lagged = obs
         return lagged
 
@@ -309,6 +338,15 @@ class HumanLikeDemonstrator:
         )
         bottom = float(obj.position_m[2]) - half_height
         return abs(bottom - self.belt_top_z_m) < 0.03
+
+    def _leaving(self, obj: ObjectObservation) -> bool:
+        """Return True for a moving object already past every intercept the style allows."""
+        velocity = np.asarray(obj.velocity_mps, dtype=float)[:2]
+        speed = float(np.linalg.norm(velocity))
+        if speed < 1e-3:
+            return False
+        along = float(velocity @ np.asarray(obj.position_m, dtype=float)[:2]) / speed
+        return along > self.style.intercept_along_m[1]
 
     def _find(self, obs: Observation, object_id: str) -> ObjectObservation | None:
         return next((o for o in obs.objects if o.object_id == object_id), None)
@@ -335,7 +373,9 @@ class HumanLikeDemonstrator:
         now = float(observation.time_s)
         self._now_s = now
         self._buffer.append(observation)
-        if self._log.times_s.size == 0:
+        if self._at_rest(now):
+            # No arm motion in progress: the arm is where it is measured, whatever was
+            # commanded before (a trial reset, an earlier operator, a first look).
             self._log = _CommandLog(np.array([now]), q[None, :N_ARM].copy())
         commands: list[JointCommand] = []
         if self.phase in (Phase.IDLE, Phase.DONE):
@@ -348,6 +388,12 @@ class HumanLikeDemonstrator:
             commands += self._transfer(now)
         return commands
 
+    def _at_rest(self, now: float) -> bool:
+        """Return True when no arm command is in progress (none sent yet, or the last one ended)."""
+        if self.phase not in (Phase.IDLE, Phase.WAITING, Phase.DONE):
+            return False
+        return self._log.times_s.size == 0 or now >= float(self._log.times_s[-1])
+
     def _look_for_object(self, now: float) -> None:
         seen = self._perceived(now)
         for obj in seen.objects:
@@ -356,6 +402,8 @@ class HumanLikeDemonstrator:
             if obj.type_name not in self.world.objects:
                 self.handled.add(obj.object_id)  # nothing the operator knows to do with it
                 continue
+            if self._leaving(obj):
+                continue  # already past where anyone would reach for it (e.g. a stale track)
             params = draw_pick_parameters(self.style, self.rng)
             self._pick = _Pick(obj.object_id, obj.type_name, params, first_seen_s=now)
             self.handled.add(obj.object_id)
@@ -369,7 +417,9 @@ class HumanLikeDemonstrator:
             return None
         velocity = np.asarray(obj.velocity_mps, dtype=float).copy()
         velocity[2] = 0.0  # the belt carries objects horizontally
-        return LinearMotion(np.asarray(obj.position_m, dtype=float).copy(), velocity, seen.time_s)
+        return LinearMotion(
+            np.asarray(obj.position_m, dtype=float).copy(), velocity, seen.objects_stamp_s
+        )
 
     # -- waiting: reaction delay and the moment to start the reach ------------------------------
     def _wait(self, now: float) -> list[JointCommand]:
@@ -447,6 +497,8 @@ class HumanLikeDemonstrator:
         )
         yaw_g = yaw0 + wrap_angle(yaw_g - yaw0)
         pick.grasp_yaw_rad = yaw_g
+        pick.start_azimuth_rad = math.atan2(palm0[1], palm0[0])
+        pick.start_yaw_rad = yaw0
 
         def path(t: float) -> tuple[FloatArray, float]:
             s_hover = minimum_jerk((t - now) / hover_s)
@@ -509,24 +561,47 @@ class HumanLikeDemonstrator:
         drop[:2] += params.drop_offset_m
         assert pick.shape is not None
         palm_above = pick.shape.palm_above_top_m + params.grasp_height_m
+        place = drop.copy()  # object lowered into the bin, released just above its floor
+        place[2] += BIN_FLOOR_HEIGHT_M + params.place_height_m + height + palm_above
         drop[2] += BIN_RIM_HEIGHT_M + params.drop_height_m + height + palm_above
         t_drop = t_lift_end + params.transport_duration_s
         sweep = _CylindricalMove(lift_end, drop, t_lift_end, params.transport_duration_s)
-        t_release = t_drop + 0.1 / params.speed
-        t_return = t_release + params.release_duration_s + 0.25 / params.speed
-        back = _CylindricalMove(drop, self.home_palm_m, t_return, params.return_duration_s)
+        t_placed = t_drop + params.lower_duration_s
+        t_release = t_placed + 0.1 / params.speed
+        t_rise = t_release + params.release_duration_s + 0.1 / params.speed
+        t_return = t_rise + params.rise_duration_s
+        # Back the way it came: the azimuth and the palm yaw unwind what the reach and the
+        # sweep turned (the shortest way home can continue round and wind the base and wrist
+        # joints a full turn from where the pick started).
+        start_az = pick.start_azimuth_rad
+        turned_az = wrap_angle(math.atan2(lift_end[1], lift_end[0]) - start_az) + sweep.turn_rad
+        home_az = math.atan2(self.home_palm_m[1], self.home_palm_m[0])
+        back = _CylindricalMove(
+            drop,
+            self.home_palm_m,
+            t_return,
+            params.return_duration_s,
+            turn_rad=wrap_angle(home_az - start_az) - turned_az,
+        )
         t_end = t_return + params.return_duration_s
+        yaw0 = pick.grasp_yaw_rad + wrap_angle(yaw0 - pick.grasp_yaw_rad)  # unwrapped since start
         yaw_drop = yaw0 + sweep.turn_rad
-        yaw_home = yaw_drop + wrap_angle(self.home_yaw_rad - yaw_drop)
+        yaw_home = pick.start_yaw_rad + wrap_angle(self.home_yaw_rad - pick.start_yaw_rad)
         arc = params.transport_arc_m
 
         def path(t: float) -> tuple[FloatArray, float]:
             if t <= t_lift_end:
                 return lift(t - now), yaw0
-            if t <= t_return:
+            if t <= t_drop:
                 position = sweep(t)
                 position[2] += arc * smooth_bump((t - t_lift_end) / params.transport_duration_s)
                 return position, yaw0 + sweep.turned(t)
+            if t <= t_rise:  # lower it in, hold while the hand opens
+                s = minimum_jerk((t - t_drop) / params.lower_duration_s)
+                return drop + (place - drop) * s, yaw_drop
+            if t <= t_return:  # the open hand back up over the rim
+                s = minimum_jerk((t - t_rise) / params.rise_duration_s)
+                return place + (drop - place) * s, yaw_drop
             s = minimum_jerk((t - t_return) / params.return_duration_s)
             return back(t), yaw_drop + (yaw_home - yaw_drop) * s
 
@@ -621,7 +696,14 @@ class _CylindricalMove:
     through it: radius, azimuth and height each follow a minimum-jerk profile.
     """
 
-    def __init__(self, start: FloatArray, end: FloatArray, start_s: float, duration_s: float):
+    def __init__(
+        self,
+        start: FloatArray,
+        end: FloatArray,
+        start_s: float,
+        duration_s: float,
+        turn_rad: float | None = None,
+    ):
         self.start = np.asarray(start, dtype=float)
         self.end = np.asarray(end, dtype=float)
         self.start_s = start_s
@@ -629,7 +711,11 @@ class _CylindricalMove:
         self.r0 = float(np.hypot(*self.start[:2]))
         self.r1 = float(np.hypot(*self.end[:2]))
         self.phi0 = math.atan2(self.start[1], self.start[0])
-        self.turn_rad = wrap_angle(math.atan2(self.end[1], self.end[0]) - self.phi0)
+        shortest = wrap_angle(math.atan2(self.end[1], self.end[0]) - self.phi0)
+        if turn_rad is None:
+            self.turn_rad = shortest
+        else:  # the given way round (the shortest turn plus whole turns)
+            self.turn_rad = shortest + 2.0 * math.pi * round((turn_rad - shortest) / (2 * math.pi))
 
     def turned(self, t: float) -> float:
         """Azimuth turned by time ``t``."""

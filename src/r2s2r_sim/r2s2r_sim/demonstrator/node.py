@@ -1,9 +1,13 @@
 """ROS wrapper of the human-like demonstrator: drives the real twin like a teleoperator.
 
-Reads ``/joint_states`` and the twin's operator view ``/twin/operator/object_poses`` (the
-operator's eyes; twin only), acts only through ``/arm_controller/joint_trajectory`` and
-``/hand_controller/joint_trajectory``, starts trials with ``/trial/start`` (seed + i,
-condition) and reads ``/trial/outcome``. One demonstrator (seed + i) per trial.
+Reads ``/joint_states`` and the objects on ``objects_topic``: by default the object tracker's
+``/objects/tracks`` (what the cell publishes, as on hardware), or the twin's operator view
+``/twin/operator/object_poses`` (simulator truth: a person's eyes at the cell; twin only), each
+with its header stamp (cell time) so that motion is predicted from when the objects were seen.
+Acts only through ``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``,
+starts trials with ``/trial/start`` (seed + i, condition) and reads ``/trial/outcome``. One
+demonstrator (seed + i) per trial; ``trials`` of them, or (``successes`` > 0) until that many
+succeeded, at most ``trials`` (:class:`~r2s2r_sim.demonstrator.session.TakeSession`).
 
 With ``recorder_node`` set, the node works the recorder like a teleoperator's foot pedal: it
 waits until the recorder is subscribed to ``recorder_topics``, then for every trial sets the
@@ -26,7 +30,7 @@ from typing import Any
 import numpy as np
 import rclpy
 import rclpy.task
-from pydantic import Field
+from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, OUTCOME_QOS, RELIABLE_QOS
@@ -49,6 +53,7 @@ from r2s2r_sim.demonstrator.core import (
     ObjectObservation,
     Observation,
 )
+from r2s2r_sim.demonstrator.session import Take, TakeSession
 from r2s2r_sim.world import load_world
 
 RECORDED_TOPICS: tuple[str, ...] = (
@@ -69,13 +74,32 @@ EXIT_RECORDER_FAILED = 1
 class DemonstratorNodeConfig(ConfigModel):
     """Parameters of the ``demonstrator`` node."""
 
-    trials: int = Field(default=20, ge=0, le=100000, description="Trials to run (0: none).")
+    trials: int = Field(
+        default=20,
+        ge=0,
+        le=100000,
+        description="Trials to run (0: none); with successes > 0 the cap on attempts.",
+    )
+    successes: int = Field(
+        default=0,
+        ge=0,
+        le=100000,
+        description="Run trials until this many succeeded, at most `trials` (0: run `trials`); "
+        "an operator re-recording failed takes (each attempt is the next seed).",
+    )
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the first trial.")
     condition: str = Field(
         default="nominal",
         description="Trial condition: '', nominal, lighting, belt_speed or unseen_object.",
     )
     act_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0, description="Look-and-act rate.")
+    objects_topic: str = Field(
+        default="/objects/tracks",
+        pattern=r"^/[A-Za-z_][A-Za-z0-9_/]*$",
+        description="ObjectTrackArray the demonstrator reacts to: the object tracker's "
+        "/objects/tracks (what the cell publishes), or the twin's operator view "
+        "/twin/operator/object_poses (simulator truth with no lag of its own: a person's eyes).",
+    )
     reach_world_path: str = Field(
         default="world/nominal.yaml",
         description="World file the operator believes in (the NOMINAL world, never the twin's); "
@@ -109,6 +133,15 @@ class DemonstratorNodeConfig(ConfigModel):
         le=3600.0,
         description="Longest wait for the recorder: its topics at start-up, and each call.",
     )
+
+    @model_validator(mode="after")
+    def _successes_within_trials(self) -> DemonstratorNodeConfig:
+        if self.successes > self.trials:
+            raise ValueError(
+                f"successes = {self.successes} > trials = {self.trials}: trials is the cap on "
+                "attempts and must allow at least that many"
+            )
+        return self
 
 
 def to_trajectory_msg(command: JointCommand, stamp_s: float = 0.0) -> JointTrajectory:
@@ -228,18 +261,21 @@ class DemonstratorNode(Node):
         )
         self.create_subscription(JointState, "/joint_states", self._on_joints, DEFAULT_QOS)
         self.create_subscription(
-            ObjectTrackArray, "/twin/operator/object_poses", self._on_objects, DEFAULT_QOS
+            ObjectTrackArray, self.config.objects_topic, self._on_objects, DEFAULT_QOS
         )
         self.create_subscription(TrialOutcome, "/trial/outcome", self._on_outcome, OUTCOME_QOS)
         self.start_client: Any = self.create_client(StartTrial, "/trial/start")
         self.joints: np.ndarray | None = None
         self.joints_time_s = 0.0
         self.objects: tuple[ObjectObservation, ...] = ()
+        self.objects_time_s: float | None = None
+        self._trial_requested_s = 0.0
         self.demonstrator: HumanLikeDemonstrator | None = None
         self.trial_index = 0
         self.trial_id: int | None = None
         self.stage = Stage.IDLE
         self.outcomes: list[tuple[int, bool, str, float]] = []
+        self.session = TakeSession(self.config.trials, self.config.successes)
         self.commands_sent = 0
         self.episodes_recorded: list[str] = []
         self.exit_code = 0
@@ -275,16 +311,20 @@ class DemonstratorNode(Node):
         self.joints_time_s = stamp_to_s(msg.header.stamp)
 
     def _on_objects(self, msg: Any) -> None:
+        stamp = stamp_to_s(msg.header.stamp)
+        if stamp < self._trial_requested_s:
+            return  # seen before this trial was asked for (the previous trial's belt)
         self.objects = objects_from_msg(msg)
+        self.objects_time_s = stamp if stamp > 0.0 else None
 
     def _on_outcome(self, msg: Any) -> None:
         if self.trial_id is None or int(msg.trial_id) != self.trial_id:
             return
         self.outcomes.append((self.trial_id, bool(msg.success), str(msg.reason), msg.duration_s))
-        successes = sum(1 for o in self.outcomes if o[1])
+        self.session.record(Take(int(msg.seed), bool(msg.success), str(msg.reason)))
         self.get_logger().info(
-            f"trial {msg.trial_id}: {msg.reason} after {msg.duration_s:.2f} s "
-            f"({successes}/{len(self.outcomes)} successes)"
+            f"trial {msg.trial_id} (seed {msg.seed}): {msg.reason} "
+            f"after {msg.duration_s:.2f} s ({self.session.summary()})"
         )
         self.trial_id = None
         self.demonstrator = None
@@ -416,6 +456,7 @@ class DemonstratorNode(Node):
         request = self._start_type.Request()
         request.seed = self.config.seed + self.trial_index
         request.condition = self.config.condition
+        self._trial_requested_s = self.joints_time_s
         self.start_client.call_async(request).add_done_callback(self._on_started)
 
     def _on_started(self, future: Any) -> None:
@@ -433,7 +474,7 @@ class DemonstratorNode(Node):
                 self._set_stage(Stage.IDLE)
             return
         self.trial_id = int(response.trial_id)
-        self.objects = ()
+        self.objects, self.objects_time_s = (), None
         self.demonstrator = HumanLikeDemonstrator(
             self.reach_world, self.config.seed + self.trial_index, self.config.style
         )
@@ -453,8 +494,8 @@ class DemonstratorNode(Node):
             return
         if self.stage not in (Stage.IDLE, Stage.WAITING_RECORDER):
             return
-        if self.trial_index >= self.config.trials:
-            self._finish(0, f"all {self.config.trials} trials done: {self.summary()}")
+        if self.session.done:
+            self._finish(0, f"trials done: {self.summary()}")
             return
         if not self.start_client.service_is_ready():
             return
@@ -470,7 +511,9 @@ class DemonstratorNode(Node):
     def _act(self) -> None:
         if self.demonstrator is None or self.joints is None:
             return
-        observation = Observation(self.joints_time_s, self.joints, self.objects)
+        observation = Observation(
+            self.joints_time_s, self.joints, self.objects, self.objects_time_s
+        )
         stamp = self.joints_time_s if self.config.stamp_commands else 0.0
         for command in self.demonstrator.act(observation):
             publisher = self.arm_pub if command.controller == "arm" else self.hand_pub
@@ -479,8 +522,7 @@ class DemonstratorNode(Node):
 
     def summary(self) -> str:
         """One line: successes, trials and recorded episodes."""
-        successes = sum(1 for o in self.outcomes if o[1])
-        text = f"{successes}/{len(self.outcomes)} successes"
+        text = self.session.summary()
         if self._recorder:
             text += f", {len(self.episodes_recorded)} episodes recorded"
         return text
