@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def ground_in_process(path: Path, nominal: Any) -> tuple[Any, float]:
+def ground_in_process(path: Path, nominal: Any, progress: bool = True) -> tuple[Any, float]:
     """Ground against an in-process twin cell (benchmark only: it builds the twin)."""
     from r2s2r_calibration.procedure import STEP_NAMES, run_grounding
     from r2s2r_calibration.sim_cell_client import SimCellClient
@@ -46,7 +46,9 @@ def ground_in_process(path: Path, nominal: Any) -> tuple[Any, float]:
     )
     started = time.perf_counter()
     try:
-        run = run_grounding(SimCellClient(cell), nominal, list(STEP_NAMES), progress=print)
+        run = run_grounding(
+            SimCellClient(cell), nominal, list(STEP_NAMES), progress=print if progress else None
+        )
     finally:
         cell.close()
     return run, time.perf_counter() - started
@@ -73,8 +75,10 @@ def ground_over_ros(path: Path, output: Path, rtf: float) -> float:
     return time.perf_counter() - started
 
 
-def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, Any]]:
-    """Compare an artifact with the twin's truth (benchmark only)."""
+def score(
+    name: str, artifact: Any, truth: Any, nominal: Any, quiet: bool = False
+) -> list[dict[str, Any]]:
+    """Compare an artifact with the twin's truth (benchmark only; ``quiet``: no printing)."""
     from r2s2r_calibration.geometry import invert_pose, pose_error
 
     figures: list[dict[str, Any]] = []
@@ -84,6 +88,8 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
         if target is not None and value is not None:
             entry.update(target=target, **{"pass": bool(value <= target)})
         figures.append(entry)
+        if quiet:
+            return
         status = "" if target is None or value is None else ("PASS" if value <= target else "FAIL")
         shown = "not measured" if value is None else f"{value:.5g}"
         print(f"[{name}] {figure:<34} {shown:>12}  target {target}  {status}")
