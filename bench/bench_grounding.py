@@ -83,10 +83,18 @@ def score(
 
     figures: list[dict[str, Any]] = []
 
-    def add(figure: str, value: float | None, target: float | None = None) -> None:
+    def add(
+        figure: str,
+        value: float | None,
+        target: float | None = None,
+        inside: list[bool] | None = None,
+    ) -> None:
         entry: dict[str, Any] = {"twin": name, "figure": figure, "value": value}
         if target is not None and value is not None:
             entry.update(target=target, **{"pass": bool(value <= target)})
+        if inside is not None:
+            # Whether each quantity's true error lies in the artifact's 95 % interval.
+            entry["inside_interval"] = inside
         figures.append(entry)
         if quiet:
             return
@@ -100,12 +108,28 @@ def score(
         record = artifact.cameras.get(key)
         params = getattr(truth.cameras, key)
         intr = record.intrinsics if record else None
+        errors = (
+            None
+            if intr is None
+            else [
+                intr.fx_px - params.fx_px,
+                intr.fy_px - params.fy_px,
+                intr.cx_px - params.cx_px,
+                intr.cy_px - params.cy_px,
+            ]
+        )
+        inside = (
+            None
+            if intr is None or intr.interval_95_px is None or errors is None
+            else [abs(e) <= h for e, h in zip(errors, intr.interval_95_px, strict=True)]
+        )
         add(
             f"{key}_focal_rel_error",
             None
             if intr is None
             else max(abs(intr.fx_px / params.fx_px - 1), abs(intr.fy_px / params.fy_px - 1)),
             0.005,
+            None if inside is None else inside[:2],
         )
         add(
             f"{key}_principal_point_error_px",
@@ -113,12 +137,16 @@ def score(
             if intr is None
             else max(abs(intr.cx_px - params.cx_px), abs(intr.cy_px - params.cy_px)),
             1.0,
+            None if inside is None else inside[2:],
         )
         blur = record.blur if record else None
         add(
             f"{key}_blur_rel_error",
             None if blur is None else abs(blur.sigma_px / params.blur_sigma_px - 1),
             0.15,
+            None
+            if blur is None or blur.interval_95_px is None
+            else [abs(blur.sigma_px - params.blur_sigma_px) <= blur.interval_95_px],
         )
         pose = record.pose if record else None
         if pose is None:
@@ -131,8 +159,18 @@ def score(
             estimate = invert_pose(T_nominal_base) @ estimate
             true_pose = invert_pose(T_true_base) @ true_pose
         position_m, rotation_rad = pose_error(estimate, true_pose)
-        add(f"{key}_position_error_mm", 1000 * position_m, 3.0)
-        add(f"{key}_rotation_error_deg", math.degrees(rotation_rad), 0.3)
+        add(
+            f"{key}_position_error_mm",
+            1000 * position_m,
+            3.0,
+            _inside(position_m, pose.position_interval_95_m),
+        )
+        add(
+            f"{key}_rotation_error_deg",
+            math.degrees(rotation_rad),
+            0.3,
+            _inside(rotation_rad, pose.rotation_interval_95_rad),
+        )
     for element in ("belt", "bin_0", "bin_1", "bin_2"):
         record = artifact.scene.get(element)
         if record is None:
@@ -151,8 +189,18 @@ def score(
             offset = (invert_pose(truth_base) @ estimate_base)[:3, 3]
             position_m = float(np.hypot(offset[1], offset[2]))
             add("belt_along_travel_held_mm", 1000 * abs(offset[0]), None)
-        add(f"{element}_position_error_mm", 1000 * position_m, 3.0)
-        add(f"{element}_rotation_error_deg", math.degrees(rotation_rad), 0.5)
+        add(
+            f"{element}_position_error_mm",
+            1000 * position_m,
+            3.0,
+            _inside(position_m, record.position_interval_95_m),
+        )
+        add(
+            f"{element}_rotation_error_deg",
+            math.degrees(rotation_rad),
+            0.5,
+            _inside(rotation_rad, record.rotation_interval_95_rad),
+        )
     controller = artifact.controller
     if controller is not None:
         errors = [
@@ -162,11 +210,24 @@ def score(
             )
             for joint, record in controller.gains.items()
         ]
-        add("gain_rel_error_max", float(max(errors)), 0.05)
+        checks = [
+            check
+            for joint, record in controller.gains.items()
+            for check in (
+                _inside(abs(record.kp - truth.controller.gains[joint].kp), record.kp_interval_95),
+                _inside(abs(record.kd - truth.controller.gains[joint].kd), record.kd_interval_95),
+            )
+        ]
+        inside_gains = (
+            None if any(c is None for c in checks) else [c[0] for c in checks if c is not None]
+        )
+        add("gain_rel_error_max", float(max(errors)), 0.05, inside_gains)
+        latency_error = abs((controller.latency_s or 0.0) - truth.controller.latency_s)
         add(
             "latency_error_s",
-            abs((controller.latency_s or 0.0) - truth.controller.latency_s),
+            latency_error,
             1.0 / truth.physics.control_rate_hz,
+            _inside(latency_error, controller.latency_interval_95_s),
         )
     belt = artifact.belt
     add(
@@ -175,13 +236,26 @@ def score(
         if belt is None or belt.speed_mps is None
         else abs(belt.speed_mps / truth.belt.speed_mps - 1),
         0.01,
+        None
+        if belt is None or belt.speed_mps is None
+        else _inside(abs(belt.speed_mps - truth.belt.speed_mps), belt.speed_interval_95_mps),
     )
     add(
         "roller_radius_rel_error",
         None if belt is None else abs(belt.roller_radius_m / truth.belt.roller_radius_m - 1),
         0.01,
+        None
+        if belt is None
+        else _inside(
+            abs(belt.roller_radius_m - truth.belt.roller_radius_m), belt.roller_radius_interval_95_m
+        ),
     )
     return figures
+
+
+def _inside(error: float, half_width: float | None) -> list[bool] | None:
+    """``[error <= half_width]``, or None when the artifact reports no interval."""
+    return None if half_width is None else [bool(abs(error) <= half_width)]
 
 
 def main() -> int:

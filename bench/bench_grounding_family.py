@@ -134,24 +134,26 @@ def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def coverage_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per figure with a reported interval: how often the true error lay inside it."""
+    """Per figure with reported intervals: how often the true error lay inside them.
+
+    A figure may cover several quantities per twin (fx and fy; kp and kd of every joint); each
+    is one trial.
+    """
     by_figure: dict[str, list[tuple[int, bool]]] = {}
     for result in results:
         for entry in result["figures"]:
-            if entry.get("inside_interval") is not None:
-                by_figure.setdefault(entry["figure"], []).append(
-                    (result["seed"], bool(entry["inside_interval"]))
-                )
+            for ok in entry.get("inside_interval") or []:
+                by_figure.setdefault(entry["figure"], []).append((result["seed"], bool(ok)))
     rows = []
     for figure, entries in by_figure.items():
         inside = sum(1 for _, ok in entries if ok)
         rows.append(
             {
                 "figure": figure,
-                "twins": len(entries),
+                "quantities": len(entries),
                 "inside": inside,
                 "coverage": inside / len(entries),
-                "outside_seeds": [seed for seed, ok in entries if not ok],
+                "outside_seeds": sorted({seed for seed, ok in entries if not ok}),
             }
         )
     return rows
@@ -215,7 +217,7 @@ def main() -> int:
         print(f"{'95 % interval coverage':<34} {'inside':>9} {'coverage':>9}  outside on seeds")
         for row in cover:
             print(
-                f"{row['figure']:<34} {row['inside']:>4}/{row['twins']:<4} "
+                f"{row['figure']:<34} {row['inside']:>4}/{row['quantities']:<4} "
                 f"{row['coverage']:>9.0%}  {row['outside_seeds'] or ''}"
             )
     figures: list[dict[str, Any]] = []

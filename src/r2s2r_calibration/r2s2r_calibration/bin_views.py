@@ -44,6 +44,7 @@ from r2s2r_calibration.blur import BILINEAR_VARIANCE_PX2, PIXEL_BOX_VARIANCE_PX2
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
 from r2s2r_calibration.registration import SceneElement, element_bounds
+from r2s2r_calibration.uncertainty import CameraReplicate, UncertaintyConfig, pose_intervals
 
 if TYPE_CHECKING:  # the procedure imports this module (for BinViewsConfig)
     from r2s2r_calibration.procedure import (
@@ -680,6 +681,61 @@ def refine_bin_pose(
     return fit_bin_pose(views, found, T_base_bin, rim, cfg), found
 
 
+def rim_intervals(
+    views: list[RimView],
+    found: list[RimEdges],
+    T_base_bin: FloatArray,
+    rim: RimGeometry,
+    cfg: BinViewsConfig,
+    fit: BinFit,
+    replicates: list[CameraReplicate],
+    T_palm_optical: FloatArray,
+    mount_translation_std_m: tuple[float, float, float],
+    mount_rotation_std_rad: tuple[float, float, float],
+    unc: UncertaintyConfig,
+) -> tuple[float, float]:
+    """95 % bounds on a rim fit's position and rotation (see :mod:`.uncertainty`).
+
+    The same edge pixels are fitted again with each jackknife replicate of the hand camera
+    (intrinsics and the mount solved with them); the fit's own standard errors, the mount fit's
+    (its rotation times the viewing distance), a held height's uncertainty and the model floors
+    are added.
+    """
+    T_optical_palm = invert_pose(T_palm_optical)
+    refits = []
+    for replicate in replicates:
+        if replicate.T_parent_optical is None:
+            continue
+        moved = [
+            RimView(
+                view.image,
+                replicate.camera_matrix,
+                replicate.distortion,
+                view.T_base_optical @ T_optical_palm @ replicate.T_parent_optical,
+                view.stamp_s,
+            )
+            for view in views
+        ]
+        try:
+            refits.append(fit_bin_pose(moved, found, T_base_bin, rim, cfg).T_base_bin)
+        except CalibrationError:
+            continue
+    std_x, std_y, std_yaw = fit.std_xy_yaw
+    std_z = fit.height_std_m if cfg.fit_height else unc.held_height_std_m
+    mount_rotation = np.asarray(mount_rotation_std_rad, dtype=float)
+    mount = np.hypot(np.asarray(mount_translation_std_m), mount_rotation * cfg.camera_height_m)
+    translation_std = np.hypot([std_x, std_y, std_z], mount)
+    rotation_std = np.hypot([0.0, 0.0, std_yaw], mount_rotation)
+    return pose_intervals(
+        fit.T_base_bin,
+        refits,
+        translation_std,
+        rotation_std,
+        unc.bin_position_floor_m,
+        unc.bin_rotation_floor_rad,
+    )
+
+
 def run_bin_views(
     client: CellClient,
     nominal: WorldParams,
@@ -763,7 +819,7 @@ def run_bin_views(
             try:
                 if not views:
                     raise CalibrationError("no view of it was reachable")
-                fit, _ = refine_bin_pose(views, T_base_bin, rim, cfg, blur_sigma_px)
+                fit, found = refine_bin_pose(views, T_base_bin, rim, cfg, blur_sigma_px)
             except CalibrationError as error:
                 failures[name] = str(error)
                 say(f"bins: {name}: refused, keeping the registered pose: {error}")
@@ -791,6 +847,23 @@ def run_bin_views(
                 ),
                 held_at_nominal=list(held),
             )
+            if record is not None and record.intrinsics is not None and record.pose is not None:
+                intervals = rim_intervals(
+                    views,
+                    found,
+                    T_base_bin,
+                    rim,
+                    cfg,
+                    fit,
+                    run.camera_replicates.get("hand_camera", []),
+                    T_palm_optical,
+                    record.pose.translation_std_m,
+                    record.pose.rotation_std_rad,
+                    config.uncertainty,
+                )
+                scene_record = run.artifact.scene[name]
+                scene_record.position_interval_95_m = intervals[0]
+                scene_record.rotation_interval_95_rad = intervals[1]
             refined += 1
             std_x, std_y, std_yaw = fit.std_xy_yaw
             say(

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import cv2
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
@@ -50,6 +51,7 @@ from r2s2r_calibration.belt_model import BeltModelConfig, fit_belt_track
 from r2s2r_calibration.bin_views import BinViewsConfig, run_bin_views
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError, RegistrationError
+from r2s2r_calibration.extrinsics import HandEyeResult, params_from_pose, pose_from_params
 from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
 from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import (
@@ -59,6 +61,7 @@ from r2s2r_calibration.registration import (
     RegistrationConfig,
     SceneElement,
     depth_to_points,
+    element_bounds,
     register_scene_elements,
 )
 from r2s2r_calibration.sysid import (
@@ -71,6 +74,14 @@ from r2s2r_calibration.sysid import (
     identify_controller,
     merge_segments,
     plan_excitation,
+)
+from r2s2r_calibration.uncertainty import (
+    Z_95,
+    CameraReplicate,
+    UncertaintyConfig,
+    carried_covariance,
+    interval_95,
+    pose_intervals,
 )
 
 STEP_NAMES: tuple[str, ...] = (
@@ -247,12 +258,15 @@ class ProcedureConfig(ConfigModel):
     )
     registration_held: dict[str, list[PoseAxis]] = Field(
         default_factory=lambda: {
-            name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")
+            "belt": list[PoseAxis](["rx"]),
+            **{name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")},
         },
         description="Per element, pose directions (element frame) known from physics and held "
         "at the nominal pose instead of registered. A bin stands on the table, so its roll, "
         "pitch and height are the table top's; only x, y and yaw are registered (its wall tops "
-        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg).",
+        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg). A "
+        "conveyor is levelled across its travel at installation: the belt's roll is held (its "
+        "0.3 m width seen in 128 px depth at 2-3 m gives it only to ~0.8 deg).",
     )
     registration_on_support: list[str] = Field(
         default_factory=lambda: ["bin_0", "bin_1", "bin_2"],
@@ -301,6 +315,10 @@ class ProcedureConfig(ConfigModel):
     )
     belt_min_points: int = Field(15, ge=3, le=100000, description="Object points per frame.")
     board_steps: BoardStepsConfig = Field(default_factory=BoardStepsConfig)
+    uncertainty: UncertaintyConfig = Field(
+        default_factory=UncertaintyConfig,
+        description="How the artifact's 95 % intervals are built (r2s2r_calibration.uncertainty).",
+    )
 
 
 @dataclass
@@ -343,6 +361,9 @@ class GroundingRun:
         depth_m: The head depth image used for registration.
         registrations: Registered elements (base_link).
         belt: Belt measurements.
+        camera_replicates: Jackknife replicates of each camera's calibration (intrinsics, then
+            the mount solved with them), for the uncertainty of what is computed from it.
+        mount_fits: Each camera mount's hand-eye solution (its parameter covariance).
 
     """
 
@@ -363,6 +384,8 @@ class GroundingRun:
         default_factory=dict
     )
     T_base_head_optical_calibrated: FloatArray | None = None
+    camera_replicates: dict[str, list[CameraReplicate]] = field(default_factory=dict)
+    mount_fits: dict[str, HandEyeResult] = field(default_factory=dict)
 
 
 def parse_steps(text: str) -> list[str]:
@@ -467,6 +490,95 @@ def _head_camera(
     return camera, invert_pose(T_world_base) @ T_world_optical, notes
 
 
+def _rigid_fit(source: FloatArray, target: FloatArray) -> FloatArray:
+    """Least-squares rigid transform (4x4) taking ``source`` points (N, 3) onto ``target``."""
+    mean_s, mean_t = source.mean(axis=0), target.mean(axis=0)
+    u, _, vt = np.linalg.svd((source - mean_s).T @ (target - mean_t))
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    rotation = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    T = np.eye(4)
+    T[:3, :3] = rotation
+    T[:3, 3] = mean_t - rotation @ mean_s
+    return T
+
+
+def _registered_intervals(
+    registration: ElementRegistration,
+    bounds: tuple[FloatArray, FloatArray],
+    depth: npt_float32,
+    camera: CameraModel,
+    X: FloatArray,
+    run: GroundingRun,
+    unc: UncertaintyConfig,
+) -> tuple[float | None, float | None]:
+    """95 % bounds on a head-depth registration: the head camera's uncertainty carried over.
+
+    With each jackknife replicate of the head calibration (intrinsics ``K_k`` and the mount
+    ``X_k`` solved with them) the element's depth pixels would have been seen elsewhere in
+    ``base_link``: the rigid motion from their points seen through ``(K, X)`` to their points
+    seen through ``(K_k, X_k)`` moves the registered element to its replicate (the principal
+    point and the mount's rotation largely cancel there, as they do in the data). The mount
+    fit's own covariance, carried to the element with its correlations (pointing and position
+    errors that cancel near the board do not cancel at the belt), and a depth model-error floor
+    are added.
+    The belt's position is bounded across its travel and in height (its along-travel position
+    is held); a bin's in x, y and its held height. No bound without a calibrated head camera.
+    """
+    head = run.artifact.cameras.get("head")
+    replicates = [
+        r for r in run.camera_replicates.get("head_camera", []) if r.T_parent_optical is not None
+    ]
+    if head is None or head.pose is None or head.intrinsics is None:
+        return None, None
+    T = registration.T_base_element
+    pixels = np.argwhere(np.isfinite(depth) & (depth > 0.05) & (depth < 5.0))
+    z = depth[pixels[:, 0], pixels[:, 1]].astype(float)
+    uv = pixels[:, ::-1].astype(float).reshape(-1, 1, 2)
+
+    def seen(K: FloatArray, D: FloatArray, X_k: FloatArray) -> FloatArray:
+        normalised = cv2.undistortPoints(uv, K, D).reshape(-1, 2)
+        points = np.column_stack([normalised * z[:, None], z])
+        return points @ X_k[:3, :3].T + X_k[:3, 3]  # type: ignore[no-any-return]
+
+    points = seen(camera.camera_matrix, camera.distortion, X)
+    lower, upper = bounds
+    local = (points - T[:3, 3]) @ T[:3, :3]
+    mine = np.all((local >= lower - 0.01) & (local <= upper + 0.01), axis=1)
+    replicas = []
+    if np.count_nonzero(mine) >= 10:
+        for r in replicates:
+            assert r.T_parent_optical is not None
+            moved = seen(r.camera_matrix, r.distortion, r.T_parent_optical)[mine]
+            replicas.append(_rigid_fit(points[mine], moved) @ T)
+    mount = run.mount_fits.get("head_camera")
+    carried = (
+        None
+        if mount is None or mount.covariance_x is None
+        else carried_covariance(T, X, mount.covariance_x, pose_from_params, params_from_pose)
+    )
+    zero = (0.0, 0.0, 0.0)
+    if registration.name == "belt":
+        return pose_intervals(
+            T,
+            replicas,
+            zero,
+            zero,
+            unc.belt_position_floor_m,
+            unc.belt_rotation_floor_rad,
+            translation_axes=(1, 2),
+            extra_covariance=carried,
+        )
+    return pose_intervals(
+        T,
+        replicas,
+        (0.0, 0.0, unc.held_height_std_m),
+        zero,
+        unc.depth_bin_position_floor_m,
+        unc.depth_bin_rotation_floor_rad,
+        extra_covariance=carried,
+    )
+
+
 def run_registration(
     client: CellClient,
     nominal: WorldParams,
@@ -518,7 +630,17 @@ def run_registration(
             solver="degeneracy-aware robust point-to-plane Gauss-Newton "
             "(registration.register_scene_elements)",
         )
-        run.artifact.scene[name] = scene_record(registration, T_world_base, provenance)
+        record = scene_record(registration, T_world_base, provenance)
+        record.position_interval_95_m, record.rotation_interval_95_rad = _registered_intervals(
+            registration,
+            element_bounds(next(e for e in elements if e.name == name)),
+            depth,
+            camera,
+            T_base_optical,
+            run,
+            config.uncertainty,
+        )
+        run.artifact.scene[name] = record
         correction = registration.T_correction
         held = (
             f", held at nominal: {', '.join(registration.held_at_nominal)}"
@@ -601,6 +723,12 @@ def run_sysid(
         sample_kind="joint_states",
         solver="MuJoCo response fit (sysid.identify_controller), chirps held out",
     )
+    unc = config.uncertainty
+
+    def gain_interval(value: float, rel_std: float, latency_rel: float) -> float:
+        # The fit's log-space standard error is relative; the latency's carries over too.
+        return value * interval_95(rel_std, latency_rel, unc.gain_rel_floor)
+
     run.artifact.controller = ControllerRecord(
         gains={
             joint: JointControllerRecord(
@@ -608,11 +736,14 @@ def run_sysid(
                 kd=fit.kd,
                 residual_rms_rad=fit.heldout_rms_rad if np.isfinite(fit.heldout_rms_rad) else 0.0,
                 provenance=provenance,
+                kp_interval_95=gain_interval(fit.kp, fit.kp_rel_std, fit.kp_latency_rel),
+                kd_interval_95=gain_interval(fit.kd, fit.kd_rel_std, fit.kd_latency_rel),
             )
             for joint, fit in result.joints.items()
         },
         latency_s=result.latency_s,
         latency_std_s=result.latency_std_s,
+        latency_interval_95_s=interval_95(result.latency_std_s, unc.latency_floor_s),
     )
     run.sysid_segments = list(segments)
     run.sysid_log = log
@@ -744,12 +875,45 @@ def run_belt(
         run.belt.validation = _track_object(
             client, camera, T_belt_optical, config, config.belt_validation_seed
         )
+    _belt_intervals(run, fit.model.roller_radius_m, fit.model.roller_radius_std_m, config)
     say(
         f"belt: surface speed {fit.speed_mps:.4f} m/s from {fit.n_used} frames over "
         f"{fit.travel_m:.2f} m, roller radius {1000 * fit.model.roller_radius_m:.2f} +- "
         f"{1000 * fit.model.roller_radius_std_m:.2f} mm, track residual "
         f"{1000 * fit.position_residual_m:.1f} mm"
     )
+
+
+def _belt_intervals(
+    run: GroundingRun, radius_m: float, radius_std_m: float, config: ProcedureConfig
+) -> None:
+    """95 % intervals of the roller radius and the belt speed (relative, the same for both).
+
+    The track fit's standard error; the second object's track (when tracked) fitted alone,
+    whose difference from the first measures the track-to-track error that one track's
+    residuals do not show (an object's top face seen through depth pixels whose footprint
+    changes along the belt); the head focal length's relative uncertainty (it scales positions
+    across the image); a model floor.
+    """
+    record = run.artifact.belt
+    if record is None or run.belt is None:
+        return
+    unc = config.uncertainty
+    terms = [radius_std_m / radius_m, unc.belt_speed_rel_floor]
+    if run.belt.validation is not None:
+        try:
+            other = fit_belt_track(*run.belt.validation, config.belt)
+        except CalibrationError:
+            other = None
+        if other is not None:
+            terms.append(abs(other.model.roller_radius_m / radius_m - 1.0) / math.sqrt(2.0))
+    head = run.artifact.cameras.get("head")
+    if head is not None and head.intrinsics is not None and head.intrinsics.interval_95_px:
+        terms.append(head.intrinsics.interval_95_px[0] / Z_95 / head.intrinsics.fx_px)
+    relative = interval_95(*terms)
+    record.roller_radius_interval_95_m = relative * radius_m
+    if record.speed_mps is not None:
+        record.speed_interval_95_mps = relative * record.speed_mps
 
 
 def run_board_step(

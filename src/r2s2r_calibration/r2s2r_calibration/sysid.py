@@ -199,6 +199,9 @@ class JointFit:
         heldout_rms_rad: RMS error on the held-out (chirp) segment (rad); NaN without one.
         heldout_relative_rms: ``heldout_rms_rad`` / chirp amplitude.
         nominal_heldout_rms_rad: Held-out RMS error of the nominal model (rad).
+        kp_latency_rel: Relative change of kp when fitted with the latency one standard
+            deviation larger (what the latency's uncertainty carries into kp).
+        kd_latency_rel: The same for kd.
 
     """
 
@@ -210,6 +213,8 @@ class JointFit:
     heldout_rms_rad: float
     heldout_relative_rms: float
     nominal_heldout_rms_rad: float
+    kp_latency_rel: float = 0.0
+    kd_latency_rel: float = 0.0
 
 
 @dataclass
@@ -772,6 +777,14 @@ def identify_controller(
             fitter.gains[joint] = (kp, kd)
         say(f"sysid: pass {pass_index + 1}/{cfg.refinement_passes}: fitted {len(fits)} joints")
 
+    # 2b. What the latency's uncertainty carries into the gains: every joint fitted again with
+    #     the latency one standard deviation larger, from the fitted gains.
+    shifted: dict[str, tuple[float, float]] = {}
+    if latency_std > 0.0:
+        for joint, segment in steps.items():
+            kp_s, kd_s, _, _ = fitter.fit(segment, latency + latency_std)
+            shifted[joint] = (kp_s, kd_s)
+
     # 3. Validation on the held-out chirps, against the nominal model too.
     results: dict[str, JointFit] = {}
     nominal_fitter = _Fitter(simulator, log, cfg, nominal_gains)
@@ -800,6 +813,8 @@ def identify_controller(
             heldout_rms_rad=heldout,
             heldout_relative_rms=relative,
             nominal_heldout_rms_rad=nominal_heldout,
+            kp_latency_rel=shifted[joint][0] / kp - 1.0 if joint in shifted else 0.0,
+            kd_latency_rel=shifted[joint][1] / kd - 1.0 if joint in shifted else 0.0,
         )
         if math.isfinite(relative) and relative > cfg.max_heldout_relative_rms:
             raise ResidualTooLargeError(

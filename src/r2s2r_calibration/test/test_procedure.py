@@ -52,11 +52,16 @@ def test_sysid_step_through_the_cell_recovers_the_controller(grounded_run):
     _, run, messages = grounded_run
     assert "sysid" in run.steps_run
     controller = run.artifact.controller
-    assert controller is not None and controller.latency_s == pytest.approx(0.016, abs=1e-9)
+    assert controller is not None and controller.latency_s == pytest.approx(0.016, abs=5e-5)
+    assert controller.latency_interval_95_s is not None
+    assert abs(controller.latency_s - 0.016) <= controller.latency_interval_95_s
+    for joint, truth in TRUTH["controller"]["gains"].items():
+        record = controller.gains[joint]
+        assert abs(record.kp - truth["kp"]) <= record.kp_interval_95 < 0.05 * truth["kp"]
     assert controller.gains["wrist_2_joint"].kp == pytest.approx(600.0, rel=0.01)
     assert controller.gains["ring_mcp_joint"].kd == pytest.approx(0.04, rel=0.01)
     overrides = run.artifact.world_overrides["controller"]
-    assert overrides["latency_s"] == pytest.approx(0.016)
+    assert overrides["latency_s"] == pytest.approx(0.016, abs=5e-5)
     assert any(m.startswith("sysid: latency 16.0 ms") for m in messages)
 
 
