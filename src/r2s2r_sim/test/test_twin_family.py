@@ -86,8 +86,8 @@ def test_samples_span_each_range_and_stay_inside(
             kp_ratio = gains.kp / nominal_gains[joint].kp
             kp_rel.append(kp_ratio - 1.0)
             zeta_rel.append(gains.kd / nominal_gains[joint].kd / math.sqrt(kp_ratio) - 1.0)
-    for values, deviation in ((kp_rel, family.controller.kp_rel),
-                              (zeta_rel, family.controller.damping_ratio_rel)):  # fmt: skip
+    pairs = ((kp_rel, family.controller.kp_rel), (zeta_rel, family.controller.damping_ratio_rel))
+    for values, deviation in pairs:
         span = deviation.hi - deviation.lo
         assert min(values) < deviation.lo + 0.05 * span
         assert max(values) > deviation.hi - 0.05 * span
@@ -119,13 +119,19 @@ def test_a_twin_outside_the_family_is_refused_with_key_value_and_range(
     twin = load_world(REPO / "config" / "twin" / "default.yaml")
     check_twin(twin, nominal_world, family)
     too_late = apply_grounding(twin, {"controller": {"latency_s": 0.08}})
-    with pytest.raises(ConfigError, match=r"controller\.latency_s = 0\.08: value \+0\.08 s is "
-                       r"outside the twin family's range \[0, 0\.05\] s"):  # fmt: skip
+    pattern = (
+        r"controller\.latency_s = 0\.08: value \+0\.08 s is "
+        r"outside the twin family's range \[0, 0\.05\] s"
+    )
+    with pytest.raises(ConfigError, match=pattern):
         check_twin(too_late, nominal_world, family)
     wider = nominal_world.cameras.head.fx_px * 1.05
     off = apply_grounding(twin, {"cameras": {"head": {"fx_px": wider}}})
-    with pytest.raises(ConfigError, match=r"cameras\.head\.fx_px = 126: relative deviation "
-                       r"from nominal \+0\.05 is outside .* \[-0\.03, 0\.03\]"):  # fmt: skip
+    pattern = (
+        r"cameras\.head\.fx_px = 126: relative deviation "
+        r"from nominal \+0\.05 is outside .* \[-0\.03, 0\.03\]"
+    )
+    with pytest.raises(ConfigError, match=pattern):
         check_twin(off, nominal_world, family)
     kp = nominal_world.controller.gains["elbow_joint"].kp
     kd = nominal_world.controller.gains["elbow_joint"].kd * 1.6
@@ -133,8 +139,11 @@ def test_a_twin_outside_the_family_is_refused_with_key_value_and_range(
     with pytest.raises(ConfigError, match=r"elbow_joint\.kd = 160: damping-ratio deviation"):
         check_twin(damped, nominal_world, family)
     other = apply_grounding(twin, {"task": {"trial_timeout_s": 30.0}})
-    with pytest.raises(ConfigError, match=r"task\.trial_timeout_s = 30\.0: the twin family "
-                       r"does not vary this key"):  # fmt: skip
+    pattern = (
+        r"task\.trial_timeout_s = 30\.0: the twin family "
+        r"does not vary this key"
+    )
+    with pytest.raises(ConfigError, match=pattern):
         check_twin(other, nominal_world, family)
 
 
@@ -143,8 +152,11 @@ def test_a_hand_written_twin_file_out_of_range_is_refused(tmp_path: Path) -> Non
     data["bins"]["bin_1"]["pose"]["xyz_m"][1] = 0.02  # 2 cm off: outside +-10 mm
     path = tmp_path / "twin.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match=rf"{path}: bins\.bin_1\.pose\.xyz_m\[1\] = 0\.02: "
-                       r"offset from nominal \+0\.02 m is outside .*\[-0\.01, 0\.01\] m"):  # fmt: skip
+    pattern = (
+        rf"{path}: bins\.bin_1\.pose\.xyz_m\[1\] = 0\.02: "
+        r"offset from nominal \+0\.02 m is outside .*\[-0\.01, 0\.01\] m"
+    )
+    with pytest.raises(ConfigError, match=pattern):
         load_twin(path, load_world(NOMINAL), load_family(FAMILY))
 
 
