@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
 
 from r2s2r_calibration.blur import BlurConfig
@@ -67,7 +67,15 @@ class BoardStepsConfig(ConfigModel):
     palm_board_offset_m: float = Field(
         0.17, gt=0.0, le=0.5, description="Board centre in front of the palm (m, palm z)."
     )
-    move_s: float = Field(1.5, gt=0.1, le=10.0, description="Time of each robot move (s).")
+    move_s: float = Field(1.5, gt=0.1, le=10.0, description="Time of the longest robot moves (s).")
+    move_speed_rad_s: float = Field(
+        0.6,
+        gt=0.01,
+        le=5.0,
+        description="A shorter move takes its largest joint change at this speed, in no less "
+        "than min_move_s (most moves between neighbouring views are a few tenths of a radian).",
+    )
+    min_move_s: float = Field(0.6, gt=0.1, le=10.0, description="Time of the shortest moves (s).")
     settle_s: float = Field(0.4, ge=0.0, le=5.0, description="Wait after a move (s).")
     settle_timeout_s: float = Field(
         5.0, gt=0.0, le=60.0, description="Longest extra wait for the arm to come to rest (s)."
@@ -87,3 +95,12 @@ class BoardStepsConfig(ConfigModel):
     frame_delay_s: float = Field(
         0.15, ge=0.0, le=2.0, description="Use frames this long after a board/robot change (s)."
     )
+
+    @model_validator(mode="after")
+    def _move_times_ordered(self) -> BoardStepsConfig:
+        if self.min_move_s > self.move_s:
+            raise ValueError(
+                f"min_move_s = {self.min_move_s} exceeds move_s = {self.move_s}; expected "
+                "min_move_s <= move_s"
+            )
+        return self

@@ -119,20 +119,26 @@ def _arm(q: FloatArray) -> FloatArray:
 
 
 def move_arm(client: CellClient, target: FloatArray, cfg: BoardStepsConfig, lead_s: float) -> None:
-    """Move the arm to ``target`` (rad) in ``move_s`` and let it settle."""
+    """Move the arm to ``target`` (rad) and let it settle.
+
+    The move takes its largest joint change at ``move_speed_rad_s``, within ``min_move_s`` ..
+    ``move_s``.
+    """
     start = client.now_s() + lead_s
     current = _arm(client.joint_positions())
+    largest = float(np.max(np.abs(np.asarray(target, dtype=float) - current)))
+    duration = float(np.clip(largest / cfg.move_speed_rad_s, cfg.min_move_s, cfg.move_s))
     client.send_trajectory(
         "arm",
         ARM_JOINT_NAMES,
-        np.array([0.0, cfg.move_s]),
+        np.array([0.0, duration]),
         np.vstack([current, target]),
         start,
     )
-    client.wait_until(start + cfg.move_s + cfg.settle_s)
+    client.wait_until(start + duration + cfg.settle_s)
     # The commanded time is not proof: a command delivered late (a loaded machine, a slow
     # network) starts late. Images are taken only once the measured arm has come to rest.
-    deadline = start + cfg.move_s + cfg.settle_s + cfg.settle_timeout_s
+    deadline = start + duration + cfg.settle_s + cfg.settle_timeout_s
     previous = _arm(client.joint_positions())
     while True:
         client.wait_until(client.now_s() + cfg.rest_check_s)
