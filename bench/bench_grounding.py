@@ -270,11 +270,15 @@ def main() -> int:
     from r2s2r_calibration.report import build_report, format_report
     from r2s2r_sim.world import load_world
 
+    from r2s2r_sim.twin_family import load_family, load_twin
+
     nominal = load_world(ROOT / "config/world/nominal.yaml")
+    family = load_family(ROOT / "config/twin/family.yaml")
     figures: list[dict[str, Any]] = []
     for name in args.twins.split(","):
         path = ROOT / "config" / "twin" / f"{name}.yaml"
-        truth = load_world(path)  # benchmark only: score against the hidden truth
+        # Benchmark only: score against the hidden truth, a twin of the documented family.
+        truth = load_twin(path, nominal, family)
         if args.mode == "inprocess":
             run, wall = ground_in_process(path, nominal)
             artifact = run.artifact
