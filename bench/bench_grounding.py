@@ -268,9 +268,8 @@ def main() -> int:
     args = parser.parse_args()
     from r2s2r_calibration.artifact import load_artifact
     from r2s2r_calibration.report import build_report, format_report
-    from r2s2r_sim.world import load_world
-
     from r2s2r_sim.twin_family import load_family, load_twin
+    from r2s2r_sim.world import load_world
 
     nominal = load_world(ROOT / "config/world/nominal.yaml")
     family = load_family(ROOT / "config/twin/family.yaml")

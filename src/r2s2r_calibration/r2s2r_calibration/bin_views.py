@@ -389,7 +389,7 @@ def fit_edge_profiles(
     _, _, best = search(*grid)
     e0, g0, s0 = (grid[k][rows, best][:, None] for k in range(3))
     step = 0.025
-    fine_offsets = step * np.arange(-12, 13)
+    fine_offsets = step * np.arange(-12, 13, dtype=float)
     fine_gaps = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
     fine = _candidate_grid(fine_offsets, fine_gaps, np.array([1.0]), n_profiles)
     coef, costs, best = search(e0 + fine[0], g0 * fine[1], s0 * fine[2])

@@ -536,7 +536,9 @@ def _registered_intervals(
     """
     head = run.artifact.cameras.get("head")
     replicates = [
-        r for r in run.camera_replicates.get("head_camera", []) if r.T_parent_optical is not None
+        (r.camera_matrix, r.distortion, r.T_parent_optical)
+        for r in run.camera_replicates.get("head_camera", [])
+        if r.T_parent_optical is not None
     ]
     if head is None or head.pose is None or head.intrinsics is None:
         return None, None
@@ -556,9 +558,8 @@ def _registered_intervals(
     mine = np.all((local >= lower - 0.01) & (local <= upper + 0.01), axis=1)
     replicas = []
     if np.count_nonzero(mine) >= 10:
-        for r in replicates:
-            assert r.T_parent_optical is not None
-            moved = seen(r.camera_matrix, r.distortion, r.T_parent_optical)[mine]
+        for K_k, D_k, X_k in replicates:
+            moved = seen(K_k, D_k, X_k)[mine]
             replicas.append(_rigid_fit(points[mine], moved) @ T)
     mount = run.mount_fits.get("head_camera")
     carried = (

@@ -269,7 +269,7 @@ def pose_intervals(
     t_axes, r_axes = list(translation_axes), [3 + a for a in rotation_axes]
     cov = np.zeros((6, 6))
     if len(replicates) >= 2:
-        cov = jackknife_covariance([pose_deviation(T_estimate, T) for T in replicates])
+        cov = jackknife_covariance(np.array([pose_deviation(T_estimate, T) for T in replicates]))
     fit = np.concatenate(
         [np.asarray(translation_std_m, float) ** 2, np.asarray(rotation_std_rad, float) ** 2]
     )
