@@ -80,10 +80,11 @@ def ground_one(seed: int, path: Path, nominal: Any, args: argparse.Namespace) ->
         artifact = load_artifact(output)
         report_path = output.with_name(output.stem + ".report.json")
         if report_path.is_file():
-            for axis in json.loads(report_path.read_text()):
+            report = json.loads(report_path.read_text())
+            for axis in report.get("figures", []) if isinstance(report, dict) else report:
                 if axis.get("axis") == "replay_joint_rms_rad":
-                    before, after = axis.get("before"), axis.get("after")
-                    value = before / after if before and after else None
+                    value = axis.get("improvement")
+                    value = float(value) if value is not None and math.isfinite(value) else None
                     figures.append(
                         {
                             "twin": name,
