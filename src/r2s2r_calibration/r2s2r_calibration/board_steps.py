@@ -52,7 +52,7 @@ from r2s2r_calibration.intrinsics import (
     detect_board,
 )
 from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig, ProgressFn
-from r2s2r_calibration.step_support import _arm, move_arm
+from r2s2r_calibration.step_support import arm_positions, move_arm
 
 CAMERA_KEYS = {"head_camera": "head", "hand_camera": "hand"}
 
@@ -341,7 +341,7 @@ def _visit_views(
             continue
         seed = q
         move_arm(client, q, cfg, lead_s)
-        measured = _arm(client.joint_positions())
+        measured = arm_positions(client.joint_positions())
         stamp, rgb = _capture(client, camera, cfg.frame_delay_s)
         yield measured, stamp, rgb
 
@@ -361,7 +361,7 @@ def _capture_hand_views(
     layout = nominal.layout()
     ik = PalmIk(layout, "hand_camera_optical_frame")
     fk = PalmIk(layout, "palm_link")
-    home = _arm(client.joint_positions())
+    home = arm_positions(client.joint_positions())
     T_world_board, views, dropped = hand_view_plan(
         camera, cfg, lambda pose: _solve_ik(ik, pose, home) is not None
     )
@@ -495,7 +495,7 @@ def run_head_extrinsics(
     T_palm_board, views = head_extrinsics_plan(nominal, cfg)
     ik = PalmIk(nominal.layout(), "palm_link")
     T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
-    home = _arm(client.joint_positions())
+    home = arm_positions(client.joint_positions())
     operator.place_board("palm_link", T_palm_board)
     detections, palms, stamps = [], [], []
     visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "head_camera", say)
