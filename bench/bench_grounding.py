@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def ground_in_process(path: Path, nominal: Any) -> tuple[Any, float]:
+def ground_in_process(path: Path, nominal: Any, progress: bool = True) -> tuple[Any, float]:
     """Ground against an in-process twin cell (benchmark only: it builds the twin)."""
     from r2s2r_calibration.procedure import STEP_NAMES, run_grounding
     from r2s2r_calibration.sim_cell_client import SimCellClient
@@ -47,7 +47,9 @@ def ground_in_process(path: Path, nominal: Any) -> tuple[Any, float]:
     )
     started = time.perf_counter()
     try:
-        run = run_grounding(SimCellClient(cell), nominal, list(STEP_NAMES), progress=print)
+        run = run_grounding(
+            SimCellClient(cell), nominal, list(STEP_NAMES), progress=print if progress else None
+        )
     finally:
         cell.close()
     return run, time.perf_counter() - started
@@ -74,17 +76,29 @@ def ground_over_ros(path: Path, output: Path, rtf: float) -> float:
     return time.perf_counter() - started
 
 
-def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, Any]]:
-    """Compare an artifact with the twin's truth (benchmark only)."""
+def score(
+    name: str, artifact: Any, truth: Any, nominal: Any, quiet: bool = False
+) -> list[dict[str, Any]]:
+    """Compare an artifact with the twin's truth (benchmark only; ``quiet``: no printing)."""
     from r2s2r_calibration.geometry import invert_pose, pose_error
 
     figures: list[dict[str, Any]] = []
 
-    def add(figure: str, value: float | None, target: float | None = None) -> None:
+    def add(
+        figure: str,
+        value: float | None,
+        target: float | None = None,
+        inside: list[bool] | None = None,
+    ) -> None:
         entry: dict[str, Any] = {"twin": name, "figure": figure, "value": value}
         if target is not None and value is not None:
             entry.update(target=target, **{"pass": bool(value <= target)})
+        if inside is not None:
+            # Whether each quantity's true error lies in the artifact's 95 % interval.
+            entry["inside_interval"] = inside
         figures.append(entry)
+        if quiet:
+            return
         status = "" if target is None or value is None else ("PASS" if value <= target else "FAIL")
         shown = "not measured" if value is None else f"{value:.5g}"
         print(f"[{name}] {figure:<34} {shown:>12}  target {target}  {status}")
@@ -95,12 +109,28 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
         record = artifact.cameras.get(key)
         params = getattr(truth.cameras, key)
         intr = record.intrinsics if record else None
+        errors = (
+            None
+            if intr is None
+            else [
+                intr.fx_px - params.fx_px,
+                intr.fy_px - params.fy_px,
+                intr.cx_px - params.cx_px,
+                intr.cy_px - params.cy_px,
+            ]
+        )
+        inside = (
+            None
+            if intr is None or intr.interval_95_px is None or errors is None
+            else [abs(e) <= h for e, h in zip(errors, intr.interval_95_px, strict=True)]
+        )
         add(
             f"{key}_focal_rel_error",
             None
             if intr is None
             else max(abs(intr.fx_px / params.fx_px - 1), abs(intr.fy_px / params.fy_px - 1)),
             0.005,
+            None if inside is None else inside[:2],
         )
         add(
             f"{key}_principal_point_error_px",
@@ -108,12 +138,16 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
             if intr is None
             else max(abs(intr.cx_px - params.cx_px), abs(intr.cy_px - params.cy_px)),
             1.0,
+            None if inside is None else inside[2:],
         )
         blur = record.blur if record else None
         add(
             f"{key}_blur_rel_error",
             None if blur is None else abs(blur.sigma_px / params.blur_sigma_px - 1),
             0.15,
+            None
+            if blur is None or blur.interval_95_px is None
+            else [abs(blur.sigma_px - params.blur_sigma_px) <= blur.interval_95_px],
         )
         pose = record.pose if record else None
         if pose is None:
@@ -126,8 +160,18 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
             estimate = invert_pose(T_nominal_base) @ estimate
             true_pose = invert_pose(T_true_base) @ true_pose
         position_m, rotation_rad = pose_error(estimate, true_pose)
-        add(f"{key}_position_error_mm", 1000 * position_m, 3.0)
-        add(f"{key}_rotation_error_deg", math.degrees(rotation_rad), 0.3)
+        add(
+            f"{key}_position_error_mm",
+            1000 * position_m,
+            3.0,
+            _inside(position_m, pose.position_interval_95_m),
+        )
+        add(
+            f"{key}_rotation_error_deg",
+            math.degrees(rotation_rad),
+            0.3,
+            _inside(rotation_rad, pose.rotation_interval_95_rad),
+        )
     for element in ("belt", "bin_0", "bin_1", "bin_2"):
         record = artifact.scene.get(element)
         if record is None:
@@ -146,8 +190,18 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
             offset = (invert_pose(truth_base) @ estimate_base)[:3, 3]
             position_m = float(np.hypot(offset[1], offset[2]))
             add("belt_along_travel_held_mm", 1000 * abs(offset[0]), None)
-        add(f"{element}_position_error_mm", 1000 * position_m, 3.0)
-        add(f"{element}_rotation_error_deg", math.degrees(rotation_rad), 0.5)
+        add(
+            f"{element}_position_error_mm",
+            1000 * position_m,
+            3.0,
+            _inside(position_m, record.position_interval_95_m),
+        )
+        add(
+            f"{element}_rotation_error_deg",
+            math.degrees(rotation_rad),
+            0.5,
+            _inside(rotation_rad, record.rotation_interval_95_rad),
+        )
     controller = artifact.controller
     if controller is not None:
         errors = [
@@ -157,11 +211,24 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
             )
             for joint, record in controller.gains.items()
         ]
-        add("gain_rel_error_max", float(max(errors)), 0.05)
+        checks = [
+            check
+            for joint, record in controller.gains.items()
+            for check in (
+                _inside(abs(record.kp - truth.controller.gains[joint].kp), record.kp_interval_95),
+                _inside(abs(record.kd - truth.controller.gains[joint].kd), record.kd_interval_95),
+            )
+        ]
+        inside_gains = (
+            None if any(c is None for c in checks) else [c[0] for c in checks if c is not None]
+        )
+        add("gain_rel_error_max", float(max(errors)), 0.05, inside_gains)
+        latency_error = abs((controller.latency_s or 0.0) - truth.controller.latency_s)
         add(
             "latency_error_s",
-            abs((controller.latency_s or 0.0) - truth.controller.latency_s),
+            latency_error,
             1.0 / truth.physics.control_rate_hz,
+            _inside(latency_error, controller.latency_interval_95_s),
         )
     belt = artifact.belt
     add(
@@ -170,13 +237,26 @@ def score(name: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, 
         if belt is None or belt.speed_mps is None
         else abs(belt.speed_mps / truth.belt.speed_mps - 1),
         0.01,
+        None
+        if belt is None or belt.speed_mps is None
+        else _inside(abs(belt.speed_mps - truth.belt.speed_mps), belt.speed_interval_95_mps),
     )
     add(
         "roller_radius_rel_error",
         None if belt is None else abs(belt.roller_radius_m / truth.belt.roller_radius_m - 1),
         0.01,
+        None
+        if belt is None
+        else _inside(
+            abs(belt.roller_radius_m - truth.belt.roller_radius_m), belt.roller_radius_interval_95_m
+        ),
     )
     return figures
+
+
+def _inside(error: float, half_width: float | None) -> list[bool] | None:
+    """``[error <= half_width]``, or None when the artifact reports no interval."""
+    return None if half_width is None else [bool(abs(error) <= half_width)]
 
 
 def main() -> int:
@@ -189,13 +269,16 @@ def main() -> int:
     args = parser.parse_args()
     from r2s2r_calibration.artifact import load_artifact
     from r2s2r_calibration.report import build_report, format_report
+    from r2s2r_sim.twin_family import load_family, load_twin
     from r2s2r_sim.world import load_world
 
     nominal = load_world(ROOT / "config/world/nominal.yaml")
+    family = load_family(ROOT / "config/twin/family.yaml")
     figures: list[dict[str, Any]] = []
     for name in args.twins.split(","):
         path = ROOT / "config" / "twin" / f"{name}.yaml"
-        truth = load_world(path)  # benchmark only: score against the hidden truth
+        # Benchmark only: score against the hidden truth, a twin of the documented family.
+        truth = load_twin(path, nominal, family)
         if args.mode == "inprocess":
             run, wall = ground_in_process(path, nominal)
             artifact = run.artifact

@@ -107,6 +107,11 @@ class IntrinsicsRecord(ConfigModel):
     )
     reprojection_rms_px: float = Field(ge=0.0, description="Board reprojection RMS (px).")
     provenance: Provenance
+    interval_95_px: tuple[float, float, float, float] | None = Field(
+        None,
+        description="Half-widths of the 95 % intervals of (fx, fy, cx, cy) (px): the fit's "
+        "standard errors, the spread over view subsets and the model-error floors.",
+    )
 
 
 class BlurRecord(ConfigModel):
@@ -116,6 +121,9 @@ class BlurRecord(ConfigModel):
     sigma_std_px: float = Field(ge=0.0, description="1-sigma uncertainty (px).")
     relative_spread: float = Field(ge=0.0, description="Per-edge robust spread / median.")
     provenance: Provenance
+    interval_95_px: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of sigma_px (px)."
+    )
 
 
 class CameraPoseRecord(ConfigModel):
@@ -126,6 +134,15 @@ class CameraPoseRecord(ConfigModel):
     translation_std_m: Vec3 = Field(description="1-sigma translation per axis (m).")
     rotation_std_rad: Vec3 = Field(description="1-sigma rotation per axis (rad).")
     provenance: Provenance
+    position_interval_95_m: float | None = Field(
+        None,
+        ge=0.0,
+        description="95 % bound on the position error (m): the fit's, and what the camera's "
+        "intrinsics uncertainty propagates into it.",
+    )
+    rotation_interval_95_rad: float | None = Field(
+        None, ge=0.0, description="95 % bound on the rotation error angle (rad)."
+    )
 
 
 class CameraRecord(ConfigModel):
@@ -149,6 +166,15 @@ class ScenePoseRecord(ConfigModel):
         description="Pose directions the depth view does not constrain, held at the nominal "
         "pose (e.g. 'translation along belt x': the belt's ends are out of view).",
     )
+    position_interval_95_m: float | None = Field(
+        None,
+        ge=0.0,
+        description="95 % bound on the position error over the directions not held (m), with "
+        "what the camera calibration's uncertainty propagates into it.",
+    )
+    rotation_interval_95_rad: float | None = Field(
+        None, ge=0.0, description="95 % bound on the rotation error angle (rad)."
+    )
 
 
 class BeltRecord(ConfigModel):
@@ -162,6 +188,12 @@ class BeltRecord(ConfigModel):
     residual_rms_mps: float = Field(ge=0.0, description="RMS speed residual (m/s).")
     relative_residual: float = Field(ge=0.0, description="Residual / mean speed.")
     provenance: Provenance
+    roller_radius_interval_95_m: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of roller_radius_m (m)."
+    )
+    speed_interval_95_mps: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of speed_mps (m/s)."
+    )
 
 
 class JointControllerRecord(ConfigModel):
@@ -171,6 +203,12 @@ class JointControllerRecord(ConfigModel):
     kd: float = Field(ge=0.0, description="Damping (N m s/rad).")
     residual_rms_rad: float = Field(ge=0.0, description="Held-out tracking residual (rad).")
     provenance: Provenance
+    kp_interval_95: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of kp (N m/rad)."
+    )
+    kd_interval_95: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of kd (N m s/rad)."
+    )
 
 
 class ControllerRecord(ConfigModel):
@@ -179,6 +217,9 @@ class ControllerRecord(ConfigModel):
     gains: dict[str, JointControllerRecord] = Field(default_factory=dict)
     latency_s: float | None = Field(None, ge=0.0, description="Command latency (s).")
     latency_std_s: float | None = Field(None, ge=0.0, description="1-sigma latency (s).")
+    latency_interval_95_s: float | None = Field(
+        None, ge=0.0, description="Half-width of the 95 % interval of latency_s (s)."
+    )
 
 
 CHECK_OVERRIDES = "check_world_overrides"
@@ -322,6 +363,12 @@ def _provenance_text(provenance: Provenance) -> str:
     return f"{provenance.n_samples} {provenance.sample_kind} from {provenance.source}"
 
 
+def _interval_text(position_m: float | None, rotation_rad: float | None) -> str:
+    if position_m is None or rotation_rad is None:
+        return ""
+    return f", 95 % within {1000 * position_m:.2f} mm / {np.degrees(rotation_rad):.3f} deg"
+
+
 def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]]:
     """Rows (quantity, value, residual / uncertainty, data) of the residual table."""
     rows: list[tuple[str, str, str, str]] = []
@@ -334,7 +381,13 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                     f"cameras.{name}.fx_px/fy_px",
                     f"{intr.fx_px:.2f} / {intr.fy_px:.2f}",
                     f"+-{intr.std_px[0]:.2f} / {intr.std_px[1]:.2f} px, "
-                    f"rms {intr.reprojection_rms_px:.3f} px",
+                    f"rms {intr.reprojection_rms_px:.3f} px"
+                    + (
+                        ""
+                        if intr.interval_95_px is None
+                        else f", 95 % +-{intr.interval_95_px[0]:.2f} / "
+                        f"{intr.interval_95_px[1]:.2f} px"
+                    ),
                     data,
                 )
             )
@@ -342,7 +395,13 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                 (
                     f"cameras.{name}.cx_px/cy_px",
                     f"{intr.cx_px:.2f} / {intr.cy_px:.2f}",
-                    f"+-{intr.std_px[2]:.2f} / {intr.std_px[3]:.2f} px",
+                    f"+-{intr.std_px[2]:.2f} / {intr.std_px[3]:.2f} px"
+                    + (
+                        ""
+                        if intr.interval_95_px is None
+                        else f", 95 % +-{intr.interval_95_px[2]:.2f} / "
+                        f"{intr.interval_95_px[3]:.2f} px"
+                    ),
                     data,
                 )
             )
@@ -361,7 +420,12 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                     f"cameras.{name}.blur_sigma_px",
                     f"{camera.blur.sigma_px:.3f}",
                     f"+-{camera.blur.sigma_std_px:.3f} px, spread "
-                    f"{camera.blur.relative_spread:.1%}",
+                    f"{camera.blur.relative_spread:.1%}"
+                    + (
+                        ""
+                        if camera.blur.interval_95_px is None
+                        else f", 95 % +-{camera.blur.interval_95_px:.3f} px"
+                    ),
                     _provenance_text(camera.blur.provenance),
                 )
             )
@@ -374,7 +438,8 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                     f"rpy {np.round(pose.pose.rpy_rad, 4).tolist()}",
                     f"+-{1000 * max(pose.translation_std_m):.2f} mm, "
                     f"{np.degrees(max(pose.rotation_std_rad)):.3f} deg, rms "
-                    f"{pose.reprojection_rms_px:.3f} px",
+                    f"{pose.reprojection_rms_px:.3f} px"
+                    + _interval_text(pose.position_interval_95_m, pose.rotation_interval_95_rad),
                     _provenance_text(pose.provenance),
                 )
             )
@@ -384,7 +449,8 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                 f"scene.{name}.pose ({record.pose.parent_frame})",
                 f"xyz {np.round(record.pose.xyz_m, 4).tolist()} "
                 f"rpy {np.round(record.pose.rpy_rad, 4).tolist()}",
-                f"fitness {record.fitness:.3f}, rmse {1000 * record.inlier_rmse_m:.2f} mm",
+                f"fitness {record.fitness:.3f}, rmse {1000 * record.inlier_rmse_m:.2f} mm"
+                + _interval_text(record.position_interval_95_m, record.rotation_interval_95_rad),
                 _provenance_text(record.provenance),
             )
         )
@@ -395,7 +461,12 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                 "belt.roller_radius_m",
                 f"{belt.roller_radius_m:.5f}",
                 f"+-{1000 * belt.roller_radius_std_m:.3f} mm, residual "
-                f"{belt.relative_residual:.2%}",
+                f"{belt.relative_residual:.2%}"
+                + (
+                    ""
+                    if belt.roller_radius_interval_95_m is None
+                    else f", 95 % +-{1000 * belt.roller_radius_interval_95_m:.3f} mm"
+                ),
                 _provenance_text(belt.provenance),
             )
         )
@@ -405,7 +476,12 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                 (
                     f"controller.gains.{joint}",
                     f"kp {gains.kp:.1f} kd {gains.kd:.2f}",
-                    f"held-out rms {gains.residual_rms_rad:.4f} rad",
+                    f"held-out rms {gains.residual_rms_rad:.4f} rad"
+                    + (
+                        ""
+                        if gains.kp_interval_95 is None or gains.kd_interval_95 is None
+                        else f", 95 % +-{gains.kp_interval_95:.2g} / {gains.kd_interval_95:.2g}"
+                    ),
                     _provenance_text(gains.provenance),
                 )
             )
@@ -415,7 +491,12 @@ def residual_rows(artifact: GroundingArtifact) -> list[tuple[str, str, str, str]
                 (
                     "controller.latency_s",
                     f"{artifact.controller.latency_s:.4f}",
-                    "" if std is None else f"+-{std:.4f} s",
+                    ("" if std is None else f"+-{std:.5f} s")
+                    + (
+                        ""
+                        if artifact.controller.latency_interval_95_s is None
+                        else f", 95 % +-{artifact.controller.latency_interval_95_s:.5f} s"
+                    ),
                     "",
                 )
             )

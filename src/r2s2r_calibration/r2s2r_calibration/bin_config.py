@@ -38,22 +38,25 @@ class BinViewsConfig(ConfigModel):
         7.0, gt=1.0, le=50.0, description="Profile length on each side of the predicted edge."
     )
     profile_step_px: float = Field(0.25, gt=0.01, le=1.0, description="Profile sample spacing.")
-    inside_px: float = Field(
-        4.0,
-        gt=0.2,
+    profile_margin_px: float = Field(
+        2.0,
+        gt=0.0,
         le=20.0,
-        description="The rim top (inside plateau) is the brightest bin colour this far inside "
-        "the predicted edge (px).",
+        description="The edge is searched up to this far from either end of its profile (px), "
+        "so that the model sees both sides of it.",
     )
-    outside_from_px: float = Field(
-        2.0, gt=0.0, le=20.0, description="The table (outside plateau) starts this far out (px)."
-    )
-    outside_to_px: float = Field(4.0, gt=0.5, le=30.0, description="...and ends this far out (px).")
     min_contrast: float = Field(
         0.08,
         gt=0.0,
         le=1.0,
         description="Least step of the bin-vs-table signal (green minus red, 0..1) for an edge.",
+    )
+    max_profile_rms: float = Field(
+        0.25,
+        gt=0.0,
+        le=10.0,
+        description="A profile whose edge model leaves an RMS residual above this fraction of "
+        "its rim-to-outside contrast gives no point (something else is in the way).",
     )
     min_points_per_edge: int = Field(
         6, ge=2, le=500, description="Edge points required on each rim edge over all views."
@@ -73,6 +76,18 @@ class BinViewsConfig(ConfigModel):
         le=100.0,
         description="Edge points farther from the fitted rim than this many robust sigmas are "
         "left out (an inner edge or a neighbour taken for the rim).",
+    )
+    fit_height: bool = Field(
+        True,
+        description="Fit the rim's height too (from its apparent size; the robot's base may "
+        "stand a few millimetres higher or lower than drawn relative to the table).",
+    )
+    prediction_passes: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Times the edges are found again along profiles through the previous fit "
+        "before the final fit (the registration may leave a bin a few pixels off).",
     )
     residual_scale_m: float = Field(
         0.001, gt=0.0, le=0.05, description="Scale of the robust (soft L1) loss of the fit (m)."

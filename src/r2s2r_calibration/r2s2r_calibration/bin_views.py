@@ -23,6 +23,7 @@ does).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -33,20 +34,23 @@ from r2s2r_sim.kinematics import IkError, PalmIk
 from r2s2r_sim.world import WorldParams
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
+from scipy.special import ndtr
 
 from r2s2r_calibration.artifact import Provenance, ScenePoseRecord, pose_value
 from r2s2r_calibration.bin_config import BinViewsConfig
+from r2s2r_calibration.blur import BILINEAR_VARIANCE_PX2, PIXEL_BOX_VARIANCE_PX2
 from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
 from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig, ProgressFn
-from r2s2r_calibration.registration import element_bounds
+from r2s2r_calibration.registration import SceneElement, element_bounds
 from r2s2r_calibration.step_support import (
     T_LINK_OPTICAL,
     camera_intrinsics,
     move_arm,
     scene_elements,
 )
+from r2s2r_calibration.uncertainty import CameraReplicate, UncertaintyConfig, pose_intervals
 
 EDGE_NAMES = ("+x", "-x", "+y", "-y")
 """The rim's outer edges, by the bin-frame side they lie on."""
@@ -61,6 +65,8 @@ class RimGeometry:
         half_x_m: Half the outer size along bin x (m).
         half_y_m: Half the outer size along bin y (m).
         height_m: Rim (wall top) height above the bin frame's origin (m).
+        width_m: Width of the rim's top face (the wall thickness, m): its inner edge is this
+            far inside the outer one.
 
     """
 
@@ -68,14 +74,35 @@ class RimGeometry:
     half_x_m: float
     half_y_m: float
     height_m: float
+    width_m: float = 0.01
 
     @classmethod
-    def from_bounds(cls, lower: FloatArray, upper: FloatArray) -> RimGeometry:
+    def from_bounds(
+        cls, lower: FloatArray, upper: FloatArray, width_m: float = 0.01
+    ) -> RimGeometry:
         """Rim of an element whose boxes span ``lower``..``upper`` (bin frame, m)."""
         centre = 0.5 * (np.asarray(lower) + np.asarray(upper))
         half = 0.5 * (np.asarray(upper) - np.asarray(lower))
         return cls((float(centre[0]), float(centre[1])), float(half[0]), float(half[1]),
-                   float(upper[2]))  # fmt: skip
+                   float(upper[2]), float(width_m))  # fmt: skip
+
+    @classmethod
+    def from_element(cls, element: SceneElement) -> RimGeometry:
+        """Rim of a bin element: outer bounds of its boxes; width of its thinnest wall top.
+
+        Raises:
+            CalibrationError: No box reaches the element's top (no rim to look at).
+
+        """
+        lower, upper = element_bounds(element)
+        tops = [
+            min(box.size_m[0], box.size_m[1])
+            for box in element.boxes
+            if abs(box.xyz_m[2] + 0.5 * box.size_m[2] - upper[2]) < 1e-6
+        ]
+        if not tops:
+            raise CalibrationError(f"{element.name}: no box reaches its top; not a bin with a rim")
+        return cls.from_bounds(lower, upper, min(tops))
 
     def edge_points(self, edge: str, fraction: float, count: int) -> FloatArray:
         """``count`` points (bin frame) spread over the central ``fraction`` of an edge."""
@@ -135,9 +162,11 @@ class BinFit:
         n_points: Edge points used, per edge name.
         coverage: Fraction of profiles that found an edge.
         std_xy_yaw: 1-sigma of x, y (m) and yaw (rad) from the fit's Jacobian.
-        correction_m: Distance moved from the initial pose (m).
+        correction_m: Distance moved in x, y from the initial pose (m).
         observability: Weakest / strongest eigenvalue of the fit's information (yaw scaled by
             the rim size).
+        height_change_m: Height fitted above the initial pose (m; 0 without ``fit_height``).
+        height_std_m: 1-sigma of the height (m; NaN without ``fit_height``).
 
     """
 
@@ -148,6 +177,8 @@ class BinFit:
     std_xy_yaw: tuple[float, float, float]
     correction_m: float
     observability: float
+    height_change_m: float = 0.0
+    height_std_m: float = math.nan
 
 
 def view_poses(T_world_bin: FloatArray, rim: RimGeometry, cfg: BinViewsConfig) -> list[FloatArray]:
@@ -171,15 +202,142 @@ def _signal(image: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
     return np.ascontiguousarray(rgb[..., 1] - rgb[..., 0])
 
 
-def rim_edge_points(view: RimView, T_base_bin: FloatArray, rim: RimGeometry,
-                    cfg: BinViewsConfig) -> RimEdges:  # fmt: skip
+def _profile_fits(
+    t: FloatArray, values: FloatArray, edges: FloatArray, sigma: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Least-squares levels of blurred piecewise-constant profiles for candidate edges.
+
+    Args:
+        t: (N,) sample offsets (px).
+        values: (P, N) profiles.
+        edges: (P, G, K) candidate edge offsets per profile.
+        sigma: (P, G) blur sigma per candidate (px).
+
+    Returns:
+        ``(levels, costs)``: (P, G, K + 1) coefficients of ``1, Phi((t - e_k) / sigma)`` and
+        (P, G) sums of squared residuals.
+
+    """
+    steps = ndtr((t - edges[..., None]) / sigma[..., None, None])  # (P, G, K, N)
+    design = np.concatenate([np.ones((*steps.shape[:2], 1, t.size)), steps], axis=2)
+    gram = np.einsum("pgkn,pgln->pgkl", design, design) + 1e-9 * np.eye(design.shape[2])
+    rhs = np.einsum("pgkn,pn->pgk", design, values)
+    coef = np.linalg.solve(gram, rhs[..., None])[..., 0]
+    residual = np.einsum("pgkn,pgk->pgn", design, coef) - values[:, None, :]
+    return coef, np.einsum("pgn,pgn->pg", residual, residual)
+
+
+def _candidate_grid(
+    offsets: FloatArray, gaps: FloatArray, sigmas: FloatArray, n_profiles: int
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Every (offset, gap, sigma) combination, sigma fastest, as three (P, G) arrays."""
+    axes = np.meshgrid(offsets, gaps, sigmas, indexing="ij")
+    tile = np.ones((n_profiles, 1))
+    e, g, s = (axis.reshape(1, -1) * tile for axis in axes)
+    return e, g, s
+
+
+def fit_edge_profiles(
+    t_px: FloatArray,
+    values: FloatArray,
+    rim_width_px: FloatArray,
+    sigma_px: float | None,
+    search_px: float,
+    min_contrast: float = 0.0,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Locate a rim's outer edge on profiles that run from inside the bin to outside.
+
+    Model: a profile is piecewise constant, blurred by a Gaussian of ``sigma_px`` (the camera's
+    calibrated blur with the sampling's own spread; fitted when None): an inside level (the
+    bin's inner wall), the rim top between its inner edge at ``e - rim_width_px`` and its outer
+    edge at ``e``, then whatever lies outside (the table; next to another bin, only a sliver of
+    table before that bin's wall, at a free ``e + gap``). The levels are linear least squares
+    for given edges; ``e`` and ``gap`` (and sigma) are searched on a coarse grid, then on a fine
+    grid about the best candidate, and ``e`` is interpolated by a parabola through the costs.
+
+    A half-level crossing of the same profile is biased outward when the blur is wider than the
+    rim top (the blurred rim never reaches its level) and lands on a neighbouring bin's wall when
+    the table strip in between is narrower than the blur; this model has neither bias.
+
+    Args:
+        t_px: (N,) increasing sample offsets along the profiles (px); 0 is the predicted edge.
+        values: (P, N) bin-vs-table signal of each profile at those offsets.
+        rim_width_px: (P,) predicted width of the rim top along each profile (px).
+        sigma_px: Edge-spread sigma of the samples (px), or None to fit it (one sigma for all
+            the profiles: the median of their best sigmas on a first pass).
+        search_px: The edge is searched within +-search_px of 0.
+        min_contrast: Only candidates whose rim top is at least this much above the outside
+            are considered (otherwise the rim's inner edge, seen with the far edge standing in
+            for the outer one, fits as well).
+
+    Returns:
+        ``(offset_px, contrast, rms)``, each (P,): the outer edge's offset (NaN when the best
+        fit is at the end of the search range), the rim level minus the outside level, and the
+        model's RMS residual.
+
+    """
+    values = np.asarray(values, dtype=float).reshape(-1, np.asarray(t_px).size)
+    width = np.asarray(rim_width_px, dtype=float).reshape(-1, 1)
+    n_profiles = values.shape[0]
+
+    def search(e: FloatArray, g: FloatArray, s: FloatArray) -> tuple[FloatArray, ...]:
+        """Fit every (e, g, s) candidate (each (P, G)); return the fits and the best index."""
+        edges = np.stack([e - width, e, e + g], axis=-1)
+        coef, costs = _profile_fits(t_px, values, edges, s)
+        allowed = np.where(-coef[..., 2] >= min_contrast, costs, np.inf)
+        return coef, costs, np.argmin(allowed, axis=1)
+
+    rows = np.arange(n_profiles)
+    coarse_offsets = np.arange(-search_px, search_px + 1e-9, 0.5)
+    if sigma_px is None:
+        trial = np.arange(0.4, 3.01, 0.2)
+        grid = _candidate_grid(coarse_offsets, np.array([0.6, 2.5, 10.0]), trial, n_profiles)
+        _, _, first = search(*grid)
+        sigma_px = float(np.median(trial[first % trial.size]))  # sigma varies fastest
+    grid = _candidate_grid(
+        coarse_offsets, np.array([0.6, 1.2, 2.5, 5.0, 10.0]), np.array([sigma_px]), n_profiles
+    )
+    _, _, best = search(*grid)
+    e0, g0, s0 = (grid[k][rows, best][:, None] for k in range(3))
+    step = 0.025
+    fine_offsets = step * np.arange(-12, 13, dtype=float)
+    fine_gaps = np.array([0.7, 0.85, 1.0, 1.2, 1.4])
+    fine = _candidate_grid(fine_offsets, fine_gaps, np.array([1.0]), n_profiles)
+    coef, costs, best = search(e0 + fine[0], g0 * fine[1], s0 * fine[2])
+    # The cost along e at the best gap and sigma, for a parabolic refinement.
+    n_e = fine_offsets.size
+    per_e = costs.reshape(n_profiles, n_e, -1)
+    k_best, j_best = np.divmod(best, per_e.shape[2])
+    line = per_e[rows, :, j_best]  # (P, n_e)
+    k = np.clip(k_best, 1, n_e - 2)
+    left, middle, right = line[rows, k - 1], line[rows, k], line[rows, k + 1]
+    curvature = left - 2.0 * middle + right
+    shift = np.where(
+        curvature > 0.0, 0.5 * (left - right) / np.where(curvature > 0.0, curvature, 1.0), 0.0
+    )
+    shift = np.where((k_best == k), np.clip(shift, -1.0, 1.0), 0.0)
+    offset = e0[:, 0] + fine_offsets[k] + step * shift
+    offset = np.where(np.abs(offset) < search_px - 1e-6, offset, np.nan)
+    levels = np.cumsum(coef[rows, best], axis=1)  # inside, rim top, outside, beyond
+    contrast = levels[:, 1] - levels[:, 2]
+    rms = np.sqrt(costs[rows, best] / values.shape[1])
+    return offset, contrast, rms
+
+
+def rim_edge_points(
+    view: RimView,
+    T_base_bin: FloatArray,
+    rim: RimGeometry,
+    cfg: BinViewsConfig,
+    blur_sigma_px: float | None = None,
+) -> RimEdges:
     """Find the rim's outer edges in one view, along profiles across the predicted edges.
 
-    Each profile runs from inside the rim (bin colour) to outside (table) through the edge
-    predicted from ``T_base_bin``; the edge is where the signal crosses halfway between the two
-    levels: the rim top just inside (its brightest sample within ``inside_px``) and the table
-    just outside (``outside_from_px``..``outside_to_px``), found by linear interpolation.
-    Profiles without a clear step (``min_contrast``) or that leave the image give no point.
+    Each profile runs from inside the rim to outside through the edge predicted from
+    ``T_base_bin``; :func:`fit_edge_profile` locates the edge on it, with the camera's
+    calibrated blur (``blur_sigma_px``; fitted per profile when None). Profiles that leave the
+    image, without a clear rim-to-outside step (``min_contrast``) or whose model does not fit
+    (RMS above ``max_profile_rms``) give no point.
     """
     signal = _signal(view.image)
     height, width = signal.shape
@@ -189,23 +347,24 @@ def rim_edge_points(view: RimView, T_base_bin: FloatArray, rim: RimGeometry,
     offsets = np.arange(
         -cfg.profile_half_length_px, cfg.profile_half_length_px + 1e-9, cfg.profile_step_px
     )
-    inner = max(1, round(cfg.inside_px / cfg.profile_step_px))
-    outer_from = max(1, round(cfg.outside_from_px / cfg.profile_step_px))
-    outer_to = max(outer_from + 1, round(cfg.outside_to_px / cfg.profile_step_px))
-    pixels, edges = [], []
+    # The profile is sampled by bilinear interpolation, which spreads an edge by 1/6 px^2 on
+    # average on top of the image's own blur and pixel box (1/12 px^2).
+    sigma = (
+        None
+        if blur_sigma_px is None
+        else math.sqrt(blur_sigma_px**2 + PIXEL_BOX_VARIANCE_PX2 + BILINEAR_VARIANCE_PX2)
+    )
+    search = cfg.profile_half_length_px - cfg.profile_margin_px
+    points, normals, widths, profiles, edge_index = [], [], [], [], []
     tried = 0
     centre_local = np.array([*rim.centre_xy_m, rim.height_m])
     for index, edge in enumerate(EDGE_NAMES):
         local = rim.edge_points(edge, cfg.edge_fraction, cfg.profiles_per_edge)
-        outward = local.copy()
         direction = np.sign(local[0] - centre_local) * (np.array([1, 0, 0]) if "x" in edge else
                                                         np.array([0, 1, 0]))  # fmt: skip
-        outward += 0.005 * direction
-        both = np.vstack([local, outward])
+        both = np.vstack([local, local + 0.005 * direction, local - rim.width_m * direction])
         projected = cv2.projectPoints(both, rvec, tvec, view.camera_matrix, view.distortion)[0]
-        projected = projected.reshape(-1, 2)
-        on_edge, beyond = projected[: len(local)], projected[len(local) :]
-        for point, out in zip(on_edge, beyond, strict=True):
+        for point, out, inner in zip(*projected.reshape(3, -1, 2), strict=True):
             tried += 1
             normal = out - point
             norm = float(np.linalg.norm(normal))
@@ -213,45 +372,37 @@ def rim_edge_points(view: RimView, T_base_bin: FloatArray, rim: RimGeometry,
                 continue
             normal /= norm
             samples = point[None, :] + offsets[:, None] * normal[None, :]
+            rim_width_px = float(np.dot(point - inner, normal))
             if (
                 samples.min() < 1.0
                 or samples[:, 0].max() > width - 2.0
                 or samples[:, 1].max() > height - 2.0
+                or rim_width_px <= 0.1
             ):
                 continue
-            values = cv2.remap(
-                signal,
-                samples[:, 0].astype(np.float32).reshape(1, -1),
-                samples[:, 1].astype(np.float32).reshape(1, -1),
-                cv2.INTER_LINEAR,
-            ).reshape(-1)
-            # Outside: the table just past the predicted edge (a neighbouring bin may come
-            # further out). Inside: the rim's top, the first bright bin colour met walking in
-            # from the table (the inner wall beyond the rim may be in shade, and the floor
-            # further in makes a second, inner edge that must not be taken).
-            centre_index = len(offsets) // 2
-            outside = float(np.median(values[centre_index + outer_from : centre_index + outer_to]))
-            k = centre_index + outer_from
-            lowest = max(0, centre_index - inner)
-            while k > lowest and values[k] < outside + cfg.min_contrast:
-                k -= 1
-            while k > lowest and values[k - 1] > values[k]:
-                k -= 1
-            inside = float(values[k])
-            if inside - outside < cfg.min_contrast:
-                continue
-            half = 0.5 * (inside + outside)
-            tail = values[k:]
-            below = np.nonzero((tail[:-1] >= half) & (tail[1:] < half))[0]
-            if below.size == 0:
-                continue
-            k += int(below[0])
-            fraction = (values[k] - half) / (values[k] - values[k + 1])
-            offset = offsets[k] + fraction * cfg.profile_step_px
-            if abs(offset) > cfg.profile_half_length_px - cfg.outside_to_px:
-                continue  # the edge is too far from the prediction to trust the plateaus
-            pixels.append(point + offset * normal)
-            edges.append(index)
+            profiles.append(samples)
+            points.append(point)
+            normals.append(normal)
+            widths.append(rim_width_px)
+            edge_index.append(index)
+    pixels: list[FloatArray] = []
+    edges: list[int] = []
+    if profiles:
+        stacked = np.vstack(profiles).astype(np.float32)
+        values = cv2.remap(
+            signal, stacked[:, 0].reshape(1, -1), stacked[:, 1].reshape(1, -1), cv2.INTER_LINEAR
+        ).reshape(len(profiles), offsets.size)
+        found, contrast, rms = fit_edge_profiles(
+            offsets, values.astype(float), np.asarray(widths), sigma, search, cfg.min_contrast
+        )
+        good = (
+            np.isfinite(found)
+            & (contrast >= cfg.min_contrast)
+            & (rms <= cfg.max_profile_rms * np.maximum(contrast, 1e-9))
+        )
+        for k in np.flatnonzero(good):
+            pixels.append(points[k] + found[k] * normals[k])
+            edges.append(edge_index[k])
     return RimEdges(
         np.asarray(pixels, dtype=float).reshape(-1, 2), np.asarray(edges, dtype=int), tried
     )
@@ -273,15 +424,32 @@ def _with_xy_yaw(T_base_bin: FloatArray, params: FloatArray) -> FloatArray:
     T = T_base_bin.copy()
     T[:3, :3] = T_base_bin[:3, :3] @ Rotation.from_rotvec([0.0, 0.0, params[2]]).as_matrix()
     T[:2, 3] += params[:2]
+    if len(params) > 3:
+        T[2, 3] += params[3]
     return T
 
 
-def fit_bin_pose(views: list[RimView], found: list[RimEdges], T_base_bin: FloatArray,
-                 rim: RimGeometry, cfg: BinViewsConfig) -> BinFit:  # fmt: skip
+def fit_bin_pose(
+    views: list[RimView],
+    found: list[RimEdges],
+    T_base_bin: FloatArray,
+    rim: RimGeometry,
+    cfg: BinViewsConfig,
+    every_edge: bool = True,
+) -> BinFit:
     """Fit the bin's x, y and yaw to the rim edge points of every view.
 
     Each edge point's ray is intersected with the rim's plane (at the bin's current height and
     tilt); the residual is the intersection's distance from its edge line, in the rim plane.
+
+    Args:
+        views: The images and camera poses.
+        found: Edge points of each view (:func:`rim_edge_points`).
+        T_base_bin: The pose the fit starts from (and measures its correction from).
+        rim: The rim's geometry.
+        cfg: Thresholds.
+        every_edge: Require ``min_points_per_edge`` on all four edges (the final fit); when
+            False one edge per axis is enough (a first estimate to predict the edges again).
 
     Raises:
         CalibrationError: Too few points on an edge, an RMS above ``max_rms_m`` or a
@@ -301,6 +469,12 @@ def fit_bin_pose(views: list[RimView], found: list[RimEdges], T_base_bin: FloatA
         stacked = np.concatenate(edge_index)
         counts = {name: int(np.sum(stacked == k)) for k, name in enumerate(EDGE_NAMES)}
     short = [f"{name} {n}" for name, n in counts.items() if n < cfg.min_points_per_edge]
+    if not every_edge:
+        per_axis = [
+            max(counts["+x"], counts["-x"]) >= cfg.min_points_per_edge,
+            max(counts["+y"], counts["-y"]) >= cfg.min_points_per_edge,
+        ]
+        short = [] if all(per_axis) else short
     if short:
         raise CalibrationError(
             f"rim edges found on too few profiles ({', '.join(short)}; need "
@@ -323,14 +497,14 @@ def fit_bin_pose(views: list[RimView], found: list[RimEdges], T_base_bin: FloatA
         return np.asarray(sign * (local[np.arange(len(local)), axis] - centre) - half)
 
     keep = np.ones(len(E), dtype=bool)
-    params = np.zeros(3)
+    params = np.zeros(4 if cfg.fit_height else 3)
     for _ in range(4):  # robust fit, then drop points far off the rim (a mis-detected edge)
         result = least_squares(
             lambda p, kept=keep: residuals(p)[kept],
             params,
             loss="soft_l1",
             f_scale=cfg.residual_scale_m,
-            x_scale=[1e-3, 1e-3, 1e-2],
+            x_scale=[1e-3, 1e-3, 1e-2, 1e-3][: len(params)],
         )
         params = result.x
         everything = np.abs(residuals(params))
@@ -357,26 +531,120 @@ def fit_bin_pose(views: list[RimView], found: list[RimEdges], T_base_bin: FloatA
     jacobian = result.jac
     try:
         covariance = np.linalg.inv(jacobian.T @ jacobian) * rms**2
-        std = tuple(float(v) for v in np.sqrt(np.clip(np.diag(covariance), 0.0, None)))
+        std = [float(v) for v in np.sqrt(np.clip(np.diag(covariance), 0.0, None))]
     except np.linalg.LinAlgError:
-        std = (float("inf"),) * 3
+        std = [float("inf")] * len(result.x)
     tried = sum(edges.profiles for edges in found)
     return BinFit(
         T_base_bin=T_fit,
         rms_m=rms,
         n_points=counts,
         coverage=float(np.count_nonzero(keep) / max(tried, 1)),
-        std_xy_yaw=std,  # type: ignore[arg-type]
+        std_xy_yaw=(std[0], std[1], std[2]),
         correction_m=correction,
         observability=_observability(jacobian, rim),
+        height_change_m=float(result.x[3]) if len(result.x) > 3 else 0.0,
+        height_std_m=std[3] if len(std) > 3 else math.nan,
     )
 
 
 def _observability(jacobian: FloatArray, rim: RimGeometry) -> float:
     """Weakest / strongest eigenvalue of the fit's information, yaw scaled to the rim size."""
-    scaled = jacobian * np.array([1.0, 1.0, 1.0 / max(rim.half_x_m, rim.half_y_m)])
+    scale = np.array([1.0, 1.0, 1.0 / max(rim.half_x_m, rim.half_y_m), 1.0])
+    scaled = jacobian * scale[: jacobian.shape[1]]
     eigenvalues = np.linalg.eigvalsh(scaled.T @ scaled)
     return float(eigenvalues[0] / eigenvalues[-1]) if eigenvalues[-1] > 0.0 else 0.0
+
+
+def refine_bin_pose(
+    views: list[RimView],
+    T_base_bin: FloatArray,
+    rim: RimGeometry,
+    cfg: BinViewsConfig,
+    blur_sigma_px: float | None,
+) -> tuple[BinFit, list[RimEdges]]:
+    """Find the rim edges and fit the bin pose, predicting the edges again from each fit.
+
+    The registration can leave a bin several millimetres off, i.e. a few pixels in these views:
+    enough for an edge profile to miss the edge or, next to another bin, to take that bin's wall
+    for the table. Each pass finds the edges along profiles through where the previous fit puts
+    them (one edge per axis suffices for an intermediate fit); the last pass is the final fit,
+    with every edge and every refusal of :func:`fit_bin_pose`.
+
+    Raises:
+        CalibrationError: See :func:`fit_bin_pose` (from the last pass).
+
+    """
+    T_predicted = T_base_bin
+    found: list[RimEdges] = []
+    for _ in range(cfg.prediction_passes):
+        found = [rim_edge_points(view, T_predicted, rim, cfg, blur_sigma_px) for view in views]
+        try:
+            estimate = fit_bin_pose(views, found, T_base_bin, rim, cfg, every_edge=False)
+        except CalibrationError:
+            break
+        moved = float(np.linalg.norm(estimate.T_base_bin[:3, 3] - T_predicted[:3, 3]))
+        turned = abs(_yaw_change(T_predicted, estimate.T_base_bin))
+        T_predicted = estimate.T_base_bin
+        if moved < 1e-4 and turned < 1e-3:
+            break
+    found = [rim_edge_points(view, T_predicted, rim, cfg, blur_sigma_px) for view in views]
+    return fit_bin_pose(views, found, T_base_bin, rim, cfg), found
+
+
+def rim_intervals(
+    views: list[RimView],
+    found: list[RimEdges],
+    T_base_bin: FloatArray,
+    rim: RimGeometry,
+    cfg: BinViewsConfig,
+    fit: BinFit,
+    replicates: list[CameraReplicate],
+    T_palm_optical: FloatArray,
+    mount_translation_std_m: tuple[float, float, float],
+    mount_rotation_std_rad: tuple[float, float, float],
+    unc: UncertaintyConfig,
+) -> tuple[float, float]:
+    """95 % bounds on a rim fit's position and rotation (see :mod:`.uncertainty`).
+
+    The same edge pixels are fitted again with each jackknife replicate of the hand camera
+    (intrinsics and the mount solved with them); the fit's own standard errors, the mount fit's
+    (its rotation times the viewing distance), a held height's uncertainty and the model floors
+    are added.
+    """
+    T_optical_palm = invert_pose(T_palm_optical)
+    refits = []
+    for replicate in replicates:
+        if replicate.T_parent_optical is None:
+            continue
+        moved = [
+            RimView(
+                view.image,
+                replicate.camera_matrix,
+                replicate.distortion,
+                view.T_base_optical @ T_optical_palm @ replicate.T_parent_optical,
+                view.stamp_s,
+            )
+            for view in views
+        ]
+        try:
+            refits.append(fit_bin_pose(moved, found, T_base_bin, rim, cfg).T_base_bin)
+        except CalibrationError:
+            continue
+    std_x, std_y, std_yaw = fit.std_xy_yaw
+    std_z = fit.height_std_m if cfg.fit_height else unc.held_height_std_m
+    mount_rotation = np.asarray(mount_rotation_std_rad, dtype=float)
+    mount = np.hypot(np.asarray(mount_translation_std_m), mount_rotation * cfg.camera_height_m)
+    translation_std = np.hypot([std_x, std_y, std_z], mount)
+    rotation_std = np.hypot([0.0, 0.0, std_yaw], mount_rotation)
+    return pose_intervals(
+        fit.T_base_bin,
+        refits,
+        translation_std,
+        rotation_std,
+        unc.bin_position_floor_m,
+        unc.bin_rotation_floor_rad,
+    )
 
 
 def run_bin_views(
@@ -405,6 +673,12 @@ def run_bin_views(
     if note:
         say(f"bins: {note}")
     record = run.artifact.cameras.get("hand")
+    blur_sigma_px = record.blur.sigma_px if record is not None and record.blur is not None else None
+    if blur_sigma_px is None:
+        # Without the calibrated blur the edge model fits it (less exactly): the rim's apparent
+        # size, and so its height, is left to the registration.
+        say("bins: hand camera blur not calibrated: fitted from the rim profiles; bin heights held")
+        cfg = cfg.model_copy(update={"fit_height": False})
     if record is not None and record.pose is not None:
         T_palm_link = record.pose.pose.matrix()
     else:
@@ -430,7 +704,7 @@ def run_bin_views(
             )
             if scene is None:
                 say(f"bins: {name} was not registered; starting from its nominal pose")
-            rim = RimGeometry.from_bounds(*element_bounds(element))
+            rim = RimGeometry.from_element(element)
             T_base_bin = T_base_world @ T_world_bin
             views: list[RimView] = []
             for T_world_optical in view_poses(T_world_bin, rim, cfg):
@@ -453,13 +727,14 @@ def run_bin_views(
             try:
                 if not views:
                     raise CalibrationError("no view of it was reachable")
-                found = [rim_edge_points(view, T_base_bin, rim, cfg) for view in views]
-                fit = fit_bin_pose(views, found, T_base_bin, rim, cfg)
+                fit, found = refine_bin_pose(views, T_base_bin, rim, cfg, blur_sigma_px)
             except CalibrationError as error:
                 failures[name] = str(error)
                 say(f"bins: {name}: refused, keeping the registered pose: {error}")
                 continue
             held = scene.held_at_nominal if scene is not None else []
+            if cfg.fit_height:  # measured here, no longer held
+                held = [text for text in held if not text.startswith(f"translation along {name} z")]
             run.artifact.scene[name] = ScenePoseRecord(
                 pose=pose_value(T_world_base @ fit.T_base_bin, "world", f"{name}_link"),
                 fitness=fit.coverage,
@@ -471,11 +746,32 @@ def run_bin_views(
                     end_stamp_s=max(view.stamp_s for view in views),
                     n_samples=int(sum(fit.n_points.values())),
                     sample_kind="rim edge points (hand camera) + joint states",
-                    solver="hand-camera rim edges, robust ray-plane fit of x, y, yaw "
-                    "(bin_views.fit_bin_pose); height, roll, pitch from the registration",
+                    solver="hand-camera rim edges (blurred-edge model fits), robust ray-plane "
+                    "fit of x, y, yaw"
+                    + (", height" if cfg.fit_height else "")
+                    + " (bin_views.fit_bin_pose); "
+                    + ("roll, pitch" if cfg.fit_height else "height, roll, pitch")
+                    + " from the registration",
                 ),
                 held_at_nominal=list(held),
             )
+            if record is not None and record.intrinsics is not None and record.pose is not None:
+                intervals = rim_intervals(
+                    views,
+                    found,
+                    T_base_bin,
+                    rim,
+                    cfg,
+                    fit,
+                    run.camera_replicates.get("hand_camera", []),
+                    T_palm_optical,
+                    record.pose.translation_std_m,
+                    record.pose.rotation_std_rad,
+                    config.uncertainty,
+                )
+                scene_record = run.artifact.scene[name]
+                scene_record.position_interval_95_m = intervals[0]
+                scene_record.rotation_interval_95_rad = intervals[1]
             refined += 1
             std_x, std_y, std_yaw = fit.std_xy_yaw
             say(
@@ -484,6 +780,12 @@ def run_bin_views(
                 f"registration, rms {1000 * fit.rms_m:.2f} mm over {sum(fit.n_points.values())} "
                 f"edge points in {len(views)} views, std {1000 * std_x:.2f}/{1000 * std_y:.2f} mm "
                 f"{np.degrees(std_yaw):.3f} deg"
+                + (
+                    f", height {1000 * fit.height_change_m:+.1f} +- "
+                    f"{1000 * fit.height_std_m:.2f} mm"
+                    if cfg.fit_height
+                    else ""
+                )
             )
     finally:
         move_arm(client, home, board_cfg, config.command_lead_s)

@@ -2,7 +2,7 @@
 
 As on hardware, an operator holds or places a printed chessboard (:class:`ChessboardConfig`)
 and the robot moves; the procedure asks for board placements through the cell's
-:class:`~r2s2r_calibration.cell_client.BoardOperator` but never uses the *requested* poses as
+:class:`~r2s2r_calibration.procedure.BoardOperator` but never uses the *requested* poses as
 measurements: every quantity comes from images, ``/joint_states`` and the nominal description.
 
 - Head intrinsics + blur: the operator holds the board in front of the head camera at a grid of
@@ -43,16 +43,24 @@ from r2s2r_calibration.errors import (
     BoardUnavailableError,
     CalibrationError,
 )
-from r2s2r_calibration.extrinsics import calibrate_hand_eye
+from r2s2r_calibration.extrinsics import HandEyeResult, calibrate_hand_eye
 from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
 from r2s2r_calibration.intrinsics import (
     ChessboardConfig,
     IntrinsicsResult,
     calibrate_intrinsics,
     detect_board,
+    jackknife_intrinsics,
 )
 from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig, ProgressFn
-from r2s2r_calibration.step_support import _arm, move_arm
+from r2s2r_calibration.step_support import arm_positions, move_arm
+from r2s2r_calibration.uncertainty import (
+    CameraReplicate,
+    UncertaintyConfig,
+    interval_95,
+    jackknife_covariance,
+    pose_intervals,
+)
 
 CAMERA_KEYS = {"head_camera": "head", "hand_camera": "hand"}
 
@@ -108,16 +116,51 @@ def _capture(client: CellClient, camera: str, delay_s: float) -> tuple[float, np
     return client.capture_image(camera, client.now_s() + delay_s)
 
 
+def _intrinsics_interval(
+    result: IntrinsicsResult, replicates: list[CameraReplicate], unc: UncertaintyConfig
+) -> tuple[float, float, float, float]:
+    """95 % half-widths of (fx, fy, cx, cy): fit error, jackknife spread, model floors."""
+    spread = np.zeros(4)
+    if len(replicates) >= 2:
+        values = [
+            [
+                r.camera_matrix[0, 0],
+                r.camera_matrix[1, 1],
+                r.camera_matrix[0, 2],
+                r.camera_matrix[1, 2],
+            ]
+            for r in replicates
+        ]
+        spread = np.sqrt(np.diag(jackknife_covariance(values)))
+    floors = (
+        unc.focal_rel_floor * result.fx_px,
+        unc.focal_rel_floor * result.fy_px,
+        unc.principal_point_floor_px,
+        unc.principal_point_floor_px,
+    )
+    return tuple(  # type: ignore[return-value]
+        interval_95(float(result.intrinsics_std[i]), float(spread[i]), floors[i]) for i in range(4)
+    )
+
+
 def _intrinsics_and_blur(
     client: CellClient,
     camera: str,
     images: list[np.ndarray],
     stamps: list[float],
-    cfg: BoardStepsConfig,
+    config: ProcedureConfig,
     run: GroundingRun,
     say: ProgressFn,
 ) -> IntrinsicsResult:
+    cfg, unc = config.board_steps, config.uncertainty
     result = calibrate_intrinsics(cfg.board, images, cfg.intrinsics)
+    replicates = [
+        CameraReplicate(K, D)
+        for K, D in jackknife_intrinsics(
+            result.detections, result.image_size_px, cfg.intrinsics, unc.jackknife_groups
+        )
+    ]
+    run.camera_replicates[camera] = replicates
     provenance = Provenance(
         source=client.source,
         start_stamp_s=min(stamps),
@@ -129,6 +172,7 @@ def _intrinsics_and_blur(
     )
     record = run.artifact.cameras.setdefault(CAMERA_KEYS[camera], CameraRecord())
     record.intrinsics = intrinsics_record(result, provenance)
+    record.intrinsics.interval_95_px = _intrinsics_interval(result, replicates, unc)
     say(
         f"intrinsics: {camera}: fx {result.fx_px:.2f} fy {result.fy_px:.2f} cx "
         f"{result.cx_px:.2f} cy {result.cy_px:.2f} px, rms {result.rms_px:.3f} px from "
@@ -160,6 +204,9 @@ def _intrinsics_and_blur(
             }
         )
         record.blur = blur_record(blur, blur_provenance)
+        record.blur.interval_95_px = interval_95(
+            blur.sigma_std_px, unc.blur_rel_floor * blur.sigma_px
+        )
         say(f"intrinsics: {camera}: blur sigma {blur.sigma_px:.3f} px from {blur.n_edges} edges")
     run.intrinsics[camera] = result
     return result
@@ -184,7 +231,7 @@ def run_head_intrinsics(
         images.append(rgb)
         stamps.append(stamp)
     operator.remove_board()
-    _intrinsics_and_blur(client, "head_camera", images, stamps, cfg, run, say)
+    _intrinsics_and_blur(client, "head_camera", images, stamps, config, run, say)
 
 
 def _outline_fits(
@@ -341,7 +388,7 @@ def _visit_views(
             continue
         seed = q
         move_arm(client, q, cfg, lead_s)
-        measured = _arm(client.joint_positions())
+        measured = arm_positions(client.joint_positions())
         stamp, rgb = _capture(client, camera, cfg.frame_delay_s)
         yield measured, stamp, rgb
 
@@ -361,7 +408,7 @@ def _capture_hand_views(
     layout = nominal.layout()
     ik = PalmIk(layout, "hand_camera_optical_frame")
     fk = PalmIk(layout, "palm_link")
-    home = _arm(client.joint_positions())
+    home = arm_positions(client.joint_positions())
     T_world_board, views, dropped = hand_view_plan(
         camera, cfg, lambda pose: _solve_ik(ik, pose, home) is not None
     )
@@ -401,7 +448,7 @@ def run_hand_camera(
         run.board_views["hand_camera"] = _capture_hand_views(client, nominal, config, cfg, say)
     images, stamps, palms = run.board_views["hand_camera"]
     if "hand_camera" not in run.intrinsics:
-        _intrinsics_and_blur(client, "hand_camera", images, stamps, cfg, run, say)
+        _intrinsics_and_blur(client, "hand_camera", images, stamps, config, run, say)
     if not extrinsics:
         return
     intr = run.intrinsics["hand_camera"]
@@ -413,6 +460,14 @@ def run_hand_camera(
             flanges.append(palm)
     result = calibrate_hand_eye(
         flanges, detections, intr.camera_matrix, intr.distortion, True, cfg.extrinsics
+    )
+    intervals = _mount_intervals(
+        result,
+        run,
+        "hand_camera",
+        True,
+        config.uncertainty,
+        lambda K_k, D_k: calibrate_hand_eye(flanges, detections, K_k, D_k, True, cfg.extrinsics),
     )
     provenance = Provenance(
         source=client.source,
@@ -429,10 +484,47 @@ def run_hand_camera(
         translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
         rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
         provenance=provenance,
+        position_interval_95_m=intervals[0],
+        rotation_interval_95_rad=intervals[1],
     )
     say(
         f"extrinsics: hand camera in palm_link from {result.n_views} views, rms "
         f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"
+    )
+
+
+def _mount_intervals(
+    result: HandEyeResult,
+    run: GroundingRun,
+    camera: str,
+    calibrated: bool,
+    unc: UncertaintyConfig,
+    solve: Callable[[FloatArray, FloatArray], HandEyeResult],
+) -> tuple[float | None, float | None]:
+    """95 % bounds on a camera mount: its fit, re-solved with each intrinsics replicate.
+
+    Each replicate's mount is kept on the replicate (``T_parent_optical``), for what is later
+    computed from this camera. Without calibrated intrinsics there is no bound (None, None).
+    """
+    if not calibrated:
+        return None, None
+    mounts = []
+    for replicate in run.camera_replicates.get(camera, []):
+        try:
+            replicate.T_parent_optical = solve(replicate.camera_matrix, replicate.distortion).X
+        except CalibrationError:
+            replicate.T_parent_optical = None
+            continue
+        mounts.append(replicate.T_parent_optical)
+    # The fit's standard errors are of the pose parameters in the parent frame; the bound on
+    # the length and angle of the error does not depend on the frame.
+    return pose_intervals(
+        result.X,
+        mounts,
+        result.translation_std_m,
+        result.rotation_std_rad,
+        unc.camera_translation_floor_m,
+        unc.camera_rotation_floor_rad,
     )
 
 
@@ -491,11 +583,14 @@ def run_head_extrinsics(
     else:
         published = client.camera_model("head_camera")
         K, dist = published.camera_matrix, published.distortion
-        say("extrinsics: head intrinsics from camera_info (intrinsics step not run)")
+        say(
+            "extrinsics: head intrinsics from camera_info (intrinsics step not run); no "
+            "interval is reported for the mount"
+        )
     T_palm_board, views = head_extrinsics_plan(nominal, cfg)
     ik = PalmIk(nominal.layout(), "palm_link")
     T_base_world = invert_pose(nominal.robot.base_pose.to_pose().matrix())
-    home = _arm(client.joint_positions())
+    home = arm_positions(client.joint_positions())
     operator.place_board("palm_link", T_palm_board)
     detections, palms, stamps = [], [], []
     visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "head_camera", say)
@@ -515,6 +610,14 @@ def run_head_extrinsics(
             "board clamp and that the poses are in the head camera's view"
         )
     result = calibrate_hand_eye(palms, detections, K, dist, False, cfg.extrinsics)
+    intervals = _mount_intervals(
+        result,
+        run,
+        "head_camera",
+        intr is not None,
+        config.uncertainty,
+        lambda K_k, D_k: calibrate_hand_eye(palms, detections, K_k, D_k, False, cfg.extrinsics),
+    )
     T_world_base = client.frame_pose("base_link")
     provenance = Provenance(
         source=client.source,
@@ -531,8 +634,11 @@ def run_head_extrinsics(
         translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
         rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
         provenance=provenance,
+        position_interval_95_m=intervals[0],
+        rotation_interval_95_rad=intervals[1],
     )
     run.T_base_head_optical_calibrated = result.X
+    run.mount_fits["head_camera"] = result
     say(
         f"extrinsics: head camera in base_link from {result.n_views} views, rms "
         f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"

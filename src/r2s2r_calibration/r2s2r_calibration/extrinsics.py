@@ -109,6 +109,9 @@ class HandEyeResult:
         rotation_spread_rad: Second-axis spread of the flange rotations (rad), the excitation.
         n_views: Number of views used.
         n_points: Number of corners used.
+        covariance_x: (6, 6) covariance of X's parameters (rotation vector, translation, in
+            the parent frame), with their correlations: a camera's pointing and position errors
+            are correlated, so that what it sees far from the board extrapolates them.
 
     """
 
@@ -122,6 +125,7 @@ class HandEyeResult:
     rotation_spread_rad: float
     n_views: int
     n_points: int
+    covariance_x: FloatArray | None = None
 
 
 def _pose_from_params(params: FloatArray) -> FloatArray:
@@ -131,6 +135,16 @@ def _pose_from_params(params: FloatArray) -> FloatArray:
 def _params_from_pose(pose: FloatArray) -> FloatArray:
     rvec, tvec = rvec_tvec_from_pose(pose)
     return np.concatenate([rvec, tvec])
+
+
+def pose_from_params(params: FloatArray) -> FloatArray:
+    """Return the pose of (rotation vector, translation) parameters (as in ``covariance_x``)."""
+    return _pose_from_params(np.asarray(params, dtype=float))
+
+
+def params_from_pose(pose: FloatArray) -> FloatArray:
+    """Return the (rotation vector, translation) parameters of a pose."""
+    return _params_from_pose(np.asarray(pose, dtype=float))
 
 
 def _mean_pose(poses: list[FloatArray]) -> FloatArray:
@@ -151,12 +165,17 @@ def _reprojection(
     return np.asarray(projected.reshape(-1, 2) - detection.image_points_px).ravel()
 
 
-def _pose_std(jacobian: FloatArray, residual: FloatArray, n_params: int) -> FloatArray:
-    """1-sigma parameter std from a least-squares Jacobian (Gauss-Newton covariance)."""
+def _covariance(jacobian: FloatArray, residual: FloatArray, n_params: int) -> FloatArray:
+    """Gauss-Newton parameter covariance of a least-squares fit."""
     dof = max(residual.size - n_params, 1)
     variance = float(residual @ residual) / dof
     information = jacobian.T @ jacobian
-    covariance = np.linalg.pinv(information) * variance
+    return np.asarray(np.linalg.pinv(information) * variance)
+
+
+def _pose_std(jacobian: FloatArray, residual: FloatArray, n_params: int) -> FloatArray:
+    """1-sigma parameter std from a least-squares Jacobian (Gauss-Newton covariance)."""
+    covariance = _covariance(jacobian, residual, n_params)
     return np.asarray(np.sqrt(np.clip(np.diag(covariance), 0.0, None)))
 
 
@@ -356,7 +375,8 @@ def calibrate_hand_eye(
     solution = least_squares(residual, start, method="lm", x_scale="jac")
     counts = [len(d.charuco_ids) for d in detections]
     rms = float(np.sqrt(np.mean(solution.fun**2) * 2.0))
-    std = _pose_std(solution.jac, solution.fun, 12)
+    covariance = _covariance(solution.jac, solution.fun, 12)
+    std = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
     if rms > cfg.max_rms_px:
         raise ResidualTooLargeError(
             f"hand-eye reprojection RMS {rms:.3f} px exceeds max_rms_px = {cfg.max_rms_px}; "
@@ -373,4 +393,5 @@ def calibrate_hand_eye(
         rotation_spread_rad=spread,
         n_views=len(detections),
         n_points=int(sum(counts)),
+        covariance_x=covariance[:6, :6],
     )

@@ -672,6 +672,28 @@ def calibrate_intrinsics(
     return result
 
 
+def jackknife_intrinsics(
+    detections: list[BoardDetection],
+    image_size: tuple[int, int],
+    config: IntrinsicsConfig,
+    groups: int,
+) -> list[tuple[FloatArray, FloatArray]]:
+    """Delete-a-group jackknife replicates of a calibration: ``(K, distortion)`` per group.
+
+    View ``i`` belongs to group ``i % groups``; replicate ``g`` is the calibration of every view
+    outside group ``g`` with the same model. Fewer than two groups, or fewer views than
+    ``groups + config.min_views``, give no replicates (a replicate would not be a calibration).
+    """
+    if groups < 2 or len(detections) < groups + config.min_views:
+        return []
+    replicates = []
+    for group in range(groups):
+        kept = [d for index, d in enumerate(detections) if index % groups != group]
+        _, camera_matrix, distortion, *_ = _calibrate(kept, image_size, config)
+        replicates.append((camera_matrix, distortion.reshape(-1)[:5]))
+    return replicates
+
+
 def board_pose_in_camera(
     detection: BoardDetection, camera_matrix: FloatArray, distortion: FloatArray
 ) -> tuple[FloatArray, float]:

@@ -1,6 +1,6 @@
 """The world-grounding procedure against a running cell, through what a real cell exposes.
 
-The procedure talks to the cell only through a :class:`~.cell_client.CellClient`: camera images and
+The procedure talks to the cell only through a :class:`CellClient`: camera images and
 ``camera_info``, head depth, ``/joint_states``, the trajectory controllers, the belt encoder,
 the nominal ``/tf_static`` and the trial service (to get an object onto the belt). The ROS
 implementation lives in :mod:`r2s2r_calibration.nodes.calibration`; :class:`SimCellClient`
@@ -19,12 +19,6 @@ Steps (each can run alone; later steps use earlier results when present):
   operator who holds the board; a cell client without a board operator
   (:attr:`CellClient.board_operator`) makes these steps fail with a
   :class:`BoardUnavailableError` that says so.
-- ``bins``: hand-camera views of the bin rims (:mod:`.bin_views`).
-
-This module runs the steps (:func:`run_grounding`) and holds the registration, sysid and belt
-steps. What every step shares (settings, the run record, the cell client and helpers) is in
-:mod:`.procedure_types`, :mod:`.cell_client` and :mod:`.step_support`; the step modules
-depend on those, not on each other.
 """
 
 from __future__ import annotations
@@ -33,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+import cv2
 import numpy as np
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
@@ -49,13 +44,14 @@ from r2s2r_calibration.artifact import (
 from r2s2r_calibration.belt_model import fit_belt_track
 from r2s2r_calibration.bin_views import run_bin_views
 from r2s2r_calibration.board_steps import run_extrinsics_step, run_intrinsics_step
-from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.cell_client import CameraModel, CellClient, npt_float32
 from r2s2r_calibration.errors import (
     BoardUnavailableError,
     CalibrationError,
     DegenerateMotionError,
     RegistrationError,
 )
+from r2s2r_calibration.extrinsics import params_from_pose, pose_from_params
 from r2s2r_calibration.geometry import FloatArray, invert_pose
 from r2s2r_calibration.procedure_types import (
     STEP_NAMES,
@@ -65,7 +61,9 @@ from r2s2r_calibration.procedure_types import (
     ProgressFn,
 )
 from r2s2r_calibration.registration import (
+    ElementRegistration,
     depth_to_points,
+    element_bounds,
     register_scene_elements,
 )
 from r2s2r_calibration.step_support import T_LINK_OPTICAL, camera_intrinsics, scene_elements
@@ -75,6 +73,13 @@ from r2s2r_calibration.sysid import (
     identify_controller,
     merge_segments,
     plan_excitation,
+)
+from r2s2r_calibration.uncertainty import (
+    Z_95,
+    UncertaintyConfig,
+    carried_covariance,
+    interval_95,
+    pose_intervals,
 )
 
 
@@ -108,6 +113,96 @@ def _head_camera(
         T_world_optical = client.frame_pose("head_camera_optical_frame")
         notes.append("head camera pose from /tf_static (uncalibrated)")
     return camera, invert_pose(T_world_base) @ T_world_optical, notes
+
+
+def _rigid_fit(source: FloatArray, target: FloatArray) -> FloatArray:
+    """Least-squares rigid transform (4x4) taking ``source`` points (N, 3) onto ``target``."""
+    mean_s, mean_t = source.mean(axis=0), target.mean(axis=0)
+    u, _, vt = np.linalg.svd((source - mean_s).T @ (target - mean_t))
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    rotation = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
+    T = np.eye(4)
+    T[:3, :3] = rotation
+    T[:3, 3] = mean_t - rotation @ mean_s
+    return T
+
+
+def _registered_intervals(
+    registration: ElementRegistration,
+    bounds: tuple[FloatArray, FloatArray],
+    depth: npt_float32,
+    camera: CameraModel,
+    X: FloatArray,
+    run: GroundingRun,
+    unc: UncertaintyConfig,
+) -> tuple[float | None, float | None]:
+    """95 % bounds on a head-depth registration: the head camera's uncertainty carried over.
+
+    With each jackknife replicate of the head calibration (intrinsics ``K_k`` and the mount
+    ``X_k`` solved with them) the element's depth pixels would have been seen elsewhere in
+    ``base_link``: the rigid motion from their points seen through ``(K, X)`` to their points
+    seen through ``(K_k, X_k)`` moves the registered element to its replicate (the principal
+    point and the mount's rotation largely cancel there, as they do in the data). The mount
+    fit's own covariance, carried to the element with its correlations (pointing and position
+    errors that cancel near the board do not cancel at the belt), and a depth model-error floor
+    are added.
+    The belt's position is bounded across its travel and in height (its along-travel position
+    is held); a bin's in x, y and its held height. No bound without a calibrated head camera.
+    """
+    head = run.artifact.cameras.get("head")
+    replicates = [
+        (r.camera_matrix, r.distortion, r.T_parent_optical)
+        for r in run.camera_replicates.get("head_camera", [])
+        if r.T_parent_optical is not None
+    ]
+    if head is None or head.pose is None or head.intrinsics is None:
+        return None, None
+    T = registration.T_base_element
+    pixels = np.argwhere(np.isfinite(depth) & (depth > 0.05) & (depth < 5.0))
+    z = depth[pixels[:, 0], pixels[:, 1]].astype(float)
+    uv = pixels[:, ::-1].astype(float).reshape(-1, 1, 2)
+
+    def seen(K: FloatArray, D: FloatArray, X_k: FloatArray) -> FloatArray:
+        normalised = cv2.undistortPoints(uv, K, D).reshape(-1, 2)
+        points = np.column_stack([normalised * z[:, None], z])
+        return points @ X_k[:3, :3].T + X_k[:3, 3]  # type: ignore[no-any-return]
+
+    points = seen(camera.camera_matrix, camera.distortion, X)
+    lower, upper = bounds
+    local = (points - T[:3, 3]) @ T[:3, :3]
+    mine = np.all((local >= lower - 0.01) & (local <= upper + 0.01), axis=1)
+    replicas = []
+    if np.count_nonzero(mine) >= 10:
+        for K_k, D_k, X_k in replicates:
+            moved = seen(K_k, D_k, X_k)[mine]
+            replicas.append(_rigid_fit(points[mine], moved) @ T)
+    mount = run.mount_fits.get("head_camera")
+    carried = (
+        None
+        if mount is None or mount.covariance_x is None
+        else carried_covariance(T, X, mount.covariance_x, pose_from_params, params_from_pose)
+    )
+    zero = (0.0, 0.0, 0.0)
+    if registration.name == "belt":
+        return pose_intervals(
+            T,
+            replicas,
+            zero,
+            zero,
+            unc.belt_position_floor_m,
+            unc.belt_rotation_floor_rad,
+            translation_axes=(1, 2),
+            extra_covariance=carried,
+        )
+    return pose_intervals(
+        T,
+        replicas,
+        (0.0, 0.0, unc.held_height_std_m),
+        zero,
+        unc.depth_bin_position_floor_m,
+        unc.depth_bin_rotation_floor_rad,
+        extra_covariance=carried,
+    )
 
 
 def run_registration(
@@ -161,7 +256,17 @@ def run_registration(
             solver="degeneracy-aware robust point-to-plane Gauss-Newton "
             "(registration.register_scene_elements)",
         )
-        run.artifact.scene[name] = scene_record(registration, T_world_base, provenance)
+        record = scene_record(registration, T_world_base, provenance)
+        record.position_interval_95_m, record.rotation_interval_95_rad = _registered_intervals(
+            registration,
+            element_bounds(next(e for e in elements if e.name == name)),
+            depth,
+            camera,
+            T_base_optical,
+            run,
+            config.uncertainty,
+        )
+        run.artifact.scene[name] = record
         correction = registration.T_correction
         held = (
             f", held at nominal: {', '.join(registration.held_at_nominal)}"
@@ -244,6 +349,12 @@ def run_sysid(
         sample_kind="joint_states",
         solver="MuJoCo response fit (sysid.identify_controller), chirps held out",
     )
+    unc = config.uncertainty
+
+    def gain_interval(value: float, rel_std: float, latency_rel: float) -> float:
+        # The fit's log-space standard error is relative; the latency's carries over too.
+        return value * interval_95(rel_std, latency_rel, unc.gain_rel_floor)
+
     run.artifact.controller = ControllerRecord(
         gains={
             joint: JointControllerRecord(
@@ -251,15 +362,63 @@ def run_sysid(
                 kd=fit.kd,
                 residual_rms_rad=fit.heldout_rms_rad if np.isfinite(fit.heldout_rms_rad) else 0.0,
                 provenance=provenance,
+                kp_interval_95=gain_interval(fit.kp, fit.kp_rel_std, fit.kp_latency_rel),
+                kd_interval_95=gain_interval(fit.kd, fit.kd_rel_std, fit.kd_latency_rel),
             )
             for joint, fit in result.joints.items()
         },
         latency_s=result.latency_s,
         latency_std_s=result.latency_std_s,
+        latency_interval_95_s=interval_95(result.latency_std_s, unc.latency_floor_s),
     )
     run.sysid_segments = list(segments)
     run.sysid_log = log
     run.sysid_result = result
+
+
+def top_face_position_m(in_belt: FloatArray, config: ProcedureConfig) -> float | None:
+    """Position along the belt of an object's top face, from its depth points.
+
+    Args:
+        in_belt: (N, 3) points that changed from the empty belt, in ``belt_link`` (m).
+        config: The belt step's thresholds (heights, band, point counts, end margins).
+
+    Returns:
+        The median belt-x of the top-face points (m), or None without enough object or
+        top-face points. The top face's median does not shift as the camera sees the object's
+        front, then its back, as the centroid of every point does.
+
+    """
+    half_width = 0.5 * BELT_WIDTH_M
+    half_length = 0.5 * BELT_LENGTH_M - config.belt_end_margin_m
+    on_object = (
+        (in_belt[:, 2] > config.belt_min_height_m)
+        & (in_belt[:, 2] < 0.2)
+        & (np.abs(in_belt[:, 1]) < half_width)
+        & (np.abs(in_belt[:, 0]) < half_length)
+    )
+    if np.count_nonzero(on_object) < config.belt_min_points:
+        return None
+    heights = in_belt[on_object, 2]
+    top = heights >= heights.max() - top_face_band_m(heights, config)
+    if np.count_nonzero(top) < config.belt_min_top_points:
+        return None
+    return float(np.median(in_belt[on_object][top, 0]))
+
+
+def top_face_band_m(heights: FloatArray, config: ProcedureConfig) -> float:
+    """How far below the object's highest point its top face reaches, from the measured noise.
+
+    The top face is flat, so the spread of the highest points is the depth noise; points lower
+    than a few times that are the top of the side faces, which lie nearer the camera and pull
+    the position along the belt by an amount that changes as the object passes the camera (a
+    fixed 8 mm band made the belt speed 1-2 % slow on some cells).
+    """
+    ordered = np.sort(heights)[::-1]
+    highest = ordered[: max(config.belt_min_top_points, ordered.size // 4)]
+    noise = 1.4826 * float(np.median(np.abs(highest - np.median(highest))))
+    band = config.belt_top_band_sigmas * noise + float(ordered[0] - np.median(highest))
+    return float(np.clip(band, config.belttop_face_band_min_m, config.belttop_face_band_m))
 
 
 def _track_object(
@@ -286,8 +445,6 @@ def _track_object(
     encoder_angles: list[FloatArray] = []
     deadline = client.now_s() + config.belt_track_s
     last_seen = -np.inf
-    half_width = 0.5 * BELT_WIDTH_M
-    half_length = 0.5 * BELT_LENGTH_M - config.belt_end_margin_m
     while client.now_s() < deadline:
         stamp, depth = client.capture_depth()
         t, a = client.encoder_samples(0.0)
@@ -303,21 +460,11 @@ def _track_object(
             changed.astype(np.float32), camera.camera_matrix, camera.distortion, 0.05, 5.0
         )
         in_belt = points @ T_belt_optical[:3, :3].T + T_belt_optical[:3, 3]
-        on_object = (
-            (in_belt[:, 2] > config.belt_min_height_m)
-            & (in_belt[:, 2] < 0.2)
-            & (np.abs(in_belt[:, 1]) < half_width)
-            & (np.abs(in_belt[:, 0]) < half_length)
-        )
-        if np.count_nonzero(on_object) < config.belt_min_points:
-            continue
-        heights = in_belt[on_object, 2]
-        top = on_object.copy()
-        top[on_object] = heights >= heights.max() - config.belt_top_band_m
-        if np.count_nonzero(top) < config.belt_min_top_points:
+        position = top_face_position_m(in_belt, config)
+        if position is None:
             continue
         stamps.append(stamp)
-        along.append(float(np.median(in_belt[top, 0])))
+        along.append(position)
         last_seen = stamp
     # Encoder messages stamped up to the last frame may still be on their way: wait for them.
     client.wait_until(client.now_s() + config.belt_encoder_wait_s)
@@ -387,12 +534,45 @@ def run_belt(
         run.belt.validation = _track_object(
             client, camera, T_belt_optical, config, config.belt_validation_seed
         )
+    _belt_intervals(run, fit.model.roller_radius_m, fit.model.roller_radius_std_m, config)
     say(
         f"belt: surface speed {fit.speed_mps:.4f} m/s from {fit.n_used} frames over "
         f"{fit.travel_m:.2f} m, roller radius {1000 * fit.model.roller_radius_m:.2f} +- "
         f"{1000 * fit.model.roller_radius_std_m:.2f} mm, track residual "
         f"{1000 * fit.position_residual_m:.1f} mm"
     )
+
+
+def _belt_intervals(
+    run: GroundingRun, radius_m: float, radius_std_m: float, config: ProcedureConfig
+) -> None:
+    """95 % intervals of the roller radius and the belt speed (relative, the same for both).
+
+    The track fit's standard error; the second object's track (when tracked) fitted alone,
+    whose difference from the first measures the track-to-track error that one track's
+    residuals do not show (an object's top face seen through depth pixels whose footprint
+    changes along the belt); the head focal length's relative uncertainty (it scales positions
+    across the image); a model floor.
+    """
+    record = run.artifact.belt
+    if record is None or run.belt is None:
+        return
+    unc = config.uncertainty
+    terms = [radius_std_m / radius_m, unc.belt_speed_rel_floor]
+    if run.belt.validation is not None:
+        try:
+            other = fit_belt_track(*run.belt.validation, config.belt)
+        except CalibrationError:
+            other = None
+        if other is not None:
+            terms.append(abs(other.model.roller_radius_m / radius_m - 1.0) / math.sqrt(2.0))
+    head = run.artifact.cameras.get("head")
+    if head is not None and head.intrinsics is not None and head.intrinsics.interval_95_px:
+        terms.append(head.intrinsics.interval_95_px[0] / Z_95 / head.intrinsics.fx_px)
+    relative = interval_95(*terms)
+    record.roller_radius_interval_95_m = relative * radius_m
+    if record.speed_mps is not None:
+        record.speed_interval_95_mps = relative * record.speed_mps
 
 
 def run_board_step(

@@ -21,10 +21,12 @@ from r2s2r_calibration.belt_model import BeltModelConfig
 from r2s2r_calibration.bin_config import BinViewsConfig
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.cell_client import CameraModel, npt_float32
+from r2s2r_calibration.extrinsics import HandEyeResult
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import ElementRegistration, PoseAxis, RegistrationConfig
 from r2s2r_calibration.sysid import ExcitationSegment, JointStateLog, SysIdConfig, SysIdResult
+from r2s2r_calibration.uncertainty import CameraReplicate, UncertaintyConfig
 
 STEP_NAMES: tuple[str, ...] = (
     "intrinsics",
@@ -82,12 +84,15 @@ class ProcedureConfig(ConfigModel):
     )
     registration_held: dict[str, list[PoseAxis]] = Field(
         default_factory=lambda: {
-            name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")
+            "belt": list[PoseAxis](["rx"]),
+            **{name: list[PoseAxis](["rx", "ry", "tz"]) for name in ("bin_0", "bin_1", "bin_2")},
         },
         description="Per element, pose directions (element frame) known from physics and held "
         "at the nominal pose instead of registered. A bin stands on the table, so its roll, "
         "pitch and height are the table top's; only x, y and yaw are registered (its wall tops "
-        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg).",
+        "and floor strip carry too few points at 2-3 m to fix the others to 0.5 deg). A "
+        "conveyor is levelled across its travel at installation: the belt's roll is held (its "
+        "0.3 m width seen in 128 px depth at 2-3 m gives it only to ~0.8 deg).",
     )
     registration_on_support: list[str] = Field(
         default_factory=lambda: ["bin_0", "bin_1", "bin_2"],
@@ -118,11 +123,21 @@ class ProcedureConfig(ConfigModel):
     belt_lost_s: float = Field(
         1.0, gt=0.0, le=10.0, description="Stop tracking once the object was unseen this long (s)."
     )
-    belt_top_band_m: float = Field(
+    belttop_face_band_m: float = Field(
         0.008,
         gt=0.0,
         le=0.05,
-        description="Points this close to the object's top are its top face.",
+        description="Points at most this far below the object's highest point can be its top "
+        "face (the band is narrower when the highest points' spread, the depth noise, allows).",
+    )
+    belttop_face_band_min_m: float = Field(
+        0.001, gt=0.0, le=0.05, description="Narrowest top-face band (m)."
+    )
+    belt_top_band_sigmas: float = Field(
+        3.0,
+        gt=0.0,
+        le=20.0,
+        description="Top-face band: this many robust sigmas of the highest points' heights.",
     )
     belt_min_top_points: int = Field(4, ge=1, le=100000, description="Top-face points per frame.")
     belt_end_margin_m: float = Field(
@@ -136,6 +151,10 @@ class ProcedureConfig(ConfigModel):
     )
     belt_min_points: int = Field(15, ge=3, le=100000, description="Object points per frame.")
     board_steps: BoardStepsConfig = Field(default_factory=BoardStepsConfig)
+    uncertainty: UncertaintyConfig = Field(
+        default_factory=UncertaintyConfig,
+        description="How the artifact's 95 % intervals are built (r2s2r_calibration.uncertainty).",
+    )
 
 
 @dataclass
@@ -178,6 +197,9 @@ class GroundingRun:
         depth_m: The head depth image used for registration.
         registrations: Registered elements (base_link).
         belt: Belt measurements.
+        camera_replicates: Jackknife replicates of each camera's calibration (intrinsics, then
+            the mount solved with them), for the uncertainty of what is computed from it.
+        mount_fits: Each camera mount's hand-eye solution (its parameter covariance).
 
     """
 
@@ -198,3 +220,5 @@ class GroundingRun:
         default_factory=dict
     )
     T_base_head_optical_calibrated: FloatArray | None = None
+    camera_replicates: dict[str, list[CameraReplicate]] = field(default_factory=dict)
+    mount_fits: dict[str, HandEyeResult] = field(default_factory=dict)

@@ -14,7 +14,12 @@ from r2s2r_calibration.artifact import OPTICAL_FROM_LINK_RPY_RAD, GroundingArtif
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.cell_client import CameraModel, CellClient
 from r2s2r_calibration.errors import CalibrationError
-from r2s2r_calibration.geometry import FloatArray, invert_pose, pose_from_xyz_rpy
+from r2s2r_calibration.geometry import (
+    FloatArray,
+    invert_pose,
+    pose_from_xyz_rpy,
+    xyz_rpy_from_pose,
+)
 from r2s2r_calibration.registration import BoxPrimitive, SceneElement
 
 
@@ -54,8 +59,6 @@ def scene_elements(nominal: WorldParams, names: Sequence[str]) -> list[SceneElem
 def _xyz_rpy(
     pose: FloatArray,
 ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    from r2s2r_calibration.geometry import xyz_rpy_from_pose
-
     xyz, rpy = xyz_rpy_from_pose(pose)
     return (
         (float(xyz[0]), float(xyz[1]), float(xyz[2])),
@@ -88,29 +91,36 @@ def camera_intrinsics(
     return client.camera_model(f"{key}_camera"), f"{key} intrinsics from camera_info (uncalibrated)"
 
 
-def _arm(q: FloatArray) -> FloatArray:
+def arm_positions(q: FloatArray) -> FloatArray:
+    """Return the arm's joints of an (18,) joint vector (rad)."""
     return np.asarray(q, dtype=float)[: len(ARM_JOINT_NAMES)]
 
 
 def move_arm(client: CellClient, target: FloatArray, cfg: BoardStepsConfig, lead_s: float) -> None:
-    """Move the arm to ``target`` (rad) in ``move_s`` and let it settle."""
+    """Move the arm to ``target`` (rad) and let it settle.
+
+    The move takes its largest joint change at ``move_speed_rad_s``, within ``min_move_s`` ..
+    ``move_s``.
+    """
     start = client.now_s() + lead_s
-    current = _arm(client.joint_positions())
+    current = arm_positions(client.joint_positions())
+    largest = float(np.max(np.abs(np.asarray(target, dtype=float) - current)))
+    duration = float(np.clip(largest / cfg.move_speed_rad_s, cfg.min_move_s, cfg.move_s))
     client.send_trajectory(
         "arm",
         ARM_JOINT_NAMES,
-        np.array([0.0, cfg.move_s]),
+        np.array([0.0, duration]),
         np.vstack([current, target]),
         start,
     )
-    client.wait_until(start + cfg.move_s + cfg.settle_s)
+    client.wait_until(start + duration + cfg.settle_s)
     # The commanded time is not proof: a command delivered late (a loaded machine, a slow
     # network) starts late. Images are taken only once the measured arm has come to rest.
-    deadline = start + cfg.move_s + cfg.settle_s + cfg.settle_timeout_s
-    previous = _arm(client.joint_positions())
+    deadline = start + duration + cfg.settle_s + cfg.settle_timeout_s
+    previous = arm_positions(client.joint_positions())
     while True:
         client.wait_until(client.now_s() + cfg.rest_check_s)
-        measured = _arm(client.joint_positions())
+        measured = arm_positions(client.joint_positions())
         still = float(np.max(np.abs(measured - previous))) < cfg.rest_tolerance_rad
         arrived = float(np.max(np.abs(measured - target))) < cfg.reach_tolerance_rad
         if still and arrived:

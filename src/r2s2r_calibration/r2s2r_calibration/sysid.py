@@ -12,9 +12,10 @@ fed by a joint trajectory controller whose commands execute ``latency_s`` after 
 3. :func:`check_log` refuses logs with gaps, missing joints or joints that never moved.
 4. :func:`identify_controller` simulates the nominal MuJoCo model on the same commands
    (:class:`SegmentSimulator`) and fits, by least squares on the joint trajectory error:
-   first the latency (grid search over whole control periods, since the controller executes
-   on control ticks, with the gains of a few joints refitted for every candidate), then every
-   joint's ``kp`` and ``kd`` on its step segment. The chirp segments are held out: their RMS
+   first the latency, continuous (a command path's delay is no multiple of the control period;
+   the controller samples a command from ``receipt + latency``), jointly with the gains of a
+   few probe joints, then every joint's ``kp`` and ``kd`` on its step segment with that
+   latency. The chirp segments are held out: their RMS
    error validates the model, and a held-out error above the threshold refuses the result.
 
 Nothing here imports rclpy; the log is plain arrays.
@@ -198,6 +199,9 @@ class JointFit:
         heldout_rms_rad: RMS error on the held-out (chirp) segment (rad); NaN without one.
         heldout_relative_rms: ``heldout_rms_rad`` / chirp amplitude.
         nominal_heldout_rms_rad: Held-out RMS error of the nominal model (rad).
+        kp_latency_rel: Relative change of kp when fitted with the latency one standard
+            deviation larger (what the latency's uncertainty carries into kp).
+        kd_latency_rel: The same for kd.
 
     """
 
@@ -209,6 +213,8 @@ class JointFit:
     heldout_rms_rad: float
     heldout_relative_rms: float
     nominal_heldout_rms_rad: float
+    kp_latency_rel: float = 0.0
+    kd_latency_rel: float = 0.0
 
 
 @dataclass
@@ -217,8 +223,9 @@ class SysIdResult:
 
     Attributes:
         joints: Fit per joint.
-        latency_s: Shared command latency (s), a whole number of control periods.
-        latency_std_s: 1-sigma of the latency (quantization or spread of the estimates, s).
+        latency_s: Shared command latency (s), continuous.
+        latency_std_s: 1-sigma of the latency (the larger of the probe joints' spread and
+            their fits' standard error, s).
         latency_estimates: Continuous latency estimate per probe joint (s).
         control_period_s: Controller period of the model (s).
         n_samples: Log samples used.
@@ -649,7 +656,14 @@ class _Fitter:
         return math.exp(solution.x[0]), math.exp(solution.x[1]), cost, cov
 
     def fit_latency(self, segment: ExcitationSegment, max_latency_s: float) -> tuple[float, float]:
-        """Fit (kp, kd, latency) of one step, latency continuous; return latency and its std."""
+        """Fit (kp, kd, latency) of one step, latency continuous; return latency and its std.
+
+        A grid of delayed responses (one simulation, :meth:`residual` with ``shift_s``) finds
+        the start; the final fit simulates every candidate latency itself, since the controller
+        starts a command at ``receipt + latency`` and samples it on its ticks from there: a
+        latency between two ticks shifts the sampled command by less than a period, which a
+        delayed response on the tick grid does not reproduce.
+        """
         lower, upper = self._bounds(segment.joint)
         kp0, kd0 = self.gains[segment.joint]
         grid = np.linspace(0.0, max_latency_s, 25)
@@ -657,11 +671,11 @@ class _Fitter:
         start = float(grid[int(np.argmin(costs))])
         x0 = np.array([*np.clip(np.log([kp0, max(kd0, 1e-6)]), lower, upper), start])
 
-        def fun(x: FloatArray) -> FloatArray:
+        def shifted(x: FloatArray) -> FloatArray:
             return self.residual(segment, math.exp(x[0]), math.exp(x[1]), 0.0, x[2])
 
-        solution = least_squares(
-            fun,
+        coarse = least_squares(
+            shifted,
             x0,
             bounds=(np.append(lower, 0.0), np.append(upper, max_latency_s + 1e-9)),
             diff_step=[1e-4, 1e-4, 1e-2],
@@ -669,8 +683,26 @@ class _Fitter:
             ftol=1e-10,
             max_nfev=60,
         )
+        # Latency in milliseconds for the final fit, so that the finite-difference step
+        # (relative, at least diff_step in the variable's unit) is a small fraction of a period.
+        scale = 1000.0
+
+        def simulated(x: FloatArray) -> FloatArray:
+            return self.residual(segment, math.exp(x[0]), math.exp(x[1]), x[2] / scale)
+
+        x1 = coarse.x.copy()
+        x1[2] = min(max(x1[2], 0.0), max_latency_s) * scale
+        solution = least_squares(
+            simulated,
+            x1,
+            bounds=(np.append(lower, 0.0), np.append(upper, max_latency_s * scale + 1e-6)),
+            diff_step=[1e-4, 1e-4, 2e-3],
+            xtol=1e-10,
+            ftol=1e-12,
+            max_nfev=80,
+        )
         _, cov = _cost_and_cov(solution.fun, solution.jac)
-        return float(solution.x[2]), float(math.sqrt(max(cov[2, 2], 0.0)))
+        return float(solution.x[2] / scale), float(math.sqrt(max(cov[2, 2], 0.0)) / scale)
 
 
 def _cost_and_cov(residual: FloatArray, jacobian: FloatArray) -> tuple[float, FloatArray]:
@@ -721,14 +753,16 @@ def identify_controller(
     nominal_gains = nominal_world.joint_gains()
     fitter = _Fitter(simulator, log, cfg, nominal_gains)
 
-    # 1. Latency: fitted continuously (with the gains) on a few joints' steps, then rounded to
-    #    whole control periods: the controller executes commands on its ticks.
+    # 1. Latency: fitted continuously (with the gains) on a few joints' steps. It is not
+    #    rounded to the control period: the command path's delay is not a whole number of
+    #    the controller's ticks, and the controller samples a command from its execution time.
     probe = [steps[j] for j in cfg.latency_joints if j in steps] or list(steps.values())[:2]
     estimates = [fitter.fit_latency(segment, cfg.max_latency_s) for segment in probe]
     values = np.array([value for value, _ in estimates])
-    latency = float(np.round(np.median(values) / period) * period)
-    spread = float(np.std(values)) if len(values) > 1 else 0.0
-    latency_std = max(period / math.sqrt(12.0), spread)
+    latency = float(np.median(values))
+    spread = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    fit_std = float(np.median([std for _, std in estimates]))
+    latency_std = max(spread, fit_std)
     say(
         f"sysid: latency {latency * 1000:.1f} ms (per-joint estimates "
         f"{[round(v * 1000, 2) for v in values]} ms on {[s.joint for s in probe]})"
@@ -742,6 +776,14 @@ def identify_controller(
         for joint, (kp, kd, _, _) in fits.items():
             fitter.gains[joint] = (kp, kd)
         say(f"sysid: pass {pass_index + 1}/{cfg.refinement_passes}: fitted {len(fits)} joints")
+
+    # 2b. What the latency's uncertainty carries into the gains: every joint fitted again with
+    #     the latency one standard deviation larger, from the fitted gains.
+    shifted: dict[str, tuple[float, float]] = {}
+    if latency_std > 0.0:
+        for joint, segment in steps.items():
+            kp_s, kd_s, _, _ = fitter.fit(segment, latency + latency_std)
+            shifted[joint] = (kp_s, kd_s)
 
     # 3. Validation on the held-out chirps, against the nominal model too.
     results: dict[str, JointFit] = {}
@@ -771,6 +813,8 @@ def identify_controller(
             heldout_rms_rad=heldout,
             heldout_relative_rms=relative,
             nominal_heldout_rms_rad=nominal_heldout,
+            kp_latency_rel=shifted[joint][0] / kp - 1.0 if joint in shifted else 0.0,
+            kd_latency_rel=shifted[joint][1] / kd - 1.0 if joint in shifted else 0.0,
         )
         if math.isfinite(relative) and relative > cfg.max_heldout_relative_rms:
             raise ResidualTooLargeError(

@@ -181,3 +181,25 @@ def test_optical_convention_matches_description():
 
     assert np.allclose(robot.OPTICAL_FROM_LINK.rpy_rad, OPTICAL_FROM_LINK_RPY_RAD)
     assert np.allclose(robot.OPTICAL_FROM_LINK.xyz_m, 0.0)
+
+
+def test_intervals_round_trip_and_an_artifact_without_them_still_loads(tmp_path):
+    artifact = make_artifact()
+    artifact.cameras["head"].intrinsics.interval_95_px = (0.3, 0.3, 0.4, 0.4)
+    artifact.scene["bin_1"].position_interval_95_m = 0.0012
+    artifact.scene["bin_1"].rotation_interval_95_rad = 0.002
+    artifact.controller.latency_interval_95_s = 0.0001
+    artifact.controller.gains["shoulder_pan_joint"].kp_interval_95 = 4.0
+    path = tmp_path / "with.yaml"
+    save_artifact(artifact, path)
+    loaded = load_artifact(path)
+    assert loaded == artifact
+    table = format_residual_table(loaded)
+    assert "95 % +-0.30 / 0.30 px" in table and "95 % within 1.20 mm / 0.115 deg" in table
+    # An artifact written before the intervals existed (schema version 1 all the same).
+    data = yaml.safe_load(path.read_text())
+    del data["cameras"]["head"]["intrinsics"]["interval_95_px"]
+    del data["scene"]["bin_1"]["position_interval_95_m"]
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(data))
+    assert load_artifact(old).cameras["head"].intrinsics.interval_95_px is None

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from r2s2r_calibration.blur import (
     PIXEL_BOX_VARIANCE_PX2,
+    BlurConfig,
     estimate_blur,
     simulator_render_variance_px2,
 )
@@ -73,3 +74,38 @@ def test_removed_variance_is_taken_off_each_edge() -> None:
     assert less.sigma_px == pytest.approx(expected, rel=0.03)
     with pytest.raises(ValueError, match="removed_variance_px2"):
         estimate_blur(BLUR_BOARD, images, POSES, K_TRUE, DIST_TRUE, removed_variance_px2=-1.0)
+
+
+def test_a_sharp_small_camera_is_not_refused_for_the_noise_of_removing_the_pixel():
+    # A 128 px camera with 0.3 px of blur: what is left after removing the pixel's own spread
+    # (1/12 px^2) from each edge's measured spread is noisier, relative to itself, the smaller
+    # the blur. The edges are judged on what they measured (their spread agrees to ~10 %); on
+    # the blur left over (25 % here) such a camera was refused.
+    board = make_board(
+        CharucoBoardConfig(squares_x=7, squares_y=5, square_length_m=0.04, marker_length_m=0.02)
+    )
+    camera = np.array([[90.0, 0.0, 63.5], [0.0, 90.0, 63.5], [0.0, 0.0, 1.0]])
+    distortion = np.array([-0.08, 0.03, 0.0, 0.0, 0.0])
+    centre = np.array([0.14, 0.10, 0.0])
+    offsets = [
+        [0.06, 0.04, -0.26],
+        [-0.05, -0.03, -0.28],
+        [0.0, 0.07, -0.25],
+        [0.08, -0.02, -0.3],
+        [-0.07, 0.05, -0.27],
+        [0.03, -0.06, -0.29],
+    ]
+    poses = [invert_pose(look_at_pose(centre + np.array(o), centre, [0, -1, 0])) for o in offsets]
+    images = [
+        render_board_view(
+            board, camera, distortion, pose, (128, 128), 0.3, noise_std=6.0, seed=20 + i
+        )
+        for i, pose in enumerate(poses)
+    ]
+    config = BlurConfig(min_pixels_per_edge=15)  # as the board steps use it
+    result = estimate_blur(board, images, poses, camera, distortion, config)
+    assert result.sigma_px == pytest.approx(0.3, rel=0.15)
+    assert result.relative_spread < 0.15
+    left = result.per_edge_sigma_px
+    left_spread = 1.4826 * np.median(np.abs(left - np.median(left))) / np.median(left)
+    assert left_spread > config.max_relative_spread  # the old criterion refused it

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.errors import (
     BoardNotDetectedError,
     PoorCoverageError,
@@ -12,6 +13,7 @@ from r2s2r_calibration.intrinsics import (
     board_pose_in_camera,
     calibrate_intrinsics,
     detect_board,
+    jackknife_intrinsics,
 )
 from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K_TRUE
 from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST_TRUE
@@ -88,3 +90,29 @@ def test_board_config_validation():
 def test_detect_board_rejects_float_images(board):
     with pytest.raises(ValueError, match="uint8"):
         detect_board(board, np.zeros((48, 64), np.float32))
+
+
+def test_tangential_distortion_is_fitted_not_taken_up_by_the_principal_point(board, views):
+    # The views' lens has p1 = 0.001, p2 = -0.0005 (a slightly tilted lens element, as in the
+    # twin family). Held at zero (the board steps' model before), the principal point takes
+    # them up: 1.8 px off here, and a camera mount solved with it points 0.1-0.25 deg off.
+    held = calibrate_intrinsics(board, views, IntrinsicsConfig(zero_tangential=True, fix_k3=True))
+    assert abs(held.cy_px - K_TRUE[1, 2]) > 1.0
+    fitted = calibrate_intrinsics(board, views, BoardStepsConfig().intrinsics)
+    assert abs(fitted.cx_px - K_TRUE[0, 2]) < 0.4
+    assert abs(fitted.cy_px - K_TRUE[1, 2]) < 0.4
+    np.testing.assert_allclose(fitted.distortion[2:4], DIST_TRUE[2:4], atol=3e-4)
+
+
+def test_jackknife_replicates_leave_out_each_group_of_views(board, views, calibration):
+    replicates = jackknife_intrinsics(
+        calibration.detections, calibration.image_size_px, IntrinsicsConfig(), 4
+    )
+    assert len(replicates) == 4
+    principal = np.array([[K[0, 2], K[1, 2]] for K, _ in replicates])
+    assert np.all(np.abs(principal - K_TRUE[:2, 2]) < 2.0)
+    assert np.ptp(principal, axis=0).min() > 0.0  # each replicate saw other views
+    too_few = jackknife_intrinsics(
+        calibration.detections[:8], calibration.image_size_px, IntrinsicsConfig(), 4
+    )
+    assert too_few == []  # 8 views: fewer than min_views + groups

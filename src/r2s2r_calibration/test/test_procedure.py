@@ -14,6 +14,8 @@ from r2s2r_calibration.procedure import (
     parse_steps,
     run_grounding,
     scene_elements,
+    top_face_band_m,
+    top_face_position_m,
 )
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_sim.cell_runtime import SimCell
@@ -52,11 +54,16 @@ def test_sysid_step_through_the_cell_recovers_the_controller(grounded_run):
     _, run, messages = grounded_run
     assert "sysid" in run.steps_run
     controller = run.artifact.controller
-    assert controller is not None and controller.latency_s == pytest.approx(0.016, abs=1e-9)
+    assert controller is not None and controller.latency_s == pytest.approx(0.016, abs=5e-5)
+    assert controller.latency_interval_95_s is not None
+    assert abs(controller.latency_s - 0.016) <= controller.latency_interval_95_s
+    for joint, truth in TRUTH["controller"]["gains"].items():
+        record = controller.gains[joint]
+        assert abs(record.kp - truth["kp"]) <= record.kp_interval_95 < 0.05 * truth["kp"]
     assert controller.gains["wrist_2_joint"].kp == pytest.approx(600.0, rel=0.01)
     assert controller.gains["ring_mcp_joint"].kd == pytest.approx(0.04, rel=0.01)
     overrides = run.artifact.world_overrides["controller"]
-    assert overrides["latency_s"] == pytest.approx(0.016)
+    assert overrides["latency_s"] == pytest.approx(0.016, abs=5e-5)
     assert any(m.startswith("sysid: latency 16.0 ms") for m in messages)
 
 
@@ -95,3 +102,44 @@ def test_pipeline_code_never_reads_twin_files():
     pattern = re.compile(r"config/twin|twin/[a-z_]*\.yaml|twin_config|load_world\(twin")
     for path in PACKAGE.rglob("*.py"):
         assert not pattern.search(path.read_text()), f"{path} refers to twin files"
+
+
+def _box_points(x_m: float, camera_x_m: float, noise_m: float, seed: int) -> np.ndarray:
+    """Depth points of a 45 mm tall box at belt x, seen from a camera at belt x = camera_x_m.
+
+    Its 40 x 70 mm top face is sampled on a 5 mm grid; the side facing the camera shows its
+    top 10 mm as a strip of points nearer the camera.
+    """
+    rng = np.random.default_rng(seed)
+    gx, gy = np.meshgrid(np.arange(-0.02, 0.0201, 0.005), np.arange(-0.035, 0.0351, 0.005))
+    top = np.column_stack([x_m + gx.ravel(), gy.ravel(), np.full(gx.size, 0.045)])
+    side_x = x_m + (0.02 if camera_x_m > x_m else -0.02)
+    sz, sy = np.meshgrid(np.arange(0.035, 0.0431, 0.002), np.arange(-0.035, 0.0351, 0.005))
+    side = np.column_stack([np.full(sz.size, side_x), sy.ravel(), sz.ravel()])
+    points = np.vstack([top, side])
+    points[:, 2] += rng.normal(0.0, noise_m, len(points)) if noise_m > 0 else 0.0
+    return points
+
+
+def test_top_face_position_leaves_out_the_side_seen_by_the_camera():
+    # A fixed 8 mm band (before) took the top of the side face facing the camera, 20 mm off the
+    # centre, in with the top face: the position moved toward the camera at either end of the
+    # belt, the other way at the other end, and the fitted belt speed was 1-2 % slow.
+    config = ProcedureConfig()
+    fixed_band = config.model_copy(update={"belttop_face_band_min_m": 0.008})
+    for x_m in (-0.4, 0.4):
+        points = _box_points(x_m, 0.0, 0.0, seed=3)
+        fixed = top_face_position_m(points, fixed_band)
+        measured = top_face_position_m(points, config)
+        assert fixed is not None and measured is not None
+        assert abs(fixed - x_m) > 0.002
+        assert abs(measured - x_m) < 1e-6
+
+
+def test_top_face_band_follows_the_depth_noise():
+    config = ProcedureConfig()
+    quiet = _box_points(0.0, 0.5, 0.0, seed=4)[:, 2]
+    noisy = _box_points(0.0, 0.5, 0.0015, seed=4)[:, 2]
+    assert top_face_band_m(quiet, config) == pytest.approx(config.belttop_face_band_min_m)
+    # With noise the top face's own points spread: the band widens so as not to cut them.
+    assert 3 * 0.0015 < top_face_band_m(noisy, config) <= config.belttop_face_band_m

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -57,11 +58,9 @@ def cell():
     twin_thread.start()
     threading.Thread(target=client_executor.spin, daemon=True).start()
     assert started.wait(30.0) and started.ok  # type: ignore[attr-defined]
+    # Refuses a second /joint_states publisher (another run's twin on this ROS_DOMAIN_ID), whose
+    # clock would mix into cell time and the joint log.
     client.wait_for_cell()
-    # One cell on this domain: a second /joint_states publisher (another test run's twin on the
-    # same ROS_DOMAIN_ID) mixes another clock into cell time and the joint log.
-    publishers = node.count_publishers("/joint_states")
-    assert publishers == 1, f"{publishers} publishers of /joint_states on this ROS domain"
     yield client
     twin_executor.shutdown()
     twin_thread.join(10.0)
@@ -122,3 +121,20 @@ def test_streams_released_from_a_worker_thread_while_spinning_can_be_taken_again
         cell.release_streams()
         topics = [subscription.topic_name for subscription in cell.node.subscriptions]
         assert not [topic for topic in topics if "camera" in topic], topics
+
+
+def test_a_second_cell_on_the_domain_is_refused(cell):
+    from r2s2r_calibration.nodes.ros_client import SecondCellError
+    from sensor_msgs.msg import JointState
+
+    other = Node("another_cell", context=cell.node.context)
+    publisher = other.create_publisher(JointState, "/joint_states", 10)
+    try:
+        deadline = time.monotonic() + 10.0
+        while cell.node.count_publishers("/joint_states") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(SecondCellError, match="2 publishers of /joint_states"):
+            cell.wait_for_cell()
+    finally:
+        other.destroy_publisher(publisher)
+        other.destroy_node()

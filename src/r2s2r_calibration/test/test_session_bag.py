@@ -68,7 +68,7 @@ def test_one_step_runs_alone_from_the_bag(recorded: Recorded) -> None:
     sysid = run_grounding(BagCellClient(bag), nominal, ["sysid"], CONFIG)
     assert sysid.failures == {}
     assert sysid.artifact.controller is not None and live.artifact.controller is not None
-    assert sysid.artifact.controller.latency_s == pytest.approx(0.012, abs=1e-9)
+    assert sysid.artifact.controller.latency_s == pytest.approx(0.012, abs=5e-5)
     # The bins views are planned from the registration: with it, bins re-runs exactly.
     both = run_grounding(BagCellClient(bag), nominal, ["registration", "bins"], CONFIG)
     assert both.failures == {}

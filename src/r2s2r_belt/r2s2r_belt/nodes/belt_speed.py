@@ -15,9 +15,10 @@ import threading
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import (
     config_from_parameters,
     declare_schema_parameters,
@@ -262,15 +263,14 @@ class BeltSpeedNode(Node):
             level, message = DiagnosticStatus.WARN, f"running on {','.join(fused.sources)} only"
         else:
             level, message = DiagnosticStatus.OK, f"fused {','.join(fused.sources)}"
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_name()}: belt speed",
-            message=message,
-            hardware_id="belt",
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            f"{self.get_name()}: belt speed",
+            level,
+            message,
+            "belt",
+            values,
+            self.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(array)
 
 

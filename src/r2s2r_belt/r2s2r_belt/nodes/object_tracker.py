@@ -19,9 +19,10 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_node
@@ -330,15 +331,14 @@ class ObjectTrackerNode(Node):
             )
         else:
             level, message = DiagnosticStatus.OK, f"{tracks} tracks at {rate_hz:.1f} Hz"
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_name()}: object tracking",
-            message=message,
-            hardware_id="head_camera",
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            f"{self.get_name()}: object tracking",
+            level,
+            message,
+            "head_camera",
+            values,
+            self.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(array)
 
     def destroy_node(self) -> None:

@@ -29,7 +29,7 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.intrinsics import ChessboardConfig
-from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient
+from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient, SecondCellError
 from r2s2r_calibration.procedure import parse_steps, run_grounding
 from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig
 from r2s2r_calibration.report import write_grounding_outputs
@@ -166,7 +166,7 @@ class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
             for step, message in run.failures.items():
                 self.get_logger().error(f"step {step} failed: {message}")
             self.run = run
-        except CellTimeoutError as error:  # no cell: said in one line, no traceback
+        except (CellTimeoutError, SecondCellError) as error:  # said in one line, no traceback
             self.error = str(error)
             self.get_logger().error(f"grounding failed: {self.error}")
         except Exception as error:

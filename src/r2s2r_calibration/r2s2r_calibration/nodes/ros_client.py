@@ -50,6 +50,10 @@ class CellTimeoutError(CalibrationError):
     """The cell did not deliver what was asked for in time (not running, or not publishing)."""
 
 
+class SecondCellError(CalibrationError):
+    """More than one cell publishes on the ROS domain (their clocks and joints would mix)."""
+
+
 def pose_stamped(frame: str, pose: FloatArray) -> PoseStamped:
     """Build a PoseStamped of a 4x4 pose in ``frame``."""
     msg = PoseStamped()
@@ -219,14 +223,24 @@ class RosCellClient:
                 self._cond.wait(min(remaining, 0.5))
 
     def wait_for_cell(self) -> None:
-        """Block until ``/joint_states`` and ``/tf_static`` arrived.
+        """Block until ``/joint_states`` and ``/tf_static`` arrived, from one cell.
 
         Raises:
             CellTimeoutError: Nothing within ``timeout_s``.
+            SecondCellError: More than one ``/joint_states`` publisher: another cell (or a
+                twin left running) on this ROS domain would mix its clock and joints into the
+                procedure's.
 
         """
         self._wait(lambda: self._positions is not None, "/joint_states")
         self._wait(lambda: "base_link" in self._static, "/tf_static (base_link)")
+        count = self.node.count_publishers("/joint_states")
+        if count > 1:
+            raise SecondCellError(
+                f"{count} publishers of /joint_states on ROS domain "
+                f"{self.node.context.get_domain_id()}: expected one cell; stop the other one "
+                "(a twin left running?) or give this cell its own ROS_DOMAIN_ID"
+            )
         # Reliable messages sent before discovery matched a subscriber are lost: wait for the
         # controllers (and the board operator) to be listening before the first command.
         publishers = dict(self._trajectory)

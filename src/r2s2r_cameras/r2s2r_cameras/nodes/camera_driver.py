@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from r2s2r_common.camera_info import (
     CameraCalibration,
     load_camera_calibration,
@@ -24,6 +24,7 @@ from r2s2r_common.camera_info import (
     uncalibrated,
 )
 from r2s2r_common.image_conversion import encoding_spec, to_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
@@ -286,15 +287,14 @@ class CameraDriverNode(SchemaLifecycleNode[CameraDriverConfig]):
         }
         if self._backend is not None:
             values.update(self._backend.status())
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_name()}: {config.camera_name}",
-            message=message,
-            hardware_id=config.camera_name,
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            f"{self.get_name()}: {config.camera_name}",
+            level,
+            message,
+            config.camera_name,
+            values,
+            self.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
         publisher.publish(array)
 
     @property

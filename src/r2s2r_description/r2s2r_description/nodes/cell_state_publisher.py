@@ -26,11 +26,12 @@ import threading
 from typing import Any
 
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.grounding import load_world_overrides
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
@@ -224,15 +225,14 @@ class CellStatePublisher(Node):
             "unknown_joints": ",".join(sorted(self.unknown_joints)),
             "last_error": self.last_error,
         }
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_name()}: tf",
-            message=message,
-            hardware_id="cell",
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            f"{self.get_name()}: tf",
+            level,
+            message,
+            "cell",
+            values,
+            self.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(array)
 
 

@@ -29,11 +29,12 @@ from typing import Any, Literal
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import end_with_owner
@@ -435,15 +436,14 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         ):
             level = DiagnosticStatus.WARN
             message += " (chunks dropped)"
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_name()}: policy",
-            message=message,
-            hardware_id="policy_inference",
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            f"{self.get_name()}: policy",
+            level,
+            message,
+            "policy_inference",
+            values,
+            self.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
         self._pubs["diagnostics"].publish(array)
 
 

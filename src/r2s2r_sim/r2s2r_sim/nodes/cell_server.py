@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import (
     Point,
     Pose,
@@ -48,6 +48,7 @@ from geometry_msgs.msg import (
 )
 from r2s2r_common.camera_info import CameraCalibration, to_camera_info_msg
 from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.qos import (
     DEFAULT_QOS,
     JOINT_STATES_QOS,
@@ -468,15 +469,14 @@ class CellServer:
         elif self.active and achieved < 0.9 * options.real_time_factor:
             level = DiagnosticStatus.WARN
             message = f"running slower than real time x{options.real_time_factor}: x{achieved:.2f}"
-        status = DiagnosticStatus(
-            level=level,
-            name=options.status_name,
-            message=message,
-            hardware_id=options.hardware_id,
-            values=[KeyValue(key=key, value=value) for key, value in values.items()],
+        array = diagnostics_array(
+            options.status_name,
+            level,
+            message,
+            options.hardware_id,
+            values,
+            stamp,
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = stamp
         return array
 
     def time_s(self) -> float:

@@ -36,11 +36,12 @@ from typing import Any, Literal
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
@@ -372,15 +373,14 @@ class _MirrorMode:
         elif palm_error_m > self.config.palm_error_warn_m:
             level = DiagnosticStatus.WARN
             message = f"mirror error: palm {palm_error_m * 1000:.2f} mm off the joint-state FK"
-        status = DiagnosticStatus(
-            level=level,
-            name=f"{self.node.get_name()}: mirror",
-            message=message,
-            hardware_id="sim",
-            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        array = diagnostics_array(
+            f"{self.node.get_name()}: mirror",
+            level,
+            message,
+            "sim",
+            values,
+            self.node.get_clock().now().to_msg(),
         )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.node.get_clock().now().to_msg()
         return array
 
 
