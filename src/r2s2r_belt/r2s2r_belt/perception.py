@@ -1,9 +1,9 @@
 """The cell's perception without ROS: what ``belt_speed`` and ``object_tracker`` compute.
 
 A policy's belt-speed and object inputs must be made the same way in real data, simulated data
-and deployment (DESIGN.md section 11). On the cell, the ``belt_speed`` node fuses the encoder and
-optical flow on the head camera, and the ``object_tracker`` node detects and tracks objects in
-head RGB-D frames; both know the cell only through ``camera_info`` and ``/tf_static``.
+and deployment (docs/architecture.md section 7). On the cell, the ``belt_speed`` node fuses the
+encoder and optical flow on the head camera, and the ``object_tracker`` node detects and tracks
+objects in head RGB-D frames; both know the cell only through ``camera_info`` and ``/tf_static``.
 :class:`CellPerception` runs the same cores (:class:`EncoderSpeedEstimator`,
 :class:`VisionSpeedEstimator`, :class:`BeltSpeedFilter`, :class:`ObjectTrackerCore`) with the
 same configuration files and the same knowledge of the cell (a :class:`SceneGeometry`, as

@@ -7,10 +7,10 @@ tracked object with the sources that make them) and lists every mismatch, so a p
 for another arm, hand, camera resolution or perception is refused with a message a user can
 act on.
 
-Time (DESIGN.md section 11): an action chunk computed from the observation at ``t`` holds the
-joint targets for ``t + dt, t + 2·dt, ..., t + H·dt`` (``dt = 1 / control_rate_hz``): chunk
-step ``k`` is the target in force ``k + 1`` control steps after the observation. Training labels
-(:class:`r2s2r_policy.data.ChunkDataset`), the inference engine and the trajectory's
+Time (docs/architecture.md section 7): an action chunk computed from the observation at ``t``
+holds the joint targets for ``t + dt, t + 2·dt, ..., t + H·dt`` (``dt = 1 / control_rate_hz``):
+chunk step ``k`` is the target in force ``k + 1`` control steps after the observation. Training
+labels (:class:`r2s2r_policy.data.ChunkDataset`), the inference engine and the trajectory's
 ``time_from_start`` follow that one rule.
 """
 
