@@ -91,15 +91,22 @@ def score(
         inside: list[bool] | None = None,
     ) -> None:
         entry: dict[str, Any] = {"twin": name, "figure": figure, "value": value}
-        if target is not None and value is not None:
-            entry.update(target=target, **{"pass": bool(value <= target)})
+        if target is not None:
+            # A quantity the procedure refused to measure has a target it did not meet.
+            entry.update(target=target, **{"pass": value is not None and bool(value <= target)})
         if inside is not None:
             # Whether each quantity's true error lies in the artifact's 95 % interval.
             entry["inside_interval"] = inside
         figures.append(entry)
         if quiet:
             return
-        status = "" if target is None or value is None else ("PASS" if value <= target else "FAIL")
+        status = (
+            ""
+            if target is None
+            else "FAIL (refused)"
+            if value is None
+            else ("PASS" if value <= target else "FAIL")
+        )
         shown = "not measured" if value is None else f"{value:.5g}"
         print(f"[{name}] {figure:<34} {shown:>12}  target {target}  {status}")
 
