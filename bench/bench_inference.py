@@ -28,33 +28,42 @@ import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation.baseline import robot_policy_spec, untrained_policy
-from r2s2r_policy.inference import InferenceConfig, InferenceEngine
+from r2s2r_policy.inference import InferenceConfig, InferenceEngine, StepStatus
+from r2s2r_recorder.dataset import OBJECT_TRACK_KEY
 
 HOME = [HOME_POSITIONS[name] for name in ALL_JOINT_NAMES]
 
 
 def engine_latency(policy: torch.nn.Module, iterations: int) -> dict[str, float]:
     """Engine step and bare forward latencies (ms)."""
-    engine = InferenceEngine(policy, InferenceConfig(stale_observation_s=10.0))  # type: ignore[arg-type]
+    # Temporal ensembling infers on every step (receding horizon would skip the steps that
+    # fall inside a chunk in force), so each timed step is a full image-to-command pass.
+    config = InferenceConfig(stale_observation_s=10.0, execution="temporal_ensemble")
+    engine = InferenceEngine(policy, config)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     spec = engine.spec
     for key in spec.image_keys:
         engine.observe_image(key, rng.integers(0, 255, spec.image_shape(key), dtype=np.uint8))
     engine.observe_joints(list(ALL_JOINT_NAMES), HOME)
     engine.observe_belt_speed(0.1)
-    observation = engine.buffer.snapshot()[0]
+    observation = engine.buffer.snapshot(engine.clock())[0]
     batch = {k: torch.from_numpy(observation[k])[None] for k in spec.image_keys}
     batch["joint_pos_rad"] = torch.as_tensor(observation["joint_pos_rad"], dtype=torch.float32)[
         None
     ]
     batch["belt_speed_mps"] = torch.tensor([[0.1]])
+    if OBJECT_TRACK_KEY in observation:
+        batch[OBJECT_TRACK_KEY] = torch.as_tensor(observation[OBJECT_TRACK_KEY])[None]
     steps, bare = [], []
     for _ in range(10):
         engine.step()
     for _ in range(iterations):
         started = time.perf_counter()
-        engine.step()
-        steps.append(time.perf_counter() - started)
+        result = engine.step()
+        elapsed = time.perf_counter() - started
+        if result.status != StepStatus.COMMANDED:
+            raise RuntimeError(f"engine step did not command: {result.status} {result.detail}")
+        steps.append(elapsed)
         with torch.inference_mode():
             started = time.perf_counter()
             policy.predict_normalized(batch)  # type: ignore[operator]

@@ -26,7 +26,9 @@ from r2s2r_policy.experiment import (
     load_preset,
     run_experiment,
 )
+from r2s2r_policy.experiment import runner as runner_module
 from r2s2r_policy.experiment.cli import config_from_options, experiment_command, reproduce_command
+from r2s2r_policy.experiment.results import current_commit
 from r2s2r_policy.experiment.stages import StageError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -171,6 +173,11 @@ def test_stage_runner_skips_up_to_date_stages_and_resumes_partial_ones(tmp_path:
     with pytest.raises(StageError, match="no cell"):
         runner.run("b", {"n": 1}, failing)
     assert not (tmp_path / "b" / "stage.json").exists()
+    # A stage keeps the commit of the code that made it; a cached one is not re-attributed.
+    by_old_code = StageRunner(tmp_path, commit="1" * 40).run("c", {"n": 1}, body)
+    cached_later = StageRunner(tmp_path, commit="2" * 40).run("c", {"n": 1}, body)
+    assert by_old_code.record.commit == "1" * 40
+    assert cached_later.cached and cached_later.record.commit == "1" * 40
 
 
 def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:
@@ -309,6 +316,9 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["capacity"]["trials"] == 1 and summary["command"] == "r2s2r experiment ..."
     assert set(summary["policies"]) == set(names)
+    # The code that ran is named, the same one for every stage this session ran.
+    assert summary["commit"] == current_commit(Path(runner_module.__file__).parent)
+    assert set(summary["stage_commit"].values()) == {summary["commit"]}
     for conditions in summary["policies"].values():
         assert set(conditions) == {"nominal", "lighting", "belt_speed", "unseen_object"}
         for entry in conditions.values():

@@ -470,12 +470,14 @@ class ExperimentResults:
         policies: Per-policy results, table order (real-only first).
         effects: Group -> grounding effects.
         command: The command that reproduces the experiment.
+        commit: Git commit of the code that ran this session ('' outside a git checkout).
         metadata: Scale, wall times per stage, evaluator, ...
 
     """
 
     policies: list[PolicyResult]
     command: str = ""
+    commit: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     effects: dict[str, Effects] = field(default_factory=dict)
     capacity: PolicyResult | None = None
@@ -499,12 +501,14 @@ class ExperimentResults:
             "metadata": self.metadata,
         }
 
-    def summary(self, commit: str = "") -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """Return the compact result record committed under ``results/`` (one JSON).
 
         ``{"commit", "command", "wall_s", "capacity": {"successes", "trials"}, "policies":
         {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "effects"}``;
-        a policy that did not run has ``{"not_run": reason}``.
+        a policy that did not run has ``{"not_run": reason}``. ``commit`` is the code that ran
+        this session; ``stage_commit`` names the code of each stage (a resumed experiment reuses
+        stages made by earlier code when their inputs did not change).
         """
         policies: dict[str, Any] = {}
         for policy in self.policies:
@@ -521,10 +525,11 @@ class ExperimentResults:
                 "configuration": self.metadata.get("capacity_configuration", ""),
             }
         return {
-            "commit": commit,
+            "commit": self.commit,
             "command": self.command,
             "wall_s": self.metadata.get("session_wall_s"),
             "stage_wall_s": self.metadata.get("stage_wall_s", {}),
+            "stage_commit": self.metadata.get("stage_commit", {}),
             "capacity": capacity,
             "policies": policies,
             "effects": {k: v.to_dict() for k, v in self.effects.items()},
@@ -547,7 +552,7 @@ class ExperimentResults:
             "command": target / "command.txt",
         }
         paths["json"].write_text(json.dumps(self.to_dict(), indent=2))
-        paths["summary"].write_text(json.dumps(self.summary(current_commit()), indent=2))
+        paths["summary"].write_text(json.dumps(self.summary(), indent=2))
         paths["table"].write_text(self.table() + "\n")
         paths["command"].write_text(self.command + "\n")
         plot_results(self.policies, paths["png"], title="co-training: success on the real twin")

@@ -42,6 +42,7 @@ from .results import (
     ExperimentResults,
     GroupResult,
     PolicyResult,
+    current_commit,
 )
 from .stages import StageError, StageOutcome, StageRunner, file_fingerprint
 
@@ -97,6 +98,7 @@ class ExperimentState:
     Attributes:
         stage_wall_s: Stage name -> wall time of the run that produced it.
         stage_cached: Stage name -> skipped this session because up to date.
+        stage_commit: Stage name -> git commit of the code that produced it ('' if unknown).
         training: Policy -> training info (steps, loss, samples/s).
         generation: Configuration -> generation info (episodes, yield, episodes/min).
 
@@ -104,6 +106,7 @@ class ExperimentState:
 
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     stage_cached: dict[str, bool] = field(default_factory=dict)
+    stage_commit: dict[str, str] = field(default_factory=dict)
     training: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -111,6 +114,7 @@ class ExperimentState:
         """Remember a stage's wall time and whether it was cached."""
         self.stage_wall_s[name] = outcome.record.wall_s
         self.stage_cached[name] = outcome.cached
+        self.stage_commit[name] = outcome.record.commit
 
 
 def resolve_command(command: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -267,7 +271,8 @@ class Experiment:
         self.directory = Path(directory).resolve()
         self.log: Log = log or (lambda text: print(text, flush=True))
         self.progress_bars = progress_bars
-        self.stages = StageRunner(self.directory, self.log)
+        self.commit = current_commit(Path(__file__).parent)
+        self.stages = StageRunner(self.directory, self.log, self.commit)
         self.state = ExperimentState()
         self.twin_path = _resolve_config(config.twin_config)
 
@@ -671,6 +676,7 @@ class Experiment:
         results = ExperimentResults(
             policies=policies,
             command=command,
+            commit=self.commit,
             capacity=capacity,
             metadata={
                 "capacity_configuration": config.capacity_configuration,
@@ -679,6 +685,7 @@ class Experiment:
                 "session_wall_s": time.perf_counter() - started,
                 "stage_wall_s": self.state.stage_wall_s,
                 "stage_cached": self.state.stage_cached,
+                "stage_commit": self.state.stage_commit,
                 "training": self.state.training,
                 "generation": self.state.generation,
                 "stages_run_this_session": list(self.stages.ran),

@@ -77,6 +77,7 @@ class StageRecord:
         wall_s: Wall time of the run that produced the outputs.
         finished_unix_s: When it finished.
         info: Anything the stage wants to keep (counts, losses, ...).
+        commit: Git commit of the code that produced the outputs ('' if unknown).
 
     """
 
@@ -87,6 +88,7 @@ class StageRecord:
     wall_s: float
     finished_unix_s: float
     info: dict[str, Any] = field(default_factory=dict)
+    commit: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -98,6 +100,7 @@ class StageRecord:
             "wall_s": self.wall_s,
             "finished_unix_s": self.finished_unix_s,
             "info": self.info,
+            "commit": self.commit,
         }
 
     @classmethod
@@ -113,6 +116,7 @@ class StageRecord:
                 wall_s=float(data["wall_s"]),
                 finished_unix_s=float(data["finished_unix_s"]),
                 info=dict(data.get("info", {})),
+                commit=str(data.get("commit", "")),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -152,6 +156,7 @@ class StageRunner:
     Args:
         root: Experiment directory.
         log: Where progress lines go.
+        commit: Git commit of the running code, recorded with every stage it runs.
 
     Attributes:
         ran: Names of stages that did work in this session.
@@ -159,9 +164,12 @@ class StageRunner:
 
     """
 
-    def __init__(self, root: str | Path, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, root: str | Path, log: Callable[[str], None] | None = None, commit: str = ""
+    ) -> None:
         self.root = Path(root)
         self.log = log or (lambda text: None)
+        self.commit = commit
         self.ran: list[str] = []
         self.skipped: list[str] = []
 
@@ -229,6 +237,7 @@ class StageRunner:
             wall_s=time.perf_counter() - started,
             finished_unix_s=time.time(),
             info=info,
+            commit=self.commit,
         )
         temporary = record_path.with_suffix(".tmp")
         temporary.write_text(json.dumps(record.to_dict(), indent=2))
