@@ -7,10 +7,10 @@ file in one log folder (named on the console in one line). What reaches the cons
 --verbose`` does that for every node); ``plain`` shows the lines as they are, for a node whose
 output is the job's (the main job's stage list, progress and table). A node that reports progress
 lines (:mod:`r2s2r_common.console`) gets its bars drawn here when the console is a terminal.
-Ctrl-C (SIGINT) or SIGTERM is forwarded to every
-child; children still alive after a grace period get SIGTERM, then SIGKILL. When a required
-node exits the whole graph stops: with exit code 0 if it ended cleanly (a finished job), or 1
-with the node named if it failed.
+
+Ctrl-C (SIGINT) or SIGTERM is forwarded to every child; children still alive after a grace
+period get SIGTERM, then SIGKILL. When a required node exits the whole graph stops: with exit
+code 0 if it ended cleanly (a finished job), or 1 with the node named if it failed.
 
 The nodes die with the supervisor's process however it ends, SIGKILL included: they are started
 by :func:`r2s2r_common.process.spawn_owned` (the kernel's parent-death signal, and an owner
