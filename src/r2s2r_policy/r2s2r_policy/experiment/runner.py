@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 from r2s2r_common.config import ConfigError, dump_yaml, load_config, parse_config
-from r2s2r_common.console import progress_reporter
+from r2s2r_common.console import parse_line, progress_reporter
 from r2s2r_common.process import run_owned
 
 from ..evaluation.report import ALL, SHIFTED
@@ -157,7 +157,7 @@ def _last_line(path: Path) -> str:
             lines = [line for line in stream.read().decode(errors="replace").splitlines() if line]
     except OSError:
         return ""
-    return lines[-1].strip() if lines else ""
+    return parse_line(lines[-1]).message.strip() if lines else ""
 
 
 def run_command(
