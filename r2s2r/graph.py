@@ -25,7 +25,7 @@ import importlib.metadata
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field
@@ -60,6 +60,10 @@ class LaunchArgumentSpec(ConfigModel):
     file: bool = Field(default=False, description="The value names a file that must exist.")
 
 
+ConsoleMode = Literal["problems", "all", "plain"]
+"""What of a node's output reaches the console of ``r2s2r launch`` (see ``NodeSpec.console``)."""
+
+
 class NodeSpec(ConfigModel):
     """One node of a graph."""
 
@@ -74,6 +78,12 @@ class NodeSpec(ConfigModel):
     arguments: list[str] = Field(default_factory=list, description="Extra command-line args.")
     required: bool = Field(default=True, description="Graph stops when this node exits.")
     condition: str = Field(default="true", description="Start only when this is true.")
+    console: ConsoleMode = Field(
+        default="problems",
+        description="What of the node's output `r2s2r launch` shows (all of it is in the node's "
+        "log): problems (warnings and errors), all (every line, prefixed with the node's "
+        "name), plain (every line as is: the node's output is the job's, e.g. sim_generate).",
+    )
 
 
 class GraphSpec(ConfigModel):
@@ -103,6 +113,7 @@ class ResolvedNode:
     arguments: tuple[str, ...] = ()
     required: bool = True
     parameter_types: dict[str, type] = field(default_factory=dict)
+    console: ConsoleMode = "problems"
 
     def ros_arguments(self) -> list[str]:
         """Command-line arguments in the ``--ros-args`` form every rclpy node accepts."""
@@ -507,6 +518,7 @@ def resolve_graph(
                 arguments=tuple(substitute(a) for a in node.arguments),
                 required=node.required,
                 parameter_types=types,
+                console=node.console,
             )
         )
     return resolved

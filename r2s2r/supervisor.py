@@ -1,10 +1,16 @@
 """Run a resolved graph as supervised child processes (``r2s2r launch`` without ``ros2 launch``).
 
-Each node runs in its own process group with its output written to a per-node log file and
-echoed to the console with a ``[node]`` prefix. Ctrl-C (SIGINT) or SIGTERM is forwarded to every
-child; children still alive after a grace period get SIGTERM, then SIGKILL. When a required
-node exits the whole graph stops: with exit code 0 if it ended cleanly (a finished job), or 1
-with the node named if it failed.
+Each node runs in its own process group with its whole output written, once, to a per-node log
+file in one log folder (named on the console in one line). What reaches the console is the node's
+``console`` setting (``config/graphs``): by default only its warnings and errors, one line each,
+``[node] WARN: text`` without the ROS timestamp; ``all`` shows every line so (``r2s2r launch
+--verbose`` does that for every node); ``plain`` shows the lines as they are, for a node whose
+output is the job's (the main job's stage list, progress and table). A node that reports progress
+lines (:mod:`r2s2r_common.console`) gets its bars drawn here when the console is a terminal.
+
+Ctrl-C (SIGINT) or SIGTERM is forwarded to every child; children still alive after a grace
+period get SIGTERM, then SIGKILL. When a required node exits the whole graph stops: with exit
+code 0 if it ended cleanly (a finished job), or 1 with the node named if it failed.
 
 The nodes die with the supervisor's process however it ends, SIGKILL included: they are started
 by :func:`r2s2r_common.process.spawn_owned` (the kernel's parent-death signal, and an owner
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
+from r2s2r_common.console import (
+    PROGRESS_ENV,
+    LogLine,
+    Progress,
+    ProgressBar,
+    bars_wanted,
+    parse_line,
+    parse_progress,
+)
 from r2s2r_common.process import spawn_owned
 
-from r2s2r.graph import GraphError, ResolvedNode
+from r2s2r.graph import ConsoleMode, GraphError, ResolvedNode
 
 # Seconds a node gets to stop after SIGINT before SIGTERM, and again before SIGKILL (the same
 # under `ros2 launch`: the launch files give it as sigterm/sigkill timeouts).
@@ -74,6 +90,8 @@ class GraphSupervisor:
         log_dir: Path,
         grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
         console: TextIO | None = None,
+        verbose: bool = False,
+        progress: bool = True,
     ) -> None:
         """Prepare (but do not start) the graph.
 
@@ -82,30 +100,77 @@ class GraphSupervisor:
             log_dir: Folder for one ``<node>.log`` per node.
             grace_period_s: Time a child gets after SIGINT before SIGTERM, and again before
                 SIGKILL.
-            console: Where prefixed node output and supervisor messages go (stdout if None).
+            console: Where node output (as each node's ``console`` setting says) and supervisor
+                messages go (stdout if None).
+            verbose: Show every line of every node (``all`` for nodes set to ``problems``).
+            progress: Draw the nodes' progress bars (only ever on a terminal).
 
         """
         self._nodes = nodes
         self._log_dir = log_dir
         self._grace_period_s = grace_period_s
         self._console = console or sys.stdout
+        self._verbose = verbose
+        self._bars_enabled = bars_wanted(self._console, progress)
+        self._bars: dict[tuple[str, str], ProgressBar] = {}
         self._children: list[_Child] = []
         self._stop_requested = threading.Event()
         self._console_lock = threading.Lock()
 
     def say(self, text: str) -> None:
         """Print a supervisor message."""
+        self._write(f"[r2s2r launch] {text}")
+
+    def _write(self, text: str) -> None:
         with self._console_lock:
-            self._console.write(f"[r2s2r launch] {text}\n")
+            for bar in self._bars.values():
+                bar.clear()
+            self._console.write(text + "\n")
+            for bar in self._bars.values():
+                bar.refresh()
             self._console.flush()
 
-    def _pump(self, name: str, stream: IO[bytes], log_file: IO[bytes]) -> None:
+    def _mode(self, node: ResolvedNode) -> ConsoleMode:
+        return "all" if self._verbose and node.console == "problems" else node.console
+
+    def _show(self, name: str, mode: ConsoleMode, line: LogLine) -> None:
+        if mode == "plain":
+            self._write(line.console_text())
+        elif mode == "all" or line.problem:
+            self._write(f"[{name}] {line.console_text()}")
+
+    def _draw(self, name: str, progress: Progress) -> None:
+        if not self._bars_enabled:
+            return
+        key = (name, progress.stage)
+        with self._console_lock:
+            bar = self._bars.get(key)
+            if bar is None:
+                bar = self._bars[key] = ProgressBar(
+                    progress.stage, progress.total, self._console, True, progress.unit
+                )
+            bar.update(progress.done, progress.note)
+            if progress.end:
+                self._bars.pop(key).close()
+
+    def _close_bars(self, name: str) -> None:
+        with self._console_lock:
+            for key in [k for k in self._bars if k[0] == name]:
+                self._bars.pop(key).close()
+
+    def _pump(self, node: ResolvedNode, stream: IO[bytes], log_file: IO[bytes]) -> None:
+        mode = self._mode(node)
         for raw in iter(stream.readline, b""):
+            text = raw.decode(errors="replace")
+            progress = parse_progress(text)
+            if progress is not None:  # drawn, never logged
+                self._draw(node.name, progress)
+                continue
             log_file.write(raw)
             log_file.flush()
-            with self._console_lock:
-                self._console.write(f"[{name}] {raw.decode(errors='replace')}")
-                self._console.flush()
+            if text.strip():
+                self._show(node.name, mode, parse_line(text))
+        self._close_bars(node.name)
         log_file.close()
 
     def start(self) -> None:
@@ -120,23 +185,29 @@ class GraphSupervisor:
             for node in self._nodes
         ]
         self._log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop(PROGRESS_ENV, None)
+        if self._bars_enabled:
+            env[PROGRESS_ENV] = "1"  # the nodes' bars are drawn here
+            # Tables printed by a node fit this terminal (its own output is a pipe).
+            env.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
         for node, command in commands:
             log_path = self._log_dir / f"{node.name}.log"
             log_file = log_path.open("wb")
             log_file.write(("$ " + " ".join(command) + "\n").encode())
             process = spawn_owned(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
             )
+            log_file.write(f"# pid {process.pid}\n".encode())
+            log_file.flush()
             assert process.stdout is not None
             pump = threading.Thread(
-                target=self._pump, args=(node.name, process.stdout, log_file), daemon=True
+                target=self._pump, args=(node, process.stdout, log_file), daemon=True
             )
             pump.start()
             self._children.append(_Child(node, process, log_path, pump))
-            self.say(f"started {node.name} (pid {process.pid}, log {log_path})")
+        started = ", ".join(f"{c.node.name} (pid {c.process.pid})" for c in self._children)
+        self.say(f"started {started}; logs in {self._log_dir}")
 
     def request_stop(self) -> None:
         """Ask the supervisor loop to shut the graph down (signal-handler safe)."""
@@ -164,13 +235,13 @@ class GraphSupervisor:
                         self.say(f"required node '{child.node.name}' finished; stopping the graph")
                     else:
                         self.say(
-                            f"required node '{child.node.name}' died with exit code {code} "
+                            f"ERROR: required node '{child.node.name}' died with exit code {code} "
                             f"(log: {child.log_path}); stopping the graph"
                         )
                         exit_code = 1
                     self._stop_requested.set()
                     break
-                self.say(f"node '{child.node.name}' exited with code {code} (not required)")
+                self.say(f"WARN: node '{child.node.name}' exited with code {code} (not required)")
             if not running:
                 break
             self._stop_requested.wait(poll_period_s)
@@ -191,7 +262,7 @@ class GraphSupervisor:
                 try:
                     child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    self.say(f"{child.node.name} did not stop on {sig.name}")
+                    self.say(f"WARN: {child.node.name} did not stop on {sig.name}")
         for child in self._children:
             child.pump.join(timeout=2.0)
         codes = ", ".join(f"{c.node.name}={c.process.returncode}" for c in self._children)
@@ -205,10 +276,17 @@ def default_log_dir(graph_name: str) -> Path:
 
 
 def run_graph(
-    nodes: list[ResolvedNode], log_dir: Path, grace_period_s: float = DEFAULT_GRACE_PERIOD_S
+    nodes: list[ResolvedNode],
+    log_dir: Path,
+    grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
+    verbose: bool = False,
+    progress: bool = True,
 ) -> int:
-    """Start the graph, install SIGINT/SIGTERM handlers that stop it, and wait for the end."""
-    supervisor = GraphSupervisor(nodes, log_dir, grace_period_s)
+    """Start the graph, install SIGINT/SIGTERM handlers that stop it, and wait for the end.
+
+    ``verbose`` and ``progress`` are :class:`GraphSupervisor`'s.
+    """
+    supervisor = GraphSupervisor(nodes, log_dir, grace_period_s, verbose=verbose, progress=progress)
     previous = {
         sig: signal.signal(sig, lambda *_: supervisor.request_stop())
         for sig in (signal.SIGINT, signal.SIGTERM)

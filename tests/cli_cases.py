@@ -105,7 +105,7 @@ def run_step(step: Step, cwd: Path) -> Outcome:
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
         # Whatever the command started (nodes in their own groups) must not outlive the case.
-        for pid in re.findall(r"started \w+ \(pid (\d+)", stdout):
+        for pid in re.findall(r"\w+ \(pid (\d+)\)", stdout):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
     return Outcome(process.returncode, stdout, stderr, time.monotonic() - started, timed_out)

@@ -50,7 +50,7 @@ def start_launch(graph: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[s
 
 
 def started_pids(output: str) -> dict[str, int]:
-    return {m[0]: int(m[1]) for m in re.findall(r"started (\w+) \(pid (\d+)", output)}
+    return {m[0]: int(m[1]) for m in re.findall(r"(\w+) \(pid (\d+)\)", output)}
 
 
 def pid_alive(pid: int) -> bool:

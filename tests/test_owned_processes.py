@@ -68,7 +68,7 @@ class Command:
         return "".join(self.stdout)
 
     def node_pids(self) -> dict[str, int]:
-        return {m[0]: int(m[1]) for m in re.findall(r"started (\w+) \(pid (\d+)", self.text())}
+        return {m[0]: int(m[1]) for m in re.findall(r"(\w+) \(pid (\d+)\)", self.text())}
 
     def wait_for(self, predicate, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout_s

@@ -39,12 +39,22 @@ from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
     help="Seconds a node gets to stop after SIGINT before SIGTERM, then SIGKILL.",
 )
 @click.option("--show-args", is_flag=True, help="List the graph's launch arguments and exit.")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Show every line of every node (default: each node's console setting; mostly only "
+    "warnings and errors; the logs hold everything).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
 def launch_command(
     graph: str,
     launch_arguments: tuple[str, ...],
     log_dir: Path | None,
     grace_period_s: float,
     show_args: bool,
+    verbose: bool,
+    no_progress: bool,
 ) -> None:
     """Start GRAPH as supervised processes."""
     spec = load_graph(graph)
@@ -57,7 +67,14 @@ def launch_command(
     arguments = parse_launch_arguments(list(launch_arguments))
     check_artifact_arguments(arguments)
     nodes = resolve_graph(spec, arguments)
-    sys.exit(run_graph(nodes, log_dir or default_log_dir(graph), grace_period_s))
+    code = run_graph(
+        nodes,
+        log_dir or default_log_dir(graph),
+        grace_period_s,
+        verbose=verbose,
+        progress=not no_progress,
+    )
+    sys.exit(code)
 
 
 @click.command("graphs", help="List the graphs that `r2s2r launch` can start.")

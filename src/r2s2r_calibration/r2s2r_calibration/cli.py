@@ -122,8 +122,10 @@ def ground_command(
             raise click.UsageError("--record-bag and --from-bag exclude each other")
         _ground_from_bag(output, steps, nominal, from_bag)
         return
-    # The procedure's log is progress (stdout); stderr gets the one line of a failure.
+    # The procedure's log is progress (stdout, once: the node's log lines, without the ROS
+    # timestamp); stderr gets the one line of a failure.
     os.environ.setdefault("RCUTILS_LOGGING_USE_STDOUT", "1")
+    os.environ.setdefault("RCUTILS_CONSOLE_OUTPUT_FORMAT", "[{severity}] [{name}]: {message}")
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -140,7 +142,6 @@ def ground_command(
         try:
             node = CalibrationNode(
                 context=context,
-                progress=click.echo,
                 parameter_overrides=[
                     Parameter("output_path", value=str(output)),
                     Parameter("steps", value=steps),

@@ -27,6 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from r2s2r_common.console import (
+    PROGRESS_ENV,
+    duration_text,
+    parse_line,
+    progress_reporter,
+)
 from r2s2r_common.process import spawn_owned, stop_process_group
 
 from r2s2r_datagen.config import DatagenConfig, GenerateConfig
@@ -39,6 +45,8 @@ CommandRunner = Callable[[list[str], float, Path], tuple[int, str]]
 EXIT_TIMEOUT = 124
 _TAIL_LINES = 15
 GROUND_GRAPH = "real_deploy"
+# Log file stem -> the stage its command is (the console's [stage] label).
+_STAGE_OF_LOG = {"record_demos": "demos", "ground": "grounding", "ground_help": "grounding"}
 
 
 @dataclass
@@ -67,6 +75,19 @@ class PrerequisiteStep:
     command: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     log: str = ""
+
+    def stage_line(self) -> str:
+        """Return the console's line for this step (``[demos] up to date``, ``done in 95 s``)."""
+        label = {
+            "present": "up to date",
+            "produced": f"done in {duration_text(self.wall_s)}",
+            "failed": f"FAILED after {duration_text(self.wall_s)}: {self.detail}",
+            "skipped": f"skipped: {self.detail}",
+            "not_needed": f"not needed ({self.detail})",
+        }[self.status]
+        if self.status in ("failed", "skipped") and self.affects:
+            label += f" -> {', '.join(self.affects)} not run"
+        return f"[{self.name}] {label}"
 
     def note(self) -> str:
         """One line for the job's output and summary notes."""
@@ -109,31 +130,35 @@ class PrerequisitesReport:
         tmp.replace(target)
 
 
-def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
+def subprocess_runner(say: Callable[[str], None], progress: bool = True) -> CommandRunner:
     """Return a :data:`CommandRunner` that runs each command in its own process group.
 
-    Output goes to ``log_path`` (whole) and to ``say`` (line by line). On timeout the group
-    gets SIGINT (a graph shuts down cleanly), then SIGKILL after 20 s; the code is 124. The
-    command dies with this process (:func:`r2s2r_common.process.spawn_owned`), and when this
-    process is interrupted while it runs, its group is stopped first.
+    The whole output goes to ``log_path``, once; ``say`` gets only its warnings and errors
+    (one line each, ``[stage] WARN: text``, no ROS timestamp), and while it runs a progress
+    line shows the elapsed time and the command's last line (``progress``: on a terminal, or
+    drawn by the parent, see :mod:`r2s2r_common.console`). On timeout the group gets SIGINT
+    (a graph shuts down cleanly), then SIGKILL after 20 s; the code is 124. The command dies
+    with this process (:func:`r2s2r_common.process.spawn_owned`), and when this process is
+    interrupted while it runs, its group is stopped first.
     """
 
     def run(command: list[str], timeout_s: float, log_path: Path) -> tuple[int, str]:
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        stage = _STAGE_OF_LOG.get(log_path.stem, log_path.stem)
         tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop(PROGRESS_ENV, None)  # its output goes to a file: no progress lines in it
         with log_path.open("w", encoding="utf-8") as log:
             log.write("$ " + " ".join(command) + "\n")
             log.flush()
             process = spawn_owned(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
             )
             assert process.stdout is not None
             deadline = time.monotonic() + timeout_s
             timed_out = False
+            bar = progress_reporter(stage, None, progress and "--help" not in command)
+            last = [""]  # the command's last status line, shown after the elapsed time
 
             def watchdog() -> None:
                 nonlocal timed_out
@@ -142,7 +167,8 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
                         timed_out = True
                         _stop_group(process)
                         return
-                    time.sleep(0.5)
+                    bar.update(0, last[0])
+                    time.sleep(1.0)
 
             guard = threading.Thread(target=watchdog, daemon=True)
             guard.start()
@@ -151,12 +177,18 @@ def subprocess_runner(say: Callable[[str], None]) -> CommandRunner:
                     log.write(line)
                     log.flush()
                     tail.append(line.rstrip())
-                    say(line.rstrip())
+                    parsed = parse_line(line)
+                    if parsed.problem:
+                        say(f"[{stage}] {parsed.console_text()}")
+                    elif parsed.message.strip():
+                        last[0] = parsed.message.strip()
                 process.wait()
             except BaseException:
                 _stop_group(process)
                 raise
-            guard.join(timeout=1.0)
+            finally:
+                guard.join(timeout=2.0)
+                bar.close()
         code = EXIT_TIMEOUT if timed_out else int(process.returncode)
         return code, "\n".join(tail)
 
@@ -208,8 +240,12 @@ def prepare_demos(
     datagen: DatagenConfig,
     log_dir: Path,
     runner: CommandRunner,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[PrerequisiteStep, DatagenConfig]:
-    """Find or record MimicGen's source demonstrations (see the module docstring)."""
+    """Find or record MimicGen's source demonstrations (see the module docstring).
+
+    ``say`` gets one ``[demos] running`` line before the recording starts.
+    """
     affects = [c.name for c in _selected(config, datagen) if c.behavior == "mimicgen"]
     path, origin = mimicgen_source_path(config, datagen)
     if not affects:
@@ -241,6 +277,8 @@ def prepare_demos(
     for argument in config.cell_launch_args:
         command += ["--launch-arg", argument]
     log = log_dir / "record_demos.log"
+    if say is not None:
+        say(f"[demos] running: recording {config.demos_episodes} demonstrations (log {log})")
     started = time.monotonic()
     code, tail = runner(command, config.prepare_timeout_s, log)
     wall = time.monotonic() - started
@@ -285,8 +323,12 @@ def prepare_grounding(
     datagen: DatagenConfig,
     log_dir: Path,
     runner: CommandRunner,
+    say: Callable[[str], None] | None = None,
 ) -> PrerequisiteStep:
-    """Find the grounding artifact or run ``r2s2r ground`` against the twin to make it."""
+    """Find the grounding artifact or run ``r2s2r ground`` against the twin to make it.
+
+    ``say`` gets one ``[grounding] running`` line before ``r2s2r ground`` starts.
+    """
     affects = [c.name for c in _selected(config, datagen) if c.world == "grounded"]
     path = Path(config.grounding_artifact_path or datagen.grounding_artifact_path).resolve()
     if not affects:
@@ -304,6 +346,8 @@ def prepare_grounding(
         return PrerequisiteStep("grounding", "skipped", str(path), detail, affects)
     log = log_dir / "ground.log"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if say is not None:
+        say(f"[grounding] running: r2s2r ground against the twin (log {log})")
     started = time.monotonic()
     code, tail = runner(command, config.prepare_timeout_s, log)
     wall = time.monotonic() - started
@@ -334,6 +378,7 @@ def prepare_prerequisites(
     log_dir: Path,
     say: Callable[[str], None],
     runner: CommandRunner | None = None,
+    progress: bool = True,
 ) -> PrerequisitesReport:
     """Find or produce what the selected configurations need (see the module docstring).
 
@@ -344,23 +389,22 @@ def prepare_prerequisites(
         config: The job's settings.
         datagen: The configurations file's content.
         log_dir: Folder for the commands' logs.
-        say: Progress messages.
+        say: Stage lines (``[demos] running``, ``[demos] done in 95 s``, ``[demos] up to
+            date``) and the commands' warnings and errors.
         runner: How commands run; :func:`subprocess_runner` when None.
+        progress: Progress line while a command runs (:func:`subprocess_runner`).
 
     Raises:
         r2s2r_common.config.ConfigError: Unknown configuration name or a bad MimicGen config.
 
     """
-    run = runner or subprocess_runner(lambda line: say(f"  | {line}"))
+    run = runner or subprocess_runner(say, progress)
     steps: list[PrerequisiteStep] = []
     if config.prepare_demos:
-        say("sim_generate: prerequisite demos: checking MimicGen's source demonstrations")
-        step, datagen = prepare_demos(config, datagen, log_dir, run)
+        step, datagen = prepare_demos(config, datagen, log_dir, run, say)
         steps.append(step)
+        say(step.stage_line())
     if config.prepare_grounding:
-        say("sim_generate: prerequisite grounding: checking the grounding artifact")
-        steps.append(prepare_grounding(config, datagen, log_dir, run))
-    for step in steps:
-        if step.status != "not_needed":
-            say(f"sim_generate: {step.note()}")
+        steps.append(prepare_grounding(config, datagen, log_dir, run, say))
+        say(steps[-1].stage_line())
     return PrerequisitesReport(steps, datagen)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from r2s2r_common.config import ConfigError
+from r2s2r_common.console import Reporter, duration_text, progress_reporter
 
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
@@ -189,21 +190,14 @@ def run_jobs(
     return reports
 
 
-def _progress_bar(total: int, enabled: bool) -> tuple[Any, ProgressCallback]:
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, disable=not enabled, unit="ep", file=sys.stderr, dynamic_ncols=True)
+def _progress_bar(total: int, enabled: bool) -> tuple[Reporter, ProgressCallback]:
+    bar = progress_reporter("generate", total, enabled, unit="ep")
     started = time.monotonic()
 
     def update(finished: int, _total: int, successes: int, attempts: int) -> None:
         minutes = max(time.monotonic() - started, 1e-6) / 60.0
-        bar.update(finished - bar.n)
-        bar.set_postfix(
-            {
-                "yield": f"{successes / attempts:.0%}" if attempts else "-",
-                "ep/min": f"{finished / minutes:.1f}",
-            }
-        )
+        rate = "-" if not attempts else f"{successes / attempts:.0%}"
+        bar.update(finished, f"yield {rate}, {finished / minutes:.1f} ep/min")
 
     return bar, update
 
@@ -219,7 +213,8 @@ def run_generation(
     Args:
         config: Sizes and placement of the run.
         progress: Extra progress callback (e.g. the node's diagnostics).
-        log: Where messages go (default: stderr).
+        log: Where the stage lines go (default: stderr): ``[demos]`` and ``[grounding]``
+            (the prerequisites), ``[generate] running / done in N s / up to date``.
         command_runner: How prerequisite commands run (default: subprocesses).
 
     Returns:
@@ -240,6 +235,7 @@ def run_generation(
         Path(config.output_dir).resolve() / "logs",
         say,
         command_runner,
+        config.progress,
     )
     datagen = prerequisites.datagen
     overrides = config.overrides()
@@ -264,7 +260,7 @@ def run_generation(
     for entry in prepared:
         if entry.unavailable:
             summary.notes.append(f"{entry.spec.name}: not run: {entry.unavailable}")
-            say(f"sim_generate: {entry.spec.name}: NOT RUN: {entry.unavailable}")
+            say(f"[generate] {entry.spec.name}: NOT RUN: {entry.unavailable}")
 
     # Resume: finished episodes are skipped, unless their data is gone.
     latest = ledger.latest()
@@ -289,8 +285,15 @@ def run_generation(
         (job for job in all_jobs if job.key not in done),
         key=lambda j: (j.world_config_id, [o.type_name for o in j.plan.objects], j.episode_index),
     )
-    if len(all_jobs) > len(jobs):
-        say(f"sim_generate: resuming: {len(all_jobs) - len(jobs)} episodes already finished")
+    finished_before = len(all_jobs) - len(jobs)
+    if not jobs:
+        say(f"[generate] up to date ({finished_before} episodes finished)")
+    else:
+        resumed = f", {finished_before} already finished" if finished_before else ""
+        say(
+            f"[generate] running: {len(jobs)} episodes on {min(config.workers, len(jobs))} "
+            f"workers{resumed} (shards in {run_dir / 'shards'})"
+        )
 
     reports: list[JobReport] = []
     if jobs:
@@ -324,6 +327,7 @@ def run_generation(
         finally:
             bar.close()
             pool.close()
+        say(f"[generate] done in {duration_text(summary.jobs_elapsed_s)}")
 
     summary.elapsed_s = time.monotonic() - started
     _summarise(summary, prepared, ledger, reports, config, run_dir)

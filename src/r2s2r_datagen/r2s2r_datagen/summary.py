@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -149,8 +150,8 @@ class RunSummary:
         from rich.table import Table
 
         table = Table(title=f"sim_generate: {self.run_dir} (session {self.session})")
+        table.add_column("configuration", no_wrap=True)  # names are never cut short
         for column in (
-            "configuration",
             "attempts",
             "successes",
             "yield",
@@ -186,7 +187,9 @@ class RunSummary:
         """Print the table and the notes with rich."""
         from rich.console import Console
 
-        console = Console(file=file, width=160)
+        # A terminal's width (or COLUMNS, which `r2s2r launch` sets for its nodes); else 160.
+        width = None if os.environ.get("COLUMNS", "").isdigit() else 160
+        console = Console(file=file, width=width)
         console.print(self.table())
         for note in self.notes:
             console.print(f"note: {note}", markup=False, highlight=False)

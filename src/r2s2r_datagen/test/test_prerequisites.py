@@ -5,12 +5,14 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config
 from r2s2r_datagen.prerequisites import (
     EXIT_TIMEOUT,
     ground_command,
     prepare_prerequisites,
+    subprocess_runner,
 )
 from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.summary import EXIT_NOTHING_RAN
@@ -199,3 +201,55 @@ def test_ground_command_passes_cell_launch_args_on() -> None:
         "--launch-arg", "x:=1", "--launch-arg", "y:=2",
     ]  # fmt: skip
     assert ground_command(HELP_NONE, Path("/a.yaml")) is None
+
+
+def test_the_console_gets_one_stage_line_per_step(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    config = _config(
+        tmp_path,
+        configurations_file,
+        prepare_demos=True,
+        prepare_grounding=True,
+        grounding_artifact_path=str(tmp_path / "grounding" / "artifact.yaml"),
+    )
+    said: list[str] = []
+    prepare_prerequisites(
+        config, load_datagen_config(configurations_file), tmp_path, said.append, FakeRunner()
+    )
+    assert said[0].startswith("[demos] running: recording 6 demonstrations (log ")
+    assert said[1].startswith("[demos] done in ")
+    assert said[2].startswith("[grounding] running: r2s2r ground against the twin (log ")
+    assert said[3].startswith("[grounding] done in ")
+    assert len(said) == 4, said
+
+    again: list[str] = []
+    prepare_prerequisites(
+        config, load_datagen_config(configurations_file), tmp_path, again.append, FakeRunner()
+    )
+    assert again == ["[demos] up to date", "[grounding] up to date"]
+
+
+@pytest.mark.graph
+def test_a_command_s_output_goes_to_its_log_once_and_only_problems_to_the_console(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        "[INFO] [1796148686.58] [calibration]: intrinsics: rms 0.04 px",
+        "[WARN] [1796148686.68] [calibration]: a view is out of reach",
+        "[real_twin] WARN: belt slipping",
+        "plain progress text",
+    ]
+    script = "".join(f"print({line!r})\n" for line in lines)
+    said: list[str] = []
+    log = tmp_path / "ground.log"
+    code, tail = subprocess_runner(said.append)([sys.executable, "-c", script], 60.0, log)
+    assert code == 0
+    assert said == [
+        "[grounding] WARN: a view is out of reach",
+        "[grounding] [real_twin] WARN: belt slipping",
+    ]
+    text = log.read_text()
+    for line in lines:
+        assert text.splitlines().count(line) == 1, text
+    assert tail.splitlines() == lines

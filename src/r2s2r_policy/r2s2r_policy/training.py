@@ -463,7 +463,8 @@ def train(
         total=config.steps,
         initial=start_step,
         unit="step",
-        disable=rank != 0 or not config.progress_bar,
+        # None: drawn only on a terminal (a pipe or a log file gets no carriage-return lines).
+        disable=True if rank != 0 or not config.progress_bar else None,
         dynamic_ncols=True,
     )
     model.train()

@@ -325,12 +325,26 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
             assert entry["trials"] == 1
             assert entry["successes"] + sum(entry["failures"].values()) == 1
 
+    # The console: each stage once as running, then done in N s; one count per evaluation,
+    # not a line per trial.
+    ran = results.metadata["stages_run_this_session"]
+    stage_lines = [line for line in lines if line.startswith("[")]
+    for stage in ran:
+        mine = [line for line in stage_lines if line.startswith(f"[{stage}] ")]
+        assert mine[0] == f"[{stage}] running", lines
+        assert sum(line.startswith(f"[{stage}] done in ") for line in mine) == 1, lines
+    assert not [line for line in lines if " trial " in line], lines
+
     # Second run, same inputs: no stage does any work, same table.
     lines.clear()
     again = run_experiment(smoke_config, out, "r2s2r experiment ...", lines.append, False)
     assert again.metadata["stages_run_this_session"] == []
     assert len(again.metadata["stages_skipped_this_session"]) == 12
     assert again.table() == results.table()
+    # Its console: one line per stage, then the table.
+    assert [line for line in lines if line.startswith("[")] == [
+        f"[{stage}] up to date" for stage in again.metadata["stages_skipped_this_session"]
+    ], lines
 
     # The command line, same inputs but a changed protocol: only the evaluations re-run.
     args = ["--smoke", "--out", str(out), "--steps", "4", "--batch-size", "4", "--no-progress"]

@@ -23,6 +23,7 @@ import json
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Any
 
 import yaml
 from r2s2r_common.config import ConfigError, dump_yaml, load_config, parse_config
+from r2s2r_common.console import parse_line, progress_reporter
 from r2s2r_common.process import run_owned
 
 from ..evaluation.report import ALL, SHIFTED
@@ -152,15 +154,39 @@ def private_ros_environment() -> dict[str, str]:
     return env
 
 
-def run_command(command: list[str], log_path: Path, timeout_s: float, what: str) -> None:
-    """Run an external step in a private ROS domain, its output to ``log_path``.
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as stream:
+            stream.seek(max(0, path.stat().st_size - 4096))
+            lines = [line for line in stream.read().decode(errors="replace").splitlines() if line]
+    except OSError:
+        return ""
+    return parse_line(lines[-1]).message.strip() if lines else ""
+
+
+def run_command(
+    command: list[str], log_path: Path, timeout_s: float, what: str, progress: bool = False
+) -> None:
+    """Run an external step in a private ROS domain, its whole output to ``log_path`` only.
+
+    With ``progress`` a terminal shows one in-place line while it runs: the elapsed time and
+    the log's last line.
 
     Raises:
         StageError: Non-zero exit, timeout, or a missing executable; with the log's tail.
 
     """
+    bar = progress_reporter(what, None, progress)
+    finished = threading.Event()
+
+    def follow() -> None:
+        while not finished.wait(1.0):
+            bar.update(0, _last_line(log_path))
+
+    follower = threading.Thread(target=follow, daemon=True)
     try:
         with log_path.open("w") as stream:
+            follower.start()
             # Owned: the step (and the graph it may start) dies with the experiment.
             code, timed_out = run_owned(
                 command,
@@ -171,6 +197,11 @@ def run_command(command: list[str], log_path: Path, timeout_s: float, what: str)
             )
     except FileNotFoundError as error:
         raise StageError(f"{what}: cannot run {shlex.join(command)}: {error}") from None
+    finally:
+        finished.set()
+        if follower.is_alive():
+            follower.join(timeout=2.0)
+        bar.close()
     if timed_out:
         raise StageError(f"{what}: {shlex.join(command)} ran past {timeout_s:.0f} s")
     if code != 0:
@@ -301,14 +332,21 @@ class Experiment:
                     "twin_config": str(self.twin_path),
                 },
             )
-            run_command(command, folder / "demos.log", self.config.command_timeout_s, "demos")
+            run_command(
+                command,
+                folder / "demos.log",
+                self.config.command_timeout_s,
+                "demos",
+                self.progress_bars,
+            )
             dataset = folder / "dataset.hdf5"
             if not dataset.exists():
                 raise StageError(f"demos: {shlex.join(command)} did not write {dataset}")
             return {"dataset": str(dataset)}, {"command": shlex.join(command)}
 
         try:
-            outcome = self.stages.run("demos", inputs, body)
+            log = self.stages.folder("demos") / "demos.log"
+            outcome = self.stages.run("demos", inputs, body, note=f"log {log}")
         except StageError as error:
             return Unavailable(f"real demonstrations not recorded: {error}")
         self.state.note("demos", outcome)
@@ -329,13 +367,20 @@ class Experiment:
                 self.config.ground_command,
                 {"artifact": str(artifact), "twin_config": str(self.twin_path)},
             )
-            run_command(command, folder / "ground.log", self.config.command_timeout_s, "grounding")
+            run_command(
+                command,
+                folder / "ground.log",
+                self.config.command_timeout_s,
+                "grounding",
+                self.progress_bars,
+            )
             if not artifact.is_file():
                 raise StageError(f"grounding: {shlex.join(command)} did not write {artifact}")
             return {"artifact": str(artifact)}, {"command": shlex.join(command)}
 
         try:
-            outcome = self.stages.run("grounding", inputs, body)
+            log = self.stages.folder("grounding") / "ground.log"
+            outcome = self.stages.run("grounding", inputs, body, note=f"log {log}")
         except StageError as error:
             return Unavailable(f"grounding artifact not produced: {error}")
         self.state.note("grounding", outcome)
@@ -409,7 +454,9 @@ class Experiment:
                         output_dir=str(folder / "run"),
                         progress=self.progress_bars,
                     ),
-                    log=self.log,
+                    # Its stage lines would repeat this stage's; what makes a configuration
+                    # unavailable comes back in the summary (and is raised below).
+                    log=lambda _text: None,
                 )
             except (ConfigError, RuntimeError) as error:  # bad artifact, workers that die
                 raise StageError(f"generation of {configuration}: {error}") from None
@@ -540,12 +587,19 @@ class Experiment:
         def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
             from ..evaluation.report import EvaluationReport
 
+            bar = progress_reporter(
+                f"evaluation/{name}",
+                sum(protocol.trials_per_condition.values()),
+                self.progress_bars,
+                unit="trial",
+            )
+            counts = {"done": 0, "successes": 0}
+
             def echo(record: Any) -> None:
-                mark = "ok  " if record.success else "FAIL"
-                self.log(
-                    f"  [{name}] trial {record.index:>2} {mark} {record.condition:<14} "
-                    f"{record.reason} ({record.wall_s:.1f} s wall)"
-                )
+                # Every trial is in evaluation.json; the console shows the count so far.
+                counts["done"] += 1
+                counts["successes"] += bool(record.success)
+                bar.update(counts["done"], f"{counts['successes']} succeeded")
 
             report: EvaluationReport
             try:
@@ -584,7 +638,10 @@ class Experiment:
                     )
             except (RuntimeError, ValueError) as error:
                 raise StageError(f"evaluation of {name}: {error}") from None
+            finally:
+                bar.close()
             json_path, _ = report.save(folder, "evaluation")
+            self.log(f"[evaluation/{name}] {counts['successes']}/{counts['done']} trials succeeded")
             return {"evaluation": str(json_path)}, {"wall_s": report.wall_s}
 
         stage = f"evaluation/{name}"

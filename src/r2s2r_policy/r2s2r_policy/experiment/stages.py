@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2s2r_common.console import duration_text
+
 STAGE_RECORD = "stage.json"
 PENDING_RECORD = "stage.pending"
 
@@ -192,8 +194,13 @@ class StageRunner:
         inputs: Mapping[str, Any],
         body: StageBody,
         resume_inputs: Mapping[str, Any] | None = None,
+        note: str = "",
     ) -> StageOutcome:
         """Run stage ``name`` unless it is up to date.
+
+        The log gets one line when it starts (``[name] running``, with ``note`` such as
+        where its command's log goes) and one when it ends (``[name] done in N s``), or only
+        ``[name] up to date``.
 
         The old record is removed before the body runs, so an interrupted stage is never
         mistaken for a finished one. The body may resume from partial outputs left in its
@@ -207,7 +214,7 @@ class StageRunner:
         record = self.cached(name, inputs)
         if record is not None:
             self.skipped.append(name)
-            self.log(f"[{name}] up to date (inputs {record.inputs_hash[:12]}), skipped")
+            self.log(f"[{name}] up to date")
             return StageOutcome(record, cached=True)
         folder = self.folder(name)
         resume_hash = inputs_hash(inputs if resume_inputs is None else resume_inputs)
@@ -223,7 +230,7 @@ class StageRunner:
         pending.write_text(resume_hash)
         record_path = folder / STAGE_RECORD
         record_path.unlink(missing_ok=True)
-        self.log(f"[{name}] running")
+        self.log(f"[{name}] running" + (f" ({note})" if note else ""))
         started = time.perf_counter()
         outputs, info = body(folder)
         missing = {k: v for k, v in outputs.items() if not Path(v).exists()}
@@ -243,5 +250,5 @@ class StageRunner:
         temporary.write_text(json.dumps(record.to_dict(), indent=2))
         os.replace(temporary, record_path)
         self.ran.append(name)
-        self.log(f"[{name}] done in {record.wall_s:.1f} s")
+        self.log(f"[{name}] done in {duration_text(record.wall_s)}")
         return StageOutcome(record, cached=False)
