@@ -110,6 +110,23 @@ def score(
         shown = "not measured" if value is None else f"{value:.5g}"
         print(f"[{name}] {figure:<34} {shown:>12}  target {target}  {status}")
 
+    def add_pose(
+        key: str, position_m: float, rotation_rad: float, rotation_target_deg: float, record: Any
+    ) -> None:
+        """Position (target 3 mm) and rotation errors of one pose, with their intervals."""
+        add(
+            f"{key}_position_error_mm",
+            1000 * position_m,
+            3.0,
+            _inside(position_m, record.position_interval_95_m),
+        )
+        add(
+            f"{key}_rotation_error_deg",
+            math.degrees(rotation_rad),
+            rotation_target_deg,
+            _inside(rotation_rad, record.rotation_interval_95_rad),
+        )
+
     T_nominal_base = nominal.robot.base_pose.to_pose().matrix()
     T_true_base = truth.robot.base_pose.to_pose().matrix()
     for key in ("head", "hand"):
@@ -167,22 +184,12 @@ def score(
             estimate = invert_pose(T_nominal_base) @ estimate
             true_pose = invert_pose(T_true_base) @ true_pose
         position_m, rotation_rad = pose_error(estimate, true_pose)
-        add(
-            f"{key}_position_error_mm",
-            1000 * position_m,
-            3.0,
-            _inside(position_m, pose.position_interval_95_m),
-        )
-        add(
-            f"{key}_rotation_error_deg",
-            math.degrees(rotation_rad),
-            0.3,
-            _inside(rotation_rad, pose.rotation_interval_95_rad),
-        )
+        add_pose(key, position_m, rotation_rad, 0.3, pose)
     for element in ("belt", "bin_0", "bin_1", "bin_2"):
         record = artifact.scene.get(element)
         if record is None:
             add(f"{element}_position_error_mm", None, 3.0)
+            add(f"{element}_rotation_error_deg", None, 0.5)
             continue
         true_pose = (
             (truth.belt.pose if element == "belt" else truth.bins[element].pose).to_pose().matrix()
@@ -197,18 +204,7 @@ def score(
             offset = (invert_pose(truth_base) @ estimate_base)[:3, 3]
             position_m = float(np.hypot(offset[1], offset[2]))
             add("belt_along_travel_held_mm", 1000 * abs(offset[0]), None)
-        add(
-            f"{element}_position_error_mm",
-            1000 * position_m,
-            3.0,
-            _inside(position_m, record.position_interval_95_m),
-        )
-        add(
-            f"{element}_rotation_error_deg",
-            math.degrees(rotation_rad),
-            0.5,
-            _inside(rotation_rad, record.rotation_interval_95_rad),
-        )
+        add_pose(element, position_m, rotation_rad, 0.5, record)
     controller = artifact.controller
     if controller is not None:
         errors = [

@@ -43,6 +43,19 @@ COVERAGE_GOAL = 0.90
 """Fraction of (twin, quantity) pairs whose 95 % interval must contain the true error."""
 
 
+def replay_figure(twin: str, improvement: float | None) -> dict[str, Any]:
+    """The replay-improvement figure of one twin (not measured: None, and a failure)."""
+    value = float(improvement) if improvement is not None and math.isfinite(improvement) else None
+    return {
+        "twin": twin,
+        "figure": "replay_improvement",
+        "value": value,
+        "target": REPLAY_GOAL,
+        "higher_is_better": True,
+        "pass": value is not None and value >= REPLAY_GOAL,
+    }
+
+
 def ground_one(seed: int, path: Path, nominal: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Ground one twin; return its figures, wall time and step failures."""
     from r2s2r_calibration.artifact import load_artifact
@@ -60,18 +73,7 @@ def ground_one(seed: int, path: Path, nominal: Any, args: argparse.Namespace) ->
         report, _ = build_report(run, nominal)
         for axis in report:
             if axis.axis == "replay_joint_rms_rad":
-                improvement = axis.improvement
-                value = None if math.isnan(improvement) else float(improvement)
-                figures.append(
-                    {
-                        "twin": name,
-                        "figure": "replay_improvement",
-                        "value": value,
-                        "target": REPLAY_GOAL,
-                        "higher_is_better": True,
-                        "pass": value is not None and value >= REPLAY_GOAL,
-                    }
-                )
+                figures.append(replay_figure(name, axis.improvement))
     else:
         output = ROOT / args.out / f"artifact_{seed:04d}.yaml"
         wall = bench_grounding.ground_over_ros(path, output, args.rtf)
@@ -83,18 +85,7 @@ def ground_one(seed: int, path: Path, nominal: Any, args: argparse.Namespace) ->
             report = json.loads(report_path.read_text())
             for axis in report.get("figures", []) if isinstance(report, dict) else report:
                 if axis.get("axis") == "replay_joint_rms_rad":
-                    value = axis.get("improvement")
-                    value = float(value) if value is not None and math.isfinite(value) else None
-                    figures.append(
-                        {
-                            "twin": name,
-                            "figure": "replay_improvement",
-                            "value": value,
-                            "target": REPLAY_GOAL,
-                            "higher_is_better": True,
-                            "pass": value is not None and value >= REPLAY_GOAL,
-                        }
-                    )
+                    figures.append(replay_figure(name, axis.get("improvement")))
     figures += bench_grounding.score(name, artifact, truth, nominal, quiet=not args.verbose)
     return {"seed": seed, "figures": figures, "wall_s": wall, "failures": failures}
 
