@@ -155,7 +155,8 @@ def test_sigterm_to_ground_launch_stops_the_graph(tmp_path: Path) -> None:
         command.process.send_signal(signal.SIGTERM)
         took_s, left = wait_all_gone(pids, GONE_WITHIN_S)
         assert not left, f"still alive {took_s:.1f} s after SIGTERM: {left}: {command.tail()}"
-        assert command.process.wait(timeout=10) == 143
+        code = command.process.wait(timeout=10)
+        assert code == 143, f"exit {code} after SIGTERM: {command.tail()}"
         assert [line for line in command.stderr if line.strip()][-1].strip() == (
             "r2s2r: stopped by SIGTERM"
         )
