@@ -666,7 +666,10 @@ def check_case(case: Case, root: Path) -> list[str]:
         if out.timed_out:
             problems.append(f"{where}: ran past {step.timeout_s:.0f} s")
         if out.code != step.code:
-            problems.append(f"{where}: exit code {out.code}, expected {step.code}")
+            problems.append(
+                f"{where}: exit code {out.code}, expected {step.code}; stderr: "
+                f"{out.stderr_lines[-3:]}"
+            )
         if TRACEBACK in out.stderr or TRACEBACK in out.stdout:
             problems.append(f"{where}: traceback printed")
         lines = out.stderr_lines

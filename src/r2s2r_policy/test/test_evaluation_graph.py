@@ -183,3 +183,18 @@ def test_policy_node_process_drives_twin_process(files: tuple[Path, Path], tmp_p
     assert record.duration_s == pytest.approx(2.0, abs=0.05)
     assert "active: commanding" in log
     assert time.monotonic() - started < 100.0
+
+
+@pytest.mark.graph
+def test_a_node_that_died_is_named_with_its_log(tmp_path: Path) -> None:
+    import subprocess
+
+    from r2s2r_policy.evaluation.ros import EvaluationGraph, HarnessError
+
+    graph = EvaluationGraph(checkpoint=str(tmp_path / "ckpt"), log_dir=tmp_path)
+    first = graph.nodes()[0].executable
+    (tmp_path / f"{first}.log").write_text("starting\nloading the world\nfatal: no such file\n")
+    graph.processes = [subprocess.Popen(["sh", "-c", "exit 3"])]
+    graph.processes[0].wait()
+    with pytest.raises(HarnessError, match=rf"{first} exited with code 3 .*fatal: no such file"):
+        graph.check_alive()

@@ -344,9 +344,10 @@ class EvaluationGraph:
         """
         for node, process in zip(self.nodes(), self.processes, strict=False):
             if process.poll() is not None:
+                log = self.log_dir / (node.executable + ".log")
                 raise HarnessError(
-                    f"{node.executable} exited with code {process.returncode} "
-                    f"(log: {self.log_dir / (node.executable + '.log')})"
+                    f"{node.executable} exited with code {process.returncode} (log: {log}; "
+                    f"last lines: {log_tail(log)})"
                 )
 
     def stop(self, grace_s: float = 5.0) -> None:
@@ -362,6 +363,16 @@ class EvaluationGraph:
             except subprocess.TimeoutExpired:
                 stop_process_group(process, grace_s, (signal.SIGKILL,))
         self.processes = []
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    """Return the last non-empty lines of a log file, joined by ' | ' ('' if unreadable)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text if line.strip()]
+    return " | ".join(kept[-lines:])[-600:]
 
 
 def evaluate_ros(
@@ -431,20 +442,30 @@ def evaluate_ros(
             )
             graph.start()
         harness = EvaluationHarness(context, policy_node)
-        harness.wait_for_graph(graph_timeout_s)
-        if graph is not None:
-            graph.check_alive()
-        if policy_node:
-            state = harness.policy_state()
-            if state == "unconfigured":
-                request = ChangeState.Request()
-                request.transition.id = Transition.TRANSITION_CONFIGURE
-                if not harness._call(harness.change_state, request, "configure").success:
-                    raise HarnessError(
-                        f"/{policy_node} refused to configure with {checkpoint} (spec mismatch "
-                        f"or bad checkpoint; see {Path(log_dir) / 'policy_inference.log'})"
-                    )
-        report = run_protocol(harness, config, str(checkpoint), progress)
+        try:
+            harness.wait_for_graph(graph_timeout_s)
+            if graph is not None:
+                graph.check_alive()
+            if policy_node:
+                state = harness.policy_state()
+                if state == "unconfigured":
+                    request = ChangeState.Request()
+                    request.transition.id = Transition.TRANSITION_CONFIGURE
+                    if not harness._call(harness.change_state, request, "configure").success:
+                        raise HarnessError(
+                            f"/{policy_node} refused to configure with {checkpoint} (spec "
+                            "mismatch or bad checkpoint; see "
+                            f"{Path(log_dir) / 'policy_inference.log'})"
+                        )
+            report = run_protocol(harness, config, str(checkpoint), progress)
+        except HarnessError as error:
+            # A service that never answers is often a node that died: say which, with its log.
+            if graph is not None:
+                try:
+                    graph.check_alive()
+                except HarnessError as dead:
+                    raise HarnessError(f"{error}; {dead}") from None
+            raise
         report.metadata.update(
             {"real_time_factor": real_time_factor, "launched": launch, "twin_config": twin_config}
         )
