@@ -29,7 +29,6 @@ from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation.baseline import robot_policy_spec, untrained_policy
 from r2s2r_policy.inference import InferenceConfig, InferenceEngine, StepStatus
-from r2s2r_recorder.dataset import OBJECT_TRACK_KEY
 
 HOME = [HOME_POSITIONS[name] for name in ALL_JOINT_NAMES]
 
@@ -57,14 +56,7 @@ def engine_latency(policy: torch.nn.Module, iterations: int, execution: str) -> 
         engine.observe_belt_speed(0.1)
 
     observe()
-    observation = engine.buffer.snapshot(engine.clock())[0]
-    batch = {k: torch.from_numpy(observation[k])[None] for k in spec.image_keys}
-    batch["joint_pos_rad"] = torch.as_tensor(observation["joint_pos_rad"], dtype=torch.float32)[
-        None
-    ]
-    batch["belt_speed_mps"] = torch.tensor([[0.1]])
-    if OBJECT_TRACK_KEY in observation:
-        batch[OBJECT_TRACK_KEY] = torch.as_tensor(observation[OBJECT_TRACK_KEY])[None]
+    batch = policy.observation_batch(engine.buffer.snapshot(engine.clock())[0])  # type: ignore[operator]
     steps, bare = [], []
     for index in range(iterations + 10):
         now[0] += engine.dt_s

@@ -335,6 +335,17 @@ class EvaluationGraph:
                     spawn_owned(command, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
 
+    def dead_node(self) -> str | None:
+        """Describe the first node process that exited (code, log, its last lines), else None."""
+        for node, process in zip(self.nodes(), self.processes, strict=False):
+            if process.poll() is not None:
+                log = self.log_dir / (node.executable + ".log")
+                return (
+                    f"{node.executable} exited with code {process.returncode} (log: {log}; "
+                    f"last lines: {log_tail(log)})"
+                )
+        return None
+
     def check_alive(self) -> None:
         """Raise if a node process exited.
 
@@ -342,13 +353,9 @@ class EvaluationGraph:
             HarnessError: Naming the node and its exit code (see its log).
 
         """
-        for node, process in zip(self.nodes(), self.processes, strict=False):
-            if process.poll() is not None:
-                log = self.log_dir / (node.executable + ".log")
-                raise HarnessError(
-                    f"{node.executable} exited with code {process.returncode} (log: {log}; "
-                    f"last lines: {log_tail(log)})"
-                )
+        dead = self.dead_node()
+        if dead is not None:
+            raise HarnessError(dead)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGINT every process, then SIGKILL those still alive after ``grace_s``."""
@@ -460,12 +467,10 @@ def evaluate_ros(
             report = run_protocol(harness, config, str(checkpoint), progress)
         except HarnessError as error:
             # A service that never answers is often a node that died: say which, with its log.
-            if graph is not None:
-                try:
-                    graph.check_alive()
-                except HarnessError as dead:
-                    raise HarnessError(f"{error}; {dead}") from None
-            raise
+            dead = graph.dead_node() if graph is not None else None
+            if dead is None:
+                raise
+            raise HarnessError(f"{error}; {dead}") from None
         report.metadata.update(
             {"real_time_factor": real_time_factor, "launched": launch, "twin_config": twin_config}
         )

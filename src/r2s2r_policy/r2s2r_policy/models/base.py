@@ -177,6 +177,25 @@ class Policy(nn.Module, abc.ABC):
                     f"observation[{OBJECT_TRACK_KEY!r}]: expected shape ({width},), got {got}"
                 )
 
+    def observation_batch(self, observation: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Turn one checked observation into the model's batch of one (images not copied)."""
+        batch: dict[str, torch.Tensor] = {
+            key: torch.from_numpy(np.ascontiguousarray(observation[key]))[None]
+            for key in self.spec.image_keys
+        }
+        batch[JOINT_POS_KEY] = torch.as_tensor(observation[JOINT_POS_KEY], dtype=torch.float32)[
+            None
+        ]
+        if self.spec.use_belt_speed:
+            batch[BELT_SPEED_KEY] = torch.as_tensor(
+                observation[BELT_SPEED_KEY], dtype=torch.float32
+            ).reshape(1, 1)
+        if self.spec.uses_object_track:
+            batch[OBJECT_TRACK_KEY] = torch.as_tensor(
+                observation[OBJECT_TRACK_KEY], dtype=torch.float32
+            )[None]
+        return batch
+
     @torch.inference_mode()
     def predict_chunk(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
         """Predict the next ``H`` joint targets from one observation.
@@ -197,21 +216,7 @@ class Policy(nn.Module, abc.ABC):
 
         """
         self.check_observation(observation)
-        batch: dict[str, torch.Tensor] = {
-            key: torch.from_numpy(np.ascontiguousarray(observation[key]))[None]
-            for key in self.spec.image_keys
-        }
-        batch[JOINT_POS_KEY] = torch.as_tensor(observation[JOINT_POS_KEY], dtype=torch.float32)[
-            None
-        ]
-        if self.spec.use_belt_speed:
-            batch[BELT_SPEED_KEY] = torch.as_tensor(
-                observation[BELT_SPEED_KEY], dtype=torch.float32
-            ).reshape(1, 1)
-        if self.spec.uses_object_track:
-            batch[OBJECT_TRACK_KEY] = torch.as_tensor(
-                observation[OBJECT_TRACK_KEY], dtype=torch.float32
-            )[None]
+        batch = self.observation_batch(observation)
         was_training = self.training
         if was_training:
             self.eval()
