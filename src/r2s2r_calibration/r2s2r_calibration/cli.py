@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from r2s2r_common.errors import Terminated, sigterm_as_flag
 
 
 @contextlib.contextmanager
@@ -157,9 +158,14 @@ def ground_command(
             executor.add_node(node)
             if not node.autostart():
                 raise click.UsageError("the calibration node failed to configure (see the log)")
-            spin_until_done(node, executor)
+            # SIGTERM while spinning: stop the loop, clean up, then end as Terminated (raised
+            # from inside rclpy it would come out as another error).
+            with sigterm_as_flag() as terminated:
+                spin_until_done(node, executor, terminated)
             executor.shutdown()
             node.destroy_node()
+            if terminated.is_set():
+                raise Terminated("SIGTERM")
         finally:
             rclpy.shutdown(context=context)
     click.echo(f"r2s2r ground: {time.perf_counter() - started:.1f} s wall in all")

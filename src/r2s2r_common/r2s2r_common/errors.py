@@ -18,7 +18,12 @@ ROS-free and dependency-free, so every package can raise these.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -58,6 +63,30 @@ class Terminated(SystemExit):
     def __init__(self, signal_name: str = "SIGTERM") -> None:
         super().__init__(EXIT_TERMINATED)
         self.signal_name = signal_name
+
+
+@contextlib.contextmanager
+def sigterm_as_flag() -> Iterator[threading.Event]:
+    """While inside, SIGTERM sets the yielded event instead of raising :class:`Terminated`.
+
+    For loops that spend their time inside C extensions (rclpy's executor): an exception raised
+    by a signal handler there comes out as another error (pybind11 turns it into a
+    RuntimeError), so the loop checks the event and the caller raises :class:`Terminated` once
+    it is back in plain Python. Outside the main thread it only yields an unset event.
+    """
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+
+    def handler(_signum: int, _frame: Any) -> None:
+        event.set()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def debug_enabled() -> bool:

@@ -177,9 +177,15 @@ class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
             self.done.set()
 
 
-def spin_until_done(node: CalibrationNode, executor: Executor) -> None:
-    """Spin until the procedure finished (or ROS shuts down)."""
-    while rclpy.ok(context=node.context) and not node.done.is_set():
+def spin_until_done(
+    node: CalibrationNode, executor: Executor, stop: threading.Event | None = None
+) -> None:
+    """Spin until the procedure finished, ROS shuts down or ``stop`` is set."""
+    while (
+        rclpy.ok(context=node.context)
+        and not node.done.is_set()
+        and not (stop is not None and stop.is_set())
+    ):
         executor.spin_once(timeout_sec=0.1)
 
 
