@@ -26,8 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import cv2
 import numpy as np
+import torch
 from torch.utils.data import Dataset
 
+from .models.palm_frame import PalmObjectFeatures
 from .normalization import NormalizationStats, RunningStats
 from .spec import (
     ACTION_MASK_KEY,
@@ -35,6 +37,8 @@ from .spec import (
     BELT_SPEED_KEY,
     JOINT_POS_KEY,
     OBJECT_TRACK_KEY,
+    PALM_OBJECT_DIM,
+    PALM_OBJECT_KEY,
     PolicySpec,
 )
 
@@ -669,8 +673,19 @@ class ChunkDataset(Dataset[Sample]):
 
     def update_stats(self, stats: dict[str, RunningStats]) -> None:
         """Add this source's inputs and action targets to running statistics."""
+        palm_features = (
+            PalmObjectFeatures(self.spec.joint_names) if PALM_OBJECT_KEY in stats else None
+        )
         for episode, low in enumerate(self._low_dim):
             for key, running in stats.items():
+                if key == PALM_OBJECT_KEY and palm_features is not None:
+                    running.update(
+                        palm_features(
+                            torch.from_numpy(low[JOINT_POS_KEY]),
+                            torch.from_numpy(low[OBJECT_TRACK_KEY]),
+                        ).numpy()
+                    )
+                    continue
                 if key == ACTIONS_KEY:
                     targets = [self.chunk_at(episode, f) for f in range(len(low[ACTIONS_KEY]))]
                     values = np.concatenate([c[m] for c, m in targets if m.any()])
@@ -699,6 +714,8 @@ def compute_normalization(datasets: Sequence[ChunkDataset], spec: PolicySpec) ->
         stats[BELT_SPEED_KEY] = RunningStats(1)
     if spec.uses_object_track:
         stats[OBJECT_TRACK_KEY] = RunningStats(len(spec.object_track_fields))
+    if spec.palm_object_features:
+        stats[PALM_OBJECT_KEY] = RunningStats(PALM_OBJECT_DIM)
     for dataset in datasets:
         dataset.update_stats(stats)
     return NormalizationStats(features={key: value.finish() for key, value in stats.items()})

@@ -30,6 +30,11 @@ OBJECT_TRACK_KEY = "object_track"
 ACTIONS_KEY = "actions"
 ACTION_MASK_KEY = "action_mask"
 
+PALM_OBJECT_KEY = "palm_object"
+"""Normalisation-statistics key of the derived palm/object input (not a dataset key)."""
+PALM_OBJECT_DIM = 12
+"""Width of that input (``r2s2r_policy.models.palm_frame.PALM_OBJECT_FIELDS``)."""
+
 BELT_SPEED_SOURCE = "belt_speed"
 """``belt_speed_source`` of data whose belt speed is the ``belt_speed`` estimator's output."""
 
@@ -96,6 +101,12 @@ class PolicySpec(ConfigModel):
     object_track_source: str = Field(
         default="", description="What makes the tracked-object input (e.g. 'object_tracker')."
     )
+    palm_object_features: bool = Field(
+        default=False,
+        description="Also feed the palm position (forward kinematics of the measured joints) "
+        "and the tracked object relative to the palm (r2s2r_policy.models.palm_frame); needs "
+        "the tracked-object input.",
+    )
     action_representation: Literal["absolute", "delta"] = Field(
         default="absolute",
         description="absolute: the model predicts joint targets; delta: targets minus the "
@@ -122,6 +133,10 @@ class PolicySpec(ConfigModel):
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise ValueError(f"{field_name}: duplicate names {duplicates}")
+        if self.palm_object_features and not self.object_track_fields:
+            raise ValueError(
+                "palm_object_features needs the tracked-object input (object_track_fields empty)"
+            )
         return self
 
     @property
@@ -141,6 +156,7 @@ class PolicySpec(ConfigModel):
             len(self.joint_names)
             + (1 if self.use_belt_speed else 0)
             + len(self.object_track_fields)
+            + (PALM_OBJECT_DIM if self.palm_object_features else 0)
         )
 
     @property

@@ -112,6 +112,11 @@ class PolicyOptions(ConfigModel):
         description="Feed the tracked object (the object tracker's output, as the cell "
         "publishes it on /objects/tracks) to the policy.",
     )
+    palm_object_features: bool = Field(
+        default=False,
+        description="Also feed the palm position and the tracked object relative to the palm "
+        "(forward kinematics of the measured joints; r2s2r_policy.models.palm_frame).",
+    )
     action_representation: Literal["absolute", "delta"] = Field(
         default="absolute", description="Predict joint targets, or targets minus measured joints."
     )
@@ -222,6 +227,8 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
     """
     semantics = source.semantics()
     track_fields = list(semantics.object_track_fields) if options.use_object_track else []
+    if options.palm_object_features and not options.use_object_track:
+        raise ValueError("policy.palm_object_features needs policy.use_object_track: true")
     if options.use_object_track and not track_fields:
         raise MissingFeatureError(
             [
@@ -240,6 +247,7 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
         belt_speed_source=semantics.belt_speed_source or "unknown",
         object_track_fields=track_fields,
         object_track_source=semantics.object_track_source if track_fields else "",
+        palm_object_features=options.palm_object_features,
         action_representation=options.action_representation,
         chunk_length=options.chunk_length,
         control_rate_hz=control_rate_hz,

@@ -38,7 +38,7 @@ from r2s2r_belt.perception import (
 )
 from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_sim.cell_runtime import CellConfig, SimCell
+from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.world import load_world
 
@@ -86,6 +86,7 @@ def run_trial(
     trial: TrialSpec,
     perception: CellPerception,
     on_command: Callable[[float, ActionCommand], None] | None = None,
+    on_step: Callable[[SimCell, ControlStep], None] | None = None,
 ) -> TrialRecord:
     """Reset the cell, run one trial with the policy until the judge decides, and record it.
 
@@ -95,6 +96,8 @@ def run_trial(
         trial: Seed and condition.
         perception: Belt speed and object tracking (kept across trials, like the running nodes).
         on_command: Called with (cell time, command) for every command sent (tests, logging).
+        on_step: Called with the cell and every control step (diagnostics that read the
+            twin's truth, e.g. ``bench/probe_policy_rollouts.py``; never a policy input).
 
     Returns:
         The trial's record.
@@ -112,6 +115,8 @@ def run_trial(
     trial_start_s = cell.time_s
     while True:
         step = cell.step_control()
+        if on_step is not None:
+            on_step(cell, step)
         engine.observe_joints(names, step.joint_positions)
         if step.encoder_angle_rad is not None:
             perception.add_encoder(step.time_s, step.encoder_angle_rad)
@@ -177,6 +182,7 @@ def evaluate_in_process(
     robot_spec: RobotSpec | None = None,
     progress: Callable[[TrialRecord], None] | None = None,
     on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
+    on_step: Callable[[TrialSpec, SimCell, ControlStep], None] | None = None,
 ) -> EvaluationReport:
     """Evaluate a policy on the twin's cell in-process (see the module docstring).
 
@@ -193,6 +199,7 @@ def evaluate_in_process(
         robot_spec: When given, a checkpoint is refused unless it matches it.
         progress: Called after each trial with its record.
         on_command: Called with (trial, cell time, command) for every command sent.
+        on_step: Called with (trial, cell, control step) every control period (diagnostics).
 
     Returns:
         The report (``mode='in_process'``).
@@ -230,7 +237,10 @@ def evaluate_in_process(
             hook = None
             if on_command is not None:
                 hook = lambda t, c, trial=trial: on_command(trial, t, c)  # noqa: E731
-            record = run_trial(cell, engine, trial, perception, hook)
+            step_hook = None
+            if on_step is not None:
+                step_hook = lambda c, s, trial=trial: on_step(trial, c, s)  # noqa: E731
+            record = run_trial(cell, engine, trial, perception, hook, step_hook)
             report.records.append(record)
             if progress is not None:
                 progress(record)

@@ -29,7 +29,15 @@ from r2s2r_common.config import ConfigModel
 from torch import nn
 
 from ..normalization import NormalizationStats
-from ..spec import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY, PolicySpec
+from ..spec import (
+    ACTIONS_KEY,
+    BELT_SPEED_KEY,
+    JOINT_POS_KEY,
+    OBJECT_TRACK_KEY,
+    PALM_OBJECT_KEY,
+    PolicySpec,
+)
+from .palm_frame import PalmObjectFeatures
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -66,6 +74,10 @@ class Policy(nn.Module, abc.ABC):
         state_keys = [JOINT_POS_KEY] + ([BELT_SPEED_KEY] if spec.use_belt_speed else [])
         if spec.uses_object_track:
             state_keys.append(OBJECT_TRACK_KEY)
+        self.palm_features: PalmObjectFeatures | None = None
+        if spec.palm_object_features:
+            state_keys.append(PALM_OBJECT_KEY)
+            self.palm_features = PalmObjectFeatures(spec.joint_names)
         for key in state_keys:
             offset, scale = stats.offset_scale(key, spec.normalization)
             offsets.append(offset)
@@ -103,7 +115,7 @@ class Policy(nn.Module, abc.ABC):
         return parse_config(cls.Params, dict(params), source=f"model.params ({cls.__name__})")
 
     def normalized_state(self, batch: Batch) -> torch.Tensor:
-        """Concatenate joints, belt speed and tracked object (as used), normalised.
+        """Concatenate joints, belt speed, tracked object and palm/object geometry, normalised.
 
         Returns:
             ``(B, state_dim)``.
@@ -114,6 +126,8 @@ class Policy(nn.Module, abc.ABC):
             parts.append(batch[BELT_SPEED_KEY].float().reshape(-1, 1))
         if self.spec.uses_object_track:
             parts.append(batch[OBJECT_TRACK_KEY].float())
+        if self.palm_features is not None:
+            parts.append(self.palm_features(parts[0], batch[OBJECT_TRACK_KEY].float()))
         state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
         return (state - self.state_offset) / self.state_scale
 
