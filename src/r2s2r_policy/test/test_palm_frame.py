@@ -10,7 +10,8 @@ from r2s2r_description.cell import NOMINAL_LAYOUT, build_description
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import load_checkpoint
-from r2s2r_policy.data import InMemoryEpisodeSource
+from r2s2r_policy.data import ChunkDataset, InMemoryEpisodeSource, compute_normalization
+from r2s2r_policy.models import build_policy
 from r2s2r_policy.models.palm_frame import PALM_OBJECT_FIELDS, PalmObjectFeatures
 from r2s2r_policy.spec import PALM_OBJECT_DIM, PALM_OBJECT_KEY, PolicySpec
 from r2s2r_policy.training import make_spec, train
@@ -118,3 +119,32 @@ def test_policy_with_palm_features_trains_saves_and_predicts(tmp_path: Path) -> 
     loaded = load_checkpoint(result.checkpoint).policy
     assert loaded.spec.palm_object_features
     np.testing.assert_allclose(loaded.predict_chunk(observation), expected, atol=1e-6)
+
+
+def test_state_noise_moves_the_geometry_with_the_noisy_joints() -> None:
+    """Noise perturbs the measured joints; the palm/object input is that perturbed arm's."""
+    source = InMemoryEpisodeSource(
+        "real",
+        [arm_episode(seed) for seed in range(2)],
+        ALL_JOINT_NAMES,
+        ALL_JOINT_NAMES,
+        control_rate_hz=10.0,
+        semantics=SEMANTICS,
+    )
+    options = tiny_config().policy
+    options.palm_object_features = True
+    spec = make_spec(options, source, 10.0)
+    dataset = ChunkDataset(source, spec)
+    policy = build_policy(spec, compute_normalization([dataset], spec))
+    samples = [dataset[i] for i in range(4)]
+    batch = {k: torch.as_tensor(np.stack([s[k] for s in samples])) for k in samples[0]}
+    torch.manual_seed(0)
+    noisy = policy.normalized_state(batch, noise_std=0.5)
+    clean = policy.normalized_state(batch)
+    state = noisy * policy.state_scale + policy.state_offset
+    joints = len(ALL_JOINT_NAMES)
+    measured = joints + 1 + len(TRACK_FIELDS)
+    assert not torch.allclose(noisy[:, :joints], clean[:, :joints])
+    assert policy.palm_features is not None
+    expected = policy.palm_features(state[:, :joints], state[:, joints + 1 : measured])
+    torch.testing.assert_close(state[:, measured:], expected, atol=1e-4, rtol=1e-4)

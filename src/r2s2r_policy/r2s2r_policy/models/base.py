@@ -114,8 +114,17 @@ class Policy(nn.Module, abc.ABC):
 
         return parse_config(cls.Params, dict(params), source=f"model.params ({cls.__name__})")
 
-    def normalized_state(self, batch: Batch) -> torch.Tensor:
+    def normalized_state(self, batch: Batch, noise_std: float = 0.0) -> torch.Tensor:
         """Concatenate joints, belt speed, tracked object and palm/object geometry, normalised.
+
+        Args:
+            batch: The batch (see the module docstring for its keys).
+            noise_std: Standard deviation of Gaussian noise added to the *measured* inputs
+                (joints, belt speed, tracked object), in units of each dimension's
+                normalisation scale (training augmentation; 0 = none). The palm/object
+                geometry is computed from the noisy joints and track, so a perturbed arm
+                sees the object where that arm would see it: the policy learns to correct,
+                not to ignore the geometry.
 
         Returns:
             ``(B, state_dim)``.
@@ -126,9 +135,17 @@ class Policy(nn.Module, abc.ABC):
             parts.append(batch[BELT_SPEED_KEY].float().reshape(-1, 1))
         if self.spec.uses_object_track:
             parts.append(batch[OBJECT_TRACK_KEY].float())
+        measured = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+        width = measured.shape[-1]
+        if noise_std > 0.0:
+            scale = self.state_scale[:width]
+            measured = measured + noise_std * scale * torch.randn_like(measured)
+        state = measured
         if self.palm_features is not None:
-            parts.append(self.palm_features(parts[0], batch[OBJECT_TRACK_KEY].float()))
-        state = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+            joints = measured[:, : len(self.spec.joint_names)]
+            track_start = width - len(self.spec.object_track_fields)
+            geometry = self.palm_features(joints, measured[:, track_start:])
+            state = torch.cat([measured, geometry], dim=-1)
         return (state - self.state_offset) / self.state_scale
 
     def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:

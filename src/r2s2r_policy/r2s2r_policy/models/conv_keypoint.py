@@ -5,8 +5,8 @@ Per camera: a few strided convolutions with GroupNorm and ReLU, then a 1×1 conv
 (Levine et al. 2016, as robomimic and Diffusion Policy use). Keypoints of every camera and the
 normalised state (joint positions, belt speed) feed an MLP that outputs the whole normalised
 action chunk at once (action chunking, as ACT). Training uses random-shift image augmentation
-(DrQ), optional Gaussian noise on the normalised state, and an L1 (default) or L2 loss over
-unpadded chunk steps.
+(DrQ), optional Gaussian noise on the measured state (derived inputs follow it), and an L1
+(default) or L2 loss over unpadded chunk steps.
 
 Why this size: a ResNet-18 encoder costs ~20 ms per inference for two 128×128 images on this
 CPU and ~1.8 s per training step at batch 32; this encoder costs a few ms and trains at
@@ -54,8 +54,10 @@ class ConvKeypointParams(ConfigModel):
         default=0.0,
         ge=0.0,
         le=1.0,
-        description="Gaussian noise added to the normalised low-dimensional state in training "
-        "(robustness to the small state errors a closed loop makes; 0 = off).",
+        description="Gaussian noise added in training to the measured low-dimensional inputs "
+        "(joints, belt speed, tracked object), in units of each one's normalisation scale; "
+        "derived inputs (palm/object geometry) follow the noisy values (robustness to the "
+        "small state errors a closed loop makes; 0 = off).",
     )
     loss: Literal["l1", "l2"] = Field(default="l1", description="Chunk regression loss.")
 
@@ -214,9 +216,8 @@ class ConvKeypointPolicy(Policy):
             features = list(points)
         else:
             features = [self.encoders[key](self._prepare(batch[key])) for key in keys]
-        state = self.normalized_state(batch)
-        if self.training and self.params.state_noise_std > 0:
-            state = state + self.params.state_noise_std * torch.randn_like(state)
+        noise_std = self.params.state_noise_std if self.training else 0.0
+        state = self.normalized_state(batch, noise_std)
         features.append(state)
         out = self.head(torch.cat(features, dim=-1))
         return out.reshape(-1, self.spec.chunk_length, self.spec.action_dim)
