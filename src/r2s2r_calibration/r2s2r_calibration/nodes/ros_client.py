@@ -121,7 +121,7 @@ class RosCellClient:
         # from the stamps (the log is sorted on stop; the latest position only moves forward).
         streams = MutuallyExclusiveCallbackGroup()
         joint_qos = QoSProfile(
-            depth=5000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
+            depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
         )
         node.create_subscription(
             JointState, "/joint_states", self._on_joints, joint_qos, callback_group=streams

@@ -38,13 +38,11 @@ OUTCOME_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
 )
 
-#: A simulated cell's ``/joint_states``: reliable, ten seconds of history at 500 Hz. A late
-#: stepping tick publishes one catch-up burst at once, and a reader starved of CPU for a while
-#: (a loaded machine) acknowledges late; a shallow writer history overwrites states not yet
-#: acknowledged (gaps in a sysid log: one second of depth lost 40-110 ms of a log at load 12 on
-#: two cores). Ten seconds cost ~3 MB. Subscribers keep their own depth.
+#: A simulated cell's ``/joint_states``: reliable, one second of history at 500 Hz. A late
+#: stepping tick publishes one catch-up burst at once, and a depth-10 writer history would
+#: overwrite states not yet acknowledged (gaps in a sysid log). Subscribers keep their own depth.
 JOINT_STATES_QOS = QoSProfile(
-    depth=5000,
+    depth=500,
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
     history=HistoryPolicy.KEEP_LAST,
