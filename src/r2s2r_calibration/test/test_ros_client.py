@@ -15,7 +15,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (scripts/setup.sh)")
 
 from r2s2r_calibration.intrinsics import ChessboardConfig, detect_board  # noqa: E402
-from r2s2r_calibration.nodes.ros_client import RosCellClient  # noqa: E402
+from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient  # noqa: E402
 from r2s2r_description.robot import ARM_JOINT_NAMES  # noqa: E402
 from r2s2r_sim.nodes import real_twin  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
@@ -138,3 +138,28 @@ def test_a_second_cell_on_the_domain_is_refused(cell):
     finally:
         other.destroy_publisher(publisher)
         other.destroy_node()
+
+
+def test_waiting_for_a_far_cell_time_times_out_only_when_the_clock_stalls(cell):
+    """A slow cell (real-time factor < 1, a loaded machine) is waited for while time moves."""
+    limit = cell.timeout_s
+    cell.timeout_s = 1.0
+    try:
+        start = cell.now_s()
+        started_wall = time.monotonic()
+        cell.wait_until(start + 2.5)  # longer than the limit, but the clock keeps moving
+        assert cell.now_s() >= start + 2.5
+        assert time.monotonic() - started_wall > 1.0
+    finally:
+        cell.timeout_s = limit
+    # A client on a domain without a cell: its clock never moves, the wait ends at the limit.
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=(int(os.environ.get("ROS_DOMAIN_ID", "0")) + 1) % 230)
+    try:
+        node = Node("stalled_client_test", context=context)
+        lonely = RosCellClient(node, timeout_s=0.5)
+        with pytest.raises(CellTimeoutError, match="did not advance"):
+            lonely.wait_until(10.0)
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

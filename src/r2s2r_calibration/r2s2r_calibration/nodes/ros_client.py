@@ -210,15 +210,28 @@ class RosCellClient:
             self._cond.notify_all()
 
     # -- waiting -----------------------------------------------------------------------------
-    def _wait(self, predicate: Callable[[], bool], what: str) -> None:
+    def _wait(
+        self, predicate: Callable[[], bool], what: str, while_clock_runs: bool = False
+    ) -> None:
+        """Block until ``predicate`` holds (under the lock), at most ``timeout_s``.
+
+        With ``while_clock_runs`` the limit is on a *stalled* cell: it restarts whenever the
+        cell clock advanced, so a far target on a cell slower than real time (a twin at
+        ``real_time_factor`` 0.5, a loaded machine) is waited for as long as time moves.
+        """
         deadline = time.monotonic() + self.timeout_s
         with self._cond:
+            seen_s = self._time_s
             while not predicate():
+                if while_clock_runs and self._time_s > seen_s:
+                    seen_s = self._time_s
+                    deadline = time.monotonic() + self.timeout_s
                 remaining = deadline - time.monotonic()
                 if remaining <= 0.0:
+                    stalled = " (the cell clock did not advance)" if while_clock_runs else ""
                     raise CellTimeoutError(
-                        f"waited {self.timeout_s:.0f} s for {what}; is the cell running "
-                        "(`r2s2r launch real_deploy`) and publishing?"
+                        f"waited {self.timeout_s:.0f} s for {what}{stalled}; is the cell "
+                        "running (`r2s2r launch real_deploy`) and publishing?"
                     )
                 self._cond.wait(min(remaining, 0.5))
 
@@ -317,13 +330,20 @@ class RosCellClient:
             return self._time_s
 
     def wait_until(self, time_s: float) -> None:
-        """Block until the cell clock reached ``time_s``."""
+        """Block until the cell clock reached ``time_s``.
+
+        Raises:
+            CellTimeoutError: The cell clock stopped advancing for ``timeout_s`` before.
+
+        """
         target = time_s - 1e-9
         with self._cond:
             self._wake_targets_s.append(target)
             self._wake_at_s = min(self._wake_targets_s)
         try:
-            self._wait(lambda: self._time_s >= target, f"cell time {time_s:.3f} s")
+            self._wait(
+                lambda: self._time_s >= target, f"cell time {time_s:.3f} s", while_clock_runs=True
+            )
         finally:
             with self._cond:
                 self._wake_targets_s.remove(target)
