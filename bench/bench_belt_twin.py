@@ -50,11 +50,11 @@ from r2s2r_belt.estimates import SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, apply_homography, to_gray
 from r2s2r_calibration.belt_model import image_to_belt_homography
-from r2s2r_common.grounding import load_world_overrides
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_sim.backend import ObjectInstance, belt_encoder_angle_rad
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_world.grounding import load_world_overrides
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 REPO = Path(__file__).resolve().parents[1]
 TWIN_PATH = REPO / "config" / "twin" / "default.yaml"

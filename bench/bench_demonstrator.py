@@ -37,7 +37,7 @@ from r2s2r_sim.demonstrator import HumanLikeDemonstrator, run_demo_on_backend
 from r2s2r_sim.demonstrator.driver import run_planner_reference_on_backend
 from r2s2r_sim.demonstrator.style import StyleMetrics, style_metrics
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -36,7 +36,7 @@ def ground_in_process(path: Path, nominal: Any, progress: bool = True) -> tuple[
     from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
     from r2s2r_sim.cell_runtime import SimCell
     from r2s2r_sim.mujoco_backend import MujocoBackend
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     board = OperatorBoardConfig()
     cell = SimCell(
@@ -273,7 +273,7 @@ def main() -> int:
     from r2s2r_calibration.artifact import load_artifact
     from r2s2r_calibration.report import build_report, format_report
     from r2s2r_sim.twin_family import load_family, load_twin
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     nominal = load_world(ROOT / "config/world/nominal.yaml")
     family = load_family(ROOT / "config/twin/family.yaml")

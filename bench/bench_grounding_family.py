@@ -60,7 +60,7 @@ def ground_one(seed: int, path: Path, nominal: Any, args: argparse.Namespace) ->
     """Ground one twin; return its figures, wall time and step failures."""
     from r2s2r_calibration.artifact import load_artifact
     from r2s2r_calibration.report import build_report
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     truth = load_world(path)
     name = f"seed {seed}"
@@ -163,7 +163,7 @@ def main() -> int:
     args = parser.parse_args()
     from r2s2r_common.config import resolve_config_path
     from r2s2r_sim.twin_family import load_family, load_twin, parse_seeds, write_family_twins
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     nominal_path = ROOT / "config/world/nominal.yaml"
     family_path = resolve_config_path(args.family)

@@ -38,7 +38,7 @@ from r2s2r_datagen.mimicgen.demos import write_demonstrations
 from r2s2r_datagen.mimicgen.generator import generator_from_dataset
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import sample_trial
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 
 REPO = Path(__file__).resolve().parents[1]
 NOMINAL = REPO / "config" / "world" / "nominal.yaml"

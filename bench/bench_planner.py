@@ -22,10 +22,10 @@ from r2s2r_planner.config import MotionConfig
 from r2s2r_planner.hand import PinchHand
 from r2s2r_planner.motion import OmplPlanner, PlanningError, PlanRequest
 from r2s2r_planner.pick import PickPlanner, plan_and_execute_pick
-from r2s2r_sim.kinematics import PalmIk, top_down_palm_pose
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import sample_trial
-from r2s2r_sim.world import load_world
+from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
+from r2s2r_world.world import load_world
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import mujoco
 import numpy as np
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import CAMERA_NAMES, MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -45,9 +45,9 @@ from r2s2r_belt.tracking.evaluation import (
     yaw_error_rad,
 )
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
-from r2s2r_common.grounding import load_world_overrides
 from r2s2r_sim.task import sample_trial
-from r2s2r_sim.world import WorldParams, apply_grounding, apply_shift, load_world
+from r2s2r_world.grounding import load_world_overrides
+from r2s2r_world.world import WorldParams, apply_grounding, apply_shift, load_world
 
 REPO = Path(__file__).resolve().parents[1]
 TYPES = ("cube", "cylinder", "block", "sphere")

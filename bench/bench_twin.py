@@ -32,7 +32,7 @@ from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.real_twin import RealTwinNode
 from r2s2r_sim.pacing import CostAccount
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 

@@ -130,7 +130,7 @@ def main() -> int:
     from r2s2r_calibration.sim_cell_client import SimCellClient
     from r2s2r_sim.cell_runtime import SimCell
     from r2s2r_sim.mujoco_backend import MujocoBackend
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     nominal = load_world(ROOT / "config/world/nominal.yaml")
     path = ROOT / "config" / "twin" / f"{args.twin}.yaml"

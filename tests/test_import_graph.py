@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -128,3 +129,116 @@ def test_no_import_cycle_inside_the_package(name: str) -> None:
     assert len(graph) > 1
     found = cycles(graph)
     assert not found, f"{name}: import cycles " + "; ".join(" <-> ".join(c) for c in found)
+
+
+# -- between packages: declared dependencies and the world contract's one home ---------------
+
+UPWARD_IMPORTS = {"r2s2r"}
+"""Packages that may be imported without a package.xml line: the bring-up, which depends on
+every package (``r2s2r_calibration.cli`` and ``r2s2r_recorder.demos`` still start graphs through
+it, docs/architecture.md section 2); declaring it would make colcon's graph circular."""
+
+WORLD_CONTRACT: dict[str, str] = {
+    "WorldParams": "r2s2r_world.world",
+    "load_world": "r2s2r_world.world",
+    "apply_shift": "r2s2r_world.world",
+    "apply_grounding": "r2s2r_world.world",
+    "deep_override": "r2s2r_world.world",
+    "ARTIFACT_SCHEMA_VERSION": "r2s2r_world.grounding",
+    "check_artifact": "r2s2r_world.grounding",
+    "read_artifact": "r2s2r_world.grounding",
+    "load_world_overrides": "r2s2r_world.grounding",
+    "PalmIk": "r2s2r_world.kinematics",
+    "IkError": "r2s2r_world.kinematics",
+}
+"""Names of the world contract and the one module that defines each."""
+
+OLD_HOMES = ("r2s2r_sim.world", "r2s2r_sim.kinematics", "r2s2r_common.grounding")
+"""Where the world contract lived before r2s2r_world (no module re-exports it there)."""
+
+WORLD_USERS = ("r2s2r_belt", "r2s2r_planner", "r2s2r_calibration", "r2s2r_datagen")
+"""Sensing, planning, calibration and generation: they take the world from r2s2r_world."""
+
+
+def imported_packages(name: str, folder: Path) -> set[str]:
+    """Other workspace packages that the package's modules import (any import statement)."""
+    workspace = set(packages())
+    found = set()
+    for module, path in modules(name, folder).items():
+        for target in imported_names(module, path, path.name == "__init__.py"):
+            top = target.split(".")[0]
+            if top in workspace and top != name:
+                found.add(top)
+    return found
+
+
+def declared_dependencies(folder: Path) -> set[str]:
+    """``exec_depend`` lines of the package.xml next to the package's folder."""
+    root = ElementTree.parse(folder.parent / "package.xml").getroot()
+    return {element.text or "" for element in root.iter("exec_depend")}
+
+
+def workspace_sources() -> Iterator[tuple[str, Path]]:
+    """(dotted module, file) of every Python file of the packages, their tests, tests/, bench/."""
+    for name, folder in packages().items():
+        yield from modules(name, folder).items()
+    for path in sorted(REPO.glob("src/*/test/*.py")) + sorted(REPO.glob("tests/*.py")):
+        yield path.stem, path
+    for path in sorted(REPO.glob("bench/*.py")):
+        yield path.stem, path
+
+
+@pytest.mark.parametrize("name", sorted(set(packages()) - {"r2s2r"}))
+def test_every_imported_workspace_package_is_a_declared_dependency(name: str) -> None:
+    folder = packages()[name]
+    undeclared = imported_packages(name, folder) - declared_dependencies(folder) - UPWARD_IMPORTS
+    assert not undeclared, f"{name} imports {sorted(undeclared)}: add exec_depend lines"
+
+
+def test_the_world_package_does_not_import_the_simulator() -> None:
+    assert imported_packages("r2s2r_world", packages()["r2s2r_world"]) <= {
+        "r2s2r_common",
+        "r2s2r_description",
+    }
+
+
+@pytest.mark.parametrize("name", WORLD_USERS)
+def test_sensing_planning_calibration_and_datagen_take_the_world_from_r2s2r_world(
+    name: str,
+) -> None:
+    folder = packages()[name]
+    assert "r2s2r_world" in imported_packages(name, folder)
+    assert "r2s2r_world" in declared_dependencies(folder)
+
+
+def test_the_world_contract_has_one_home() -> None:
+    """Each name is defined once (in r2s2r_world) and imported from there, everywhere."""
+    wrong: list[str] = []
+    for module, path in workspace_sources():
+        where = path.relative_to(REPO)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in tree.body:
+            defined: list[str] = []
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                defined = [node.name]
+            elif isinstance(node, ast.Assign):
+                defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            wrong += [
+                f"{where} defines {item}"
+                for item in defined
+                if item in WORLD_CONTRACT and module != WORLD_CONTRACT[item]
+            ]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                sources = [node.module or ""]
+                wrong += [
+                    f"{where} imports {alias.name} from {node.module}"
+                    for alias in node.names
+                    if WORLD_CONTRACT.get(alias.name, node.module) != node.module
+                ]
+            elif isinstance(node, ast.Import):
+                sources = [alias.name for alias in node.names]
+            else:
+                continue
+            wrong += [f"{where} imports {source}" for source in sources if source in OLD_HOMES]
+    assert not wrong, "\n".join(wrong)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import click
-from r2s2r_common.grounding import check_artifact_arguments
+from r2s2r_world.grounding import check_artifact_arguments
 
 from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
 from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph

@@ -23,7 +23,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "cell_state_publisher = r2s2r_description.nodes.cell_state_publisher:main",
+            "cell_state_publisher = r2s2r_world.nodes.cell_state_publisher:main",
         ]
     },
 )

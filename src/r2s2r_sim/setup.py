@@ -16,7 +16,7 @@ setup(
     zip_safe=True,
     maintainer="r2s2r maintainers",
     maintainer_email="maintainers@r2s2r.dev",
-    description="World parameters, MuJoCo backend, task, real twin and sim bridge.",
+    description="MuJoCo backend, task, simulated cell, real twin and sim bridge.",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel
-from r2s2r_common.grounding import grounded_roller_radius_m, load_world_overrides
+from r2s2r_world.grounding import grounded_roller_radius_m, load_world_overrides
 
 
 class EncoderConfig(ConfigModel):
@@ -248,7 +248,7 @@ class BeltSpeedConfig(ConfigModel):
     filter: FilterConfig = Field(default_factory=FilterConfig)
 
 
-def apply_grounding(config: BeltSpeedConfig) -> tuple[BeltSpeedConfig, str]:
+def with_grounded_roller_radius(config: BeltSpeedConfig) -> tuple[BeltSpeedConfig, str]:
     """Return the configuration with the roller radius of ``config.grounding_artifact``.
 
     Returns:

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from r2s2r_common.config import load_config
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_recorder.dataset.object_track import TrackView
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_belt.config import BeltSpeedConfig
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator

@@ -14,7 +14,7 @@ import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TransformStamped, TwistStamped
-from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
+from r2s2r_belt.config import BeltSpeedConfig, with_grounded_roller_radius
 from r2s2r_belt.nodes.belt_speed import BeltSpeedNode
 from r2s2r_belt.synthetic import SyntheticBeltCamera
 from r2s2r_common.config import ConfigError
@@ -140,14 +140,18 @@ def test_grounded_roller_radius_replaces_the_configured_one(
 
 def test_apply_grounding_keeps_or_replaces_the_radius(tmp_path: Path) -> None:
     config = BeltSpeedConfig()
-    same, note = apply_grounding(config)
+    same, note = with_grounded_roller_radius(config)
     assert same.encoder.roller_radius_m == config.encoder.roller_radius_m and "ungrounded" in note
     no_belt = write_artifact(tmp_path / "no_belt.yaml", {"cameras": {}})
-    kept, note = apply_grounding(config.model_copy(update={"grounding_artifact": str(no_belt)}))
+    kept, note = with_grounded_roller_radius(
+        config.model_copy(update={"grounding_artifact": str(no_belt)})
+    )
     assert kept.encoder.roller_radius_m == config.encoder.roller_radius_m
     assert "has no belt roller radius" in note
     with_belt = write_artifact(tmp_path / "belt.yaml", {"belt": {"roller_radius_m": 0.0306}})
-    grounded, _ = apply_grounding(config.model_copy(update={"grounding_artifact": str(with_belt)}))
+    grounded, _ = with_grounded_roller_radius(
+        config.model_copy(update={"grounding_artifact": str(with_belt)})
+    )
     assert grounded.encoder.roller_radius_m == 0.0306
 
 

@@ -24,7 +24,7 @@ from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.spinning import spinning
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_description.transforms import matrix_to_quat
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 from rclpy.context import Context
 from rclpy.parameter import Parameter
 from rclpy.time import Time

@@ -16,7 +16,7 @@ from r2s2r_belt.perception import (
 from r2s2r_belt.tracking.evaluation import Placement, TwinScene
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
 from r2s2r_recorder.config import ConversionConfig
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIG = REPO / "config"

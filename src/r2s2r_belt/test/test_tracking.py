@@ -30,7 +30,7 @@ from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree
 from r2s2r_belt.tracking.tracker import BeltTracker
 from r2s2r_common.config import load_config
 from r2s2r_description.transforms import make_transform, matrix_to_quat, quat_to_matrix
-from r2s2r_sim.world import WorldParams, apply_shift, load_world
+from r2s2r_world.world import WorldParams, apply_shift, load_world
 
 REPO = Path(__file__).resolve().parents[3]
 NOMINAL = REPO / "config" / "world" / "nominal.yaml"

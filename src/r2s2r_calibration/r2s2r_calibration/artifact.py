@@ -2,8 +2,8 @@
 
 Each record holds the value, its residual and/or uncertainty, and its provenance (data source:
 a bag path or ``'live'``, time span, number of views/points/samples, solver). The
-``world_overrides`` section is derived from the records and mirrors the simulator's
-:class:`r2s2r_sim.world.WorldParams` field names, so that the simulator applies
+``world_overrides`` section is derived from the records and mirrors
+:class:`r2s2r_world.world.WorldParams` field names, so that a grounded world is
 ``apply_grounding(nominal, artifact.world_overrides)``:
 
 - ``cameras.<head|hand>.{width_px, height_px, fx_px, fy_px, cx_px, cy_px,
@@ -17,6 +17,10 @@ a bag path or ``'live'``, time span, number of views/points/samples, solver). Th
 Scene elements that WorldParams has no field for (e.g. ``table``) stay in ``scene`` only. On
 load, ``world_overrides`` must equal what the records derive (a hand edit of one without the
 other is refused).
+
+This module is the writer's side and the records' schema; the schema version and the checks
+every reader shares are the world package's (:data:`r2s2r_world.grounding.ARTIFACT_SCHEMA_VERSION`,
+:func:`r2s2r_world.grounding.read_artifact`), which :func:`load_artifact` runs first.
 """
 
 from __future__ import annotations
@@ -24,13 +28,12 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError, ValidationInfo, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, format_validation_error
-from r2s2r_common.config import read_yaml as _read_yaml
-from r2s2r_common.grounding import ARTIFACT_SCHEMA_VERSION, check_artifact
+from r2s2r_world.grounding import ARTIFACT_SCHEMA_VERSION, read_artifact
 
 from r2s2r_calibration.belt_model import BeltModelResult
 from r2s2r_calibration.blur import BlurResult
@@ -44,7 +47,6 @@ from r2s2r_calibration.geometry import (
 from r2s2r_calibration.intrinsics import IntrinsicsResult
 from r2s2r_calibration.registration import ElementRegistration
 
-SCHEMA_VERSION = ARTIFACT_SCHEMA_VERSION
 Vec3 = tuple[float, float, float]
 
 OPTICAL_FROM_LINK_RPY_RAD: Vec3 = (-math.pi / 2.0, 0.0, -math.pi / 2.0)
@@ -229,7 +231,10 @@ CHECK_OVERRIDES = "check_world_overrides"
 class GroundingArtifact(ConfigModel):
     """The grounding artifact (see the module docstring)."""
 
-    schema_version: Literal[1] = Field(1, description="Artifact schema version.")
+    schema_version: int = Field(
+        ARTIFACT_SCHEMA_VERSION,
+        description="Artifact schema version (r2s2r_world.grounding.ARTIFACT_SCHEMA_VERSION).",
+    )
     created_utc: str = Field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"),
         description="Creation time (ISO 8601, UTC).",
@@ -241,6 +246,15 @@ class GroundingArtifact(ConfigModel):
     world_overrides: dict[str, Any] = Field(
         default_factory=dict, description="Derived WorldParams overrides (do not hand-edit)."
     )
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != ARTIFACT_SCHEMA_VERSION:
+            raise ValueError(
+                f"expected schema_version {ARTIFACT_SCHEMA_VERSION} (this code's artifact schema)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _overrides_consistent(self, info: ValidationInfo) -> GroundingArtifact:
@@ -349,8 +363,8 @@ def load_artifact(path: str | Path) -> GroundingArtifact:
 
     """
     try:
-        # The checks every consumer shares (version, sections, finite numbers), then the schema.
-        data = check_artifact(_read_yaml(path), str(path))
+        # The checks every reader shares (version, sections, finite numbers), then the schema.
+        data = read_artifact(path)
     except ConfigError as error:
         raise ArtifactError(str(error)) from None
     try:

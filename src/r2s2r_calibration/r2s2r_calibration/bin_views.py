@@ -30,8 +30,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 from r2s2r_description.robot import ARM_JOINT_NAMES
-from r2s2r_sim.kinematics import IkError, PalmIk
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import IkError, PalmIk
+from r2s2r_world.world import WorldParams
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 from scipy.special import ndtr

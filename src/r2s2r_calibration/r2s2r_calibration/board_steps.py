@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from r2s2r_sim.kinematics import IkError, PalmIk
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import IkError, PalmIk
+from r2s2r_world.world import WorldParams
 from scipy.spatial.transform import Rotation
 
 from r2s2r_calibration.artifact import (

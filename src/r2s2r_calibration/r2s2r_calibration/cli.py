@@ -30,7 +30,7 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
     if graph is None:
         yield
         return
-    from r2s2r_common.grounding import check_artifact_arguments
+    from r2s2r_world.grounding import check_artifact_arguments
 
     from r2s2r.graph import GraphError, load_graph, parse_launch_arguments, resolve_graph
     from r2s2r.supervisor import GraphSupervisor
@@ -190,7 +190,7 @@ def _fail_steps(failures: dict[str, str], output: str) -> None:
 def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
     """Run grounding steps from a recorded session bag; exit 1 if a step failed."""
     from r2s2r_common.config import resolve_config_path
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     from r2s2r_calibration.procedure import parse_steps, run_grounding
     from r2s2r_calibration.report import write_grounding_outputs

@@ -13,7 +13,7 @@ parameter. This module writes, from an artifact (fully validated by
   when the artifact has a belt model (for deployments that pass parameter files rather than
   ``grounding_artifact``).
 
-The conversion itself is :mod:`r2s2r_common.grounding` (the nodes read the artifact's
+The conversion itself is :mod:`r2s2r_world.grounding` (the nodes read the artifact's
 ``world_overrides`` through it without importing this package), so the files and the nodes
 agree by construction.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 from r2s2r_common.camera_info import save_camera_calibration
 from r2s2r_common.config import ConfigError, dump_yaml
-from r2s2r_common.grounding import (
+from r2s2r_world.grounding import (
     CAMERA_KEYS,
     camera_calibration_of,
     grounded_intrinsics,

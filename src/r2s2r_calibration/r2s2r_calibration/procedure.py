@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import (
     ControllerRecord,

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 from r2s2r_common.config import dump_yaml
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_sim.world import WorldParams, apply_grounding
+from r2s2r_world.world import WorldParams, apply_grounding
 from scipy.spatial import cKDTree
 
 from r2s2r_calibration.belt_model import fit_belt_track

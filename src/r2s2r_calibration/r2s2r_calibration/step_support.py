@@ -8,7 +8,7 @@ import numpy as np
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import ShapeKind
 from r2s2r_description.robot import ARM_JOINT_NAMES
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import OPTICAL_FROM_LINK_RPY_RAD, GroundingArtifact
 from r2s2r_calibration.board_config import BoardStepsConfig

@@ -33,7 +33,7 @@ from pydantic import Field
 from r2s2r_common.config import ConfigModel
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 from scipy.optimize import least_squares
 
 from r2s2r_calibration.errors import CalibrationError, ResidualTooLargeError

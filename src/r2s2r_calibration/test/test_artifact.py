@@ -159,7 +159,7 @@ def test_camera_pose_in_wrong_frame_is_refused():
 
 
 def test_overrides_apply_to_the_simulator_world():
-    world = pytest.importorskip("r2s2r_sim.world")
+    world = pytest.importorskip("r2s2r_world.world")
     nominal_path = REPO / "config" / "world" / "nominal.yaml"
     if not nominal_path.is_file():
         pytest.skip("config/world/nominal.yaml not present")

@@ -23,7 +23,7 @@ from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.camera_model import project_points
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
-from r2s2r_sim.world import apply_grounding, load_world
+from r2s2r_world.world import apply_grounding, load_world
 from scipy.spatial.transform import Rotation
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"

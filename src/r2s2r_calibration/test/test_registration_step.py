@@ -10,7 +10,7 @@ from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, run_groun
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import apply_grounding, load_world
+from r2s2r_world.world import apply_grounding, load_world
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
 

@@ -17,7 +17,7 @@ from r2s2r_calibration.procedure import GroundingRun
 from r2s2r_calibration.report import build_report, format_report, save_report
 from r2s2r_calibration.sysid import plan_excitation, simulate_log
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_sim.world import apply_grounding, load_world
+from r2s2r_world.world import apply_grounding, load_world
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
 

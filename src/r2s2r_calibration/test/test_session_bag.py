@@ -11,7 +11,7 @@ from r2s2r_calibration.session_bag import BagCellClient, RecordingCellClient, Se
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 # Grounding runs recorded and replayed (1-3 s each): left out of scripts/test.sh --fast.
 pytestmark = pytest.mark.slow

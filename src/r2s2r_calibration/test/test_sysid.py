@@ -19,7 +19,7 @@ from r2s2r_calibration.sysid import (
     simulate_log,
 )
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
 TRUE_GAINS = {"wrist_1_joint": (410.0, 21.0), "index_mcp_joint": (3.6, 0.06)}

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 from r2s2r_common.config import ConfigError, load_config, read_yaml
-from r2s2r_common.grounding import check_artifact, non_finite_numbers
 from r2s2r_sim.task import TrialPlan, sample_trial
-from r2s2r_sim.world import LightingParams, WorldParams, apply_grounding, load_world
+from r2s2r_world.grounding import check_artifact, non_finite_numbers
+from r2s2r_world.world import LightingParams, WorldParams, apply_grounding, load_world
 
 from r2s2r_datagen.config import ConfigurationSpec, CoverageConfig, DatagenConfig, LightingRanges
 from r2s2r_datagen.generator import EpisodeJob, EpisodeSkipped, generator_availability
@@ -118,9 +118,9 @@ def nominal_world_path(config: DatagenConfig, config_path: str | Path) -> Path:
 def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     """Read the world overrides of a grounding artifact.
 
-    Accepts the artifact written by ``r2s2r ground`` (its ``world_overrides`` section; checked
-    with :func:`r2s2r_calibration.artifact.load_artifact` when that package is present) or a
-    plain override mapping mirroring :class:`WorldParams`.
+    Accepts the artifact written by ``r2s2r ground`` (its ``world_overrides`` section, after
+    :func:`r2s2r_world.grounding.check_artifact`, the check every consumer of an artifact runs)
+    or a plain override mapping mirroring :class:`WorldParams`.
 
     Raises:
         GroundingArtifactMissingError: The file does not exist (run ``r2s2r ground`` first).
@@ -137,18 +137,8 @@ def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{artifact_path}: expected a mapping, got {type(data).__name__}")
     if "schema_version" in data or "world_overrides" in data:
-        # A grounding artifact (possibly cut short): the shared checks, then its schema.
-        check_artifact(dict(data), str(artifact_path))
-        try:
-            from r2s2r_calibration.artifact import load_artifact
-        except ImportError:
-            overrides = data["world_overrides"]
-        else:
-            try:
-                overrides = load_artifact(artifact_path).world_overrides
-            except ValueError as error:  # ArtifactError: named file and key
-                raise ConfigError(str(error)) from None
-        return dict(overrides)
+        # A grounding artifact (possibly cut short): the checks every consumer shares.
+        return dict(check_artifact(dict(data), str(artifact_path))["world_overrides"])
     bad = non_finite_numbers(data)
     if bad:
         raise ConfigError(f"{artifact_path}: {', '.join(bad[:3])}: expected finite numbers")

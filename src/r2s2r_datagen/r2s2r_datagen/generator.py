@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from r2s2r_recorder.dataset import Episode
 from r2s2r_sim.backend import SimBackend
 from r2s2r_sim.task import TrialPlan
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.config import RecordingConfig
 
@@ -231,7 +231,7 @@ def classify_exception(error: BaseException) -> tuple[str, bool]:
     """Map a generator's exception to ``(reason, skipped)``.
 
     :class:`EpisodeSkipped` gives its reason (skipped). An IK failure
-    (:class:`r2s2r_sim.kinematics.IkError`) or an exception class named ``*Unreachable*`` is an
+    (:class:`r2s2r_world.kinematics.IkError`) or an exception class named ``*Unreachable*`` is an
     unreachable object (skipped); one named ``*Planning*`` a planning failure (a failed
     attempt). Anything else is ``error:<ExceptionType>`` (a failed attempt).
     """

@@ -15,7 +15,7 @@ Contract with the planner function (imported lazily; a clear "not available" oth
   :class:`r2s2r_planner.pick.PickPlanner` per world, reused across the worker's episodes of
   that world (its IK and collision models and the pinch-hand tables are built once; planning
   results are the same as with a fresh one, which holds no per-episode state);
-- an unreachable object raises :class:`r2s2r_sim.kinematics.IkError` or an exception whose
+- an unreachable object raises :class:`r2s2r_world.kinematics.IkError` or an exception whose
   class name contains ``Unreachable`` (skipped, counted); a failed plan one whose name
   contains ``Planning`` (a failed attempt).
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from r2s2r_sim.backend import SimBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.generator import EpisodeJob, GenerationResult
 from r2s2r_datagen.recording import RecordingBackend

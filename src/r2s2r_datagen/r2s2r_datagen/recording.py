@@ -51,7 +51,7 @@ from r2s2r_recorder.dataset import (
 )
 from r2s2r_recorder.dataset.reference import TimedCommand, controller_reference
 from r2s2r_sim.backend import Contact, FloatArray, ObjectInstance, ObjectPose, SimBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 from scipy.spatial.transform import Rotation
 
 from r2s2r_datagen.config import RecordingConfig
@@ -81,7 +81,7 @@ def perception_config(
         load_tracker_config,
         scene_geometry_from_world,
     )
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     knowledge = load_world(resolve_config_path(cell_knowledge_world))
     return PerceptionConfig(

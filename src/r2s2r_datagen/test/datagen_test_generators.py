@@ -19,8 +19,8 @@ from r2s2r_datagen.recording import RecordingBackend
 from r2s2r_description.cell import BIN_WALL_THICKNESS_M
 from r2s2r_description.robot import ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_sim.backend import SimBackend
-from r2s2r_sim.kinematics import IkError
 from r2s2r_sim.task import TrialRunner
+from r2s2r_world.kinematics import IkError
 
 STEPS_PER_CALL = 25
 FACTORY = "datagen_test_generators:make_scripted_generator"

@@ -17,8 +17,8 @@ from r2s2r_datagen.generator import (
     classify_exception,
     make_generator,
 )
-from r2s2r_sim.kinematics import IkError
-from r2s2r_sim.world import deep_override
+from r2s2r_world.kinematics import IkError
+from r2s2r_world.world import deep_override
 
 
 def _overrides() -> dict[str, str]:
@@ -146,7 +146,7 @@ def test_bad_coverage_is_refused_with_the_key() -> None:
         LightingRanges(elevation_deg=(-10.0, 90.0))
     from datagen_support import NOMINAL
     from r2s2r_datagen.configurations import with_coverage
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     with pytest.raises(ConfigError, match="teapot"):
         with_coverage(load_world(NOMINAL), CoverageConfig(object_mix={"teapot": 1.0}))

@@ -21,7 +21,7 @@ from r2s2r_datagen.mimicgen.config import AnnotationConfig, GenerationParams
 from r2s2r_datagen.mimicgen.source import SourceLibrary, SourceLibraryError
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 DT_S = 0.1
 FRAMES = 120
@@ -215,7 +215,7 @@ def tracked_episode(nominal, lift: bool = True, drop_bin: str = "bin_0") -> Epis
     object track valid from frame 5 to TRACK_END only (zeros after, like the tracker)."""
     from r2s2r_datagen.mimicgen.kinematics import BaseLinkArm
     from r2s2r_description.robot import ARM_JOINT_NAMES
-    from r2s2r_sim.kinematics import top_down_palm_pose
+    from r2s2r_world.kinematics import top_down_palm_pose
 
     episode = synthetic_episode(nominal)
     arm = BaseLinkArm(nominal)

@@ -21,7 +21,7 @@ from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import ObjectArrival, TrialPlan
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 # MuJoCo generation episodes (1-2 s each): left out of scripts/test.sh --fast.
 pytestmark = pytest.mark.slow

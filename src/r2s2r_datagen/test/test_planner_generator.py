@@ -13,7 +13,7 @@ from r2s2r_datagen.planner_generator import (
     make_generator,
 )
 from r2s2r_sim.task import sample_trial
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 
 @dataclass

@@ -7,7 +7,7 @@ from r2s2r_datagen.recording import RecordingBackend, RecordingError
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 HOME = np.array([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES])
 ARM = len(ARM_JOINT_NAMES)

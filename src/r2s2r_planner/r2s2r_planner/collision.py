@@ -27,7 +27,7 @@ from r2s2r_description.mjcf import to_mjspec
 from r2s2r_description.model import LinkKind
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import FloatArray, matrix_to_quat
-from r2s2r_sim.world import ObjectType
+from r2s2r_world.world import ObjectType
 
 CELL_BITS = (1, 6)
 PROXIMAL_BITS = (4, 3)

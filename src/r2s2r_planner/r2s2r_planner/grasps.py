@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from r2s2r_description.transforms import FloatArray, axis_angle_matrix
-from r2s2r_sim.kinematics import IkError, PalmIk
-from r2s2r_sim.world import ObjectType
+from r2s2r_world.kinematics import IkError, PalmIk
+from r2s2r_world.world import ObjectType
 
 from r2s2r_planner.config import GraspConfig
 from r2s2r_planner.hand import PinchConfiguration, PinchError, PinchHand

@@ -33,9 +33,9 @@ from r2s2r_description.robot import (
 )
 from r2s2r_description.transforms import FloatArray, quat_to_matrix, rot_z
 from r2s2r_sim.backend import SimBackend
-from r2s2r_sim.kinematics import IkError, PalmIk
 from r2s2r_sim.task import TrialOutcome, TrialPlan, TrialRunner
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import IkError, PalmIk
+from r2s2r_world.world import WorldParams
 
 from r2s2r_planner.collision import AttachedObject, CollisionChecker
 from r2s2r_planner.config import PlannerConfig

@@ -5,7 +5,7 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 
 REPO = Path(__file__).resolve().parents[3]
 NOMINAL = REPO / "config" / "world" / "nominal.yaml"

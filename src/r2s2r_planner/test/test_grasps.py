@@ -6,8 +6,8 @@ from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, HOME_POSI
 from r2s2r_planner.config import GraspConfig
 from r2s2r_planner.grasps import GraspError, GraspProposer
 from r2s2r_planner.hand import PinchError, PinchHand
-from r2s2r_sim.kinematics import PalmIk
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import PalmIk
+from r2s2r_world.world import WorldParams
 
 HOME = np.array([HOME_POSITIONS[n] for n in ARM_JOINT_NAMES])
 MIDDLE_RING = [

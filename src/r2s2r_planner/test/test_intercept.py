@@ -9,7 +9,7 @@ from r2s2r_planner.intercept import (
 )
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 
 def make_state(

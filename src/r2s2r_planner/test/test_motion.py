@@ -14,8 +14,8 @@ from r2s2r_planner.motion import (
     make_planner,
 )
 from r2s2r_planner.timing import arm_limits, time_parameterize
-from r2s2r_sim.kinematics import PalmIk, top_down_palm_pose
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
+from r2s2r_world.world import WorldParams
 
 HOME = np.array([HOME_POSITIONS[n] for n in ARM_JOINT_NAMES])
 HAND = PinchHand().configure(0.05)

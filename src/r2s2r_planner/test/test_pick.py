@@ -4,7 +4,7 @@ from r2s2r_planner.collision import CollisionChecker
 from r2s2r_planner.pick import PickPlanner, plan_and_execute_pick
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import sample_trial
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 
 def test_planner_pick_succeeds_on_the_nominal_world(

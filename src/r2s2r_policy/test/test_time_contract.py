@@ -36,7 +36,7 @@ from r2s2r_policy.spec import OBJECT_TRACK_KEY, ImageSpec, PolicySpec
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.demonstrator import run_demo_on_backend
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 pytestmark = pytest.mark.slow
 

@@ -53,7 +53,7 @@ import click
 import yaml
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
-from r2s2r_common.grounding import check_artifact_arguments
+from r2s2r_world.grounding import check_artifact_arguments
 from rosbags.typesys.store import Typestore
 
 from .bag_to_dataset import ConversionSummary, convert_bags, find_episode_bags

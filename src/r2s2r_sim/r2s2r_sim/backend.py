@@ -14,8 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.transforms import Vector
-
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 FloatArray = NDArray[np.float64]
 

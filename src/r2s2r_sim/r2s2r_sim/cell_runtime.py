@@ -33,6 +33,7 @@ from r2s2r_common.camera_info import CameraCalibration
 from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_multiply
+from r2s2r_world.world import WorldParams, apply_shift
 
 from r2s2r_sim.backend import FloatArray, SimBackend, belt_encoder_angle_rad
 from r2s2r_sim.board import (
@@ -51,7 +52,6 @@ from r2s2r_sim.published import (
     static_transforms,
 )
 from r2s2r_sim.task import TrialRunner, sample_trial
-from r2s2r_sim.world import WorldParams, apply_shift
 
 CONTROLLER_JOINTS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
 """Joints of each trajectory controller (``/<name>_controller/joint_trajectory``)."""

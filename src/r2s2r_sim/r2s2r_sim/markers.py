@@ -4,7 +4,7 @@
 (table, belt, bins, camera housing; not the robot, which rviz's RobotModel draws from
 ``/robot_description``) into :class:`MarkerSpec` in the frame of the link that carries each
 shape, so the markers move with ``/tf``. :func:`object_marker` draws an object of a world object
-type (shape, size and colour of :class:`~r2s2r_sim.world.ObjectType`) at a pose in any frame.
+type (shape, size and colour of :class:`~r2s2r_world.world.ObjectType`) at a pose in any frame.
 The sim bridge converts the specs into ``visualization_msgs/MarkerArray``.
 """
 
@@ -17,8 +17,7 @@ from enum import StrEnum
 import numpy as np
 from r2s2r_description.model import Description, LinkKind, Shape, ShapeKind
 from r2s2r_description.transforms import Vector, matrix_to_quat, rpy_to_matrix
-
-from r2s2r_sim.world import ObjectType
+from r2s2r_world.world import ObjectType
 
 Rgba = tuple[float, float, float, float]
 

@@ -28,13 +28,13 @@ import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import forward_kinematics
-from r2s2r_description.nodes.tf_tree import JointStateError, check_joint_state
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_description.tf_tree import JointStateError, check_joint_state
 from r2s2r_description.transforms import make_transform, matrix_to_quat, quat_to_matrix
+from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import BackendError, FloatArray, ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
 
 PALM_LINK = "palm_link"
 BASE_LINK = "base_link"

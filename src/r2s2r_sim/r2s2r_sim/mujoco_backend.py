@@ -17,12 +17,12 @@ from r2s2r_description.robot import (
     JOINT_LIMITS,
 )
 from r2s2r_description.transforms import Vector
+from r2s2r_world.world import CameraParams, WorldParams
 
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
 from r2s2r_sim.controllers import JointTrajectoryController, TrajectoryError
 from r2s2r_sim.scene import BELT_GEOM, SceneExtra, apply_lighting, build_model, park_position
-from r2s2r_sim.world import CameraParams, WorldParams
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
 """Cameras of the cell (MuJoCo camera names; ROS frames ``<name>_optical_frame``)."""

@@ -13,8 +13,7 @@ import numpy as np
 from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
 from r2s2r_description.cell import build_description
 from r2s2r_description.transforms import matrix_to_quat
-
-from r2s2r_sim.world import CameraParams, WorldParams
+from r2s2r_world.world import CameraParams, WorldParams
 
 
 def camera_calibration(params: CameraParams, camera_name: str) -> CameraCalibration:

@@ -8,9 +8,9 @@ import mujoco
 import numpy as np
 from r2s2r_description.cell import build_description
 from r2s2r_description.mjcf import OBJECT_COLLISION_BITS, to_mjspec
+from r2s2r_world.world import LightingParams, ObjectType, WorldParams
 
 from r2s2r_sim.backend import BackendError, ObjectInstance
-from r2s2r_sim.world import LightingParams, ObjectType, WorldParams
 
 BELT_GEOM = "belt_surface"
 """Name of the belt's top-surface geom (carries ``surfacevel``)."""

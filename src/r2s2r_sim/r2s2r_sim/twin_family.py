@@ -9,7 +9,7 @@ sampled uniformly and independently in its range.
 - :func:`sample_twin` draws one twin from a seed (the same seed gives the same twin);
 - :func:`check_twin` refuses a twin outside the family, naming the key, the value and the range
   (and any key the family does not vary that differs from nominal);
-- :func:`load_twin` is :func:`~r2s2r_sim.world.load_world` plus that check;
+- :func:`load_twin` is :func:`~r2s2r_world.world.load_world` plus that check;
 - ``python -m r2s2r_sim.twin_family --seeds 0:20 --out DIR`` writes twin YAML files.
 
 Used by benchmarks and tests only: the grounding pipeline never reads a twin file (the twin it
@@ -36,8 +36,7 @@ from r2s2r_common.config import (
     parse_config,
     resolve_config_path,
 )
-
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 
 FAMILY_VERSION = 1
 
@@ -320,7 +319,7 @@ def sample_twin(nominal: WorldParams, family: TwinFamily, seed: int) -> WorldPar
         The twin world; it passes :func:`check_twin`.
 
     Raises:
-        ConfigError: The sampled world is invalid for :class:`~r2s2r_sim.world.WorldParams`
+        ConfigError: The sampled world is invalid for :class:`~r2s2r_world.world.WorldParams`
             (a family whose ranges leave the world schema's).
 
     """
@@ -408,7 +407,7 @@ def load_twin(path: str | Path, nominal: WorldParams, family: TwinFamily) -> Wor
     """Load a twin file and check that it belongs to the family.
 
     Raises:
-        ConfigError: Invalid world file (see :func:`~r2s2r_sim.world.load_world`) or a twin
+        ConfigError: Invalid world file (see :func:`~r2s2r_world.world.load_world`) or a twin
             outside the family (see :func:`check_twin`).
 
     """

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from r2s2r_sim.backend import ObjectInstance, SimBackend, belt_encoder_angle_rad
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 OBJECTS = [
     ObjectInstance("object_0", "cube"),

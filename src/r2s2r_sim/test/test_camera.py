@@ -10,7 +10,7 @@ from r2s2r_sim.camera_model import (
     undistort_normalized,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
-from r2s2r_sim.world import ObjectType, WorldParams
+from r2s2r_world.world import ObjectType, WorldParams
 
 MARKER_DIAMETER_M = 0.04
 

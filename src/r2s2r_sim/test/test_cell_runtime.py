@@ -16,7 +16,7 @@ from r2s2r_sim.cell_runtime import (
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.pacing import RateSchedule, RealTimePacer
 from r2s2r_sim.task import world_to_frame
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 
 REPO = Path(__file__).resolve().parents[3]
 TWIN = REPO / "config" / "twin" / "default.yaml"

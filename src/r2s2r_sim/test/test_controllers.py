@@ -8,7 +8,7 @@ from r2s2r_sim.controllers import (
     sample_trajectory,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 JOINTS = ("a", "b")
 

@@ -23,7 +23,7 @@ from r2s2r_sim.demonstrator.hand import BELT_CLEARANCE_M, cage_preshape
 from r2s2r_sim.demonstrator.motion import LinearMotion, Quintic, SmoothTrack, minimum_jerk
 from r2s2r_sim.demonstrator.style import StyleError, style_metrics, trapezoid_profile
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.world import WorldParams, load_world
 
 REPO = Path(__file__).resolve().parents[3]
 

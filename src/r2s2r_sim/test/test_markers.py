@@ -11,7 +11,7 @@ from r2s2r_description.cell import BELT_THICKNESS_M, BIN_WALL_THICKNESS_M, build
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.transforms import make_transform, quat_to_matrix
 from r2s2r_sim.markers import MarkerError, MarkerShape, MarkerSpec, cell_markers, object_marker
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 REPO = Path(__file__).resolve().parents[3]
 RVIZ = REPO / "config" / "r2s2r.rviz"

@@ -15,9 +15,9 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (scripts/setup.sh)")
 
 from r2s2r_common.camera_info import save_camera_calibration  # noqa: E402
-from r2s2r_common.grounding import GroundedIntrinsics, camera_calibration_of  # noqa: E402
 from r2s2r_common.ros.qos import SENSOR_DATA_QOS  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
+from r2s2r_world.grounding import GroundedIntrinsics, camera_calibration_of  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402

@@ -394,7 +394,7 @@ def test_leak_check_catches_each_kind_of_reference() -> None:
         "import r2s2r_sim.nodes.real_twin as twin\n",
     ):
         assert twin_leaks(source), source
-    assert twin_leaks("from r2s2r_sim.world import load_world\n") == []
+    assert twin_leaks("from r2s2r_world.world import load_world\n") == []
 
 
 IMPORT_PROBE = """

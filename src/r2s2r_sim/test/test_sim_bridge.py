@@ -30,7 +30,7 @@ from r2s2r_sim.nodes.sim_bridge import (
     SimBridgeNode,
     load_bridge_world,
 )
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn

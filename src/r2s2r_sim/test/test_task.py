@@ -1,9 +1,9 @@
 import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
-from r2s2r_sim.kinematics import PalmIk, top_down_palm_pose
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import TrialRunner, bin_containing, sample_trial
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
+from r2s2r_world.world import WorldParams
 
 
 def make_runner(world: WorldParams, seed: int = 3) -> TrialRunner:

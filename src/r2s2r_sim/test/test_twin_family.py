@@ -18,7 +18,7 @@ from r2s2r_sim.twin_family import (
     parse_seeds,
     sample_twin,
 )
-from r2s2r_sim.world import WorldParams, apply_grounding, load_world
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 from sim_support import NOMINAL, REPO
 
 FAMILY = REPO / "config" / "twin" / "family.yaml"

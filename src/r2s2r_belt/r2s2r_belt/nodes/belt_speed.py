@@ -31,7 +31,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
-from r2s2r_belt.config import BeltSpeedConfig, apply_grounding
+from r2s2r_belt.config import BeltSpeedConfig, with_grounded_roller_radius
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.estimates import FusedSpeed, SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
@@ -60,7 +60,7 @@ class BeltSpeedNode(Node):
     def __init__(self, node_name: str = "belt_speed", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         declared = declare_schema_parameters(self, PARAMETER_SCHEMA)
-        self.config, self.roller_radius_source = apply_grounding(
+        self.config, self.roller_radius_source = with_grounded_roller_radius(
             config_from_parameters(self, declared, BeltSpeedConfig)
         )
         config = self.config

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
 

@@ -22,7 +22,7 @@ from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import end_with_owner
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 

@@ -47,7 +47,7 @@ from pydantic import Field
 from r2s2r_common.config import ConfigModel, dump_yaml, load_config
 from r2s2r_description.cell import BIN_INNER_SIZE_M
 from r2s2r_description.robot import ARM_JOINT_NAMES
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.mimicgen.config import AnnotationConfig
 from r2s2r_datagen.mimicgen.kinematics import BaseLinkArm

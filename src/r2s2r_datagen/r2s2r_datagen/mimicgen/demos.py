@@ -14,7 +14,7 @@ from pathlib import Path
 
 from r2s2r_recorder.dataset import Episode, EpisodeWriter
 from r2s2r_sim.backend import SimBackend
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.recording import RecordingBackend

@@ -33,9 +33,9 @@ import numpy as np
 from r2s2r_common.config import ConfigError, parse_config
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
 from r2s2r_sim.backend import SimBackend
-from r2s2r_sim.kinematics import IkError
 from r2s2r_sim.task import TrialOutcome, TrialRunner
-from r2s2r_sim.world import WorldParams, load_world
+from r2s2r_world.kinematics import IkError
+from r2s2r_world.world import WorldParams, load_world
 
 from r2s2r_datagen.generator import (
     EpisodeJob,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_sim.kinematics import PalmIk
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.kinematics import PalmIk
+from r2s2r_world.world import WorldParams
 
 FloatArray = NDArray[np.float64]
 
@@ -46,7 +46,7 @@ class BaseLinkArm:
         """Arm joints placing the palm at ``pose_base`` (base_link), near ``seed_q``.
 
         Raises:
-            r2s2r_sim.kinematics.IkError: If the tolerance is not reached.
+            r2s2r_world.kinematics.IkError: If the tolerance is not reached.
 
         """
         return self.ik.solve(

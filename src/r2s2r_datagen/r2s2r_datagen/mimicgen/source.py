@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_recorder.dataset import Episode, EpisodeDataset, EpisodeMetadata
-from r2s2r_sim.world import WorldParams
+from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.mimicgen.annotation import (
     AnnotationError,

@@ -23,7 +23,7 @@ from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node

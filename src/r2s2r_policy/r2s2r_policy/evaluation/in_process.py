@@ -40,7 +40,7 @@ from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
-from r2s2r_sim.world import load_world
+from r2s2r_world.world import load_world
 
 from ..checkpoint import load_checkpoint
 from ..inference import ActionCommand, InferenceConfig, InferenceEngine

@@ -42,7 +42,7 @@ def _check_training(config: ExperimentConfig) -> list[str]:
 
 
 def _check_conditions(config: ExperimentConfig) -> list[str]:
-    from r2s2r_sim.world import load_world
+    from r2s2r_world.world import load_world
 
     try:
         twin = load_world(resolve_config_path(config.twin_config))

@@ -41,6 +41,8 @@ from r2s2r_description.robot import (
     JOINT_LIMITS,
 )
 from r2s2r_description.transforms import Pose
+from r2s2r_world.kinematics import IkError, PalmIk, top_down_palm_pose
+from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.demonstrator.config import DemonstratorStyle, Range
 from r2s2r_sim.demonstrator.hand import GraspShape, cage_preshape
@@ -52,8 +54,6 @@ from r2s2r_sim.demonstrator.motion import (
     minimum_jerk,
     smooth_bump,
 )
-from r2s2r_sim.kinematics import IkError, PalmIk, top_down_palm_pose
-from r2s2r_sim.world import WorldParams
 
 N_ARM = len(ARM_JOINT_NAMES)
 BIN_RIM_HEIGHT_M = BIN_WALL_HEIGHT_M

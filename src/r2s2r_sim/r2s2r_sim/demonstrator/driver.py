@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
+from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import FloatArray, SimBackend
 from r2s2r_sim.demonstrator.config import DemonstratorStyle
@@ -24,7 +25,6 @@ from r2s2r_sim.demonstrator.core import (
     Observation,
 )
 from r2s2r_sim.task import TrialOutcome, TrialPlan, TrialRunner, sample_trial
-from r2s2r_sim.world import WorldParams
 
 
 @dataclass

@@ -38,6 +38,7 @@ from r2s2r_common.ros.runner import end_with_owner
 from r2s2r_common.ros.time import duration_msg
 from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_world.world import load_world
 from rcl_interfaces.srv import SetParameters
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
@@ -54,7 +55,6 @@ from r2s2r_sim.demonstrator.core import (
     Observation,
 )
 from r2s2r_sim.demonstrator.session import Take, TakeSession
-from r2s2r_sim.world import load_world
 
 RECORDED_TOPICS: tuple[str, ...] = (
     "/head_camera/image_raw",

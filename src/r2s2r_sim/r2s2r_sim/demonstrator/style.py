@@ -36,10 +36,10 @@ from r2s2r_description.robot import (
     HOME_POSITIONS,
     JOINT_LIMITS,
 )
+from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
 from scipy.signal import savgol_filter
 
 from r2s2r_sim.demonstrator.motion import FloatArray
-from r2s2r_sim.kinematics import PalmIk, top_down_palm_pose
 
 N_ARM = len(ARM_JOINT_NAMES)
 FLEXED_RAD = 0.3

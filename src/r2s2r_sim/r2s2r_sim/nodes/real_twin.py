@@ -42,6 +42,7 @@ from r2s2r_common.camera_info import (
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
+from r2s2r_world.world import load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
@@ -49,7 +50,6 @@ from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
-from r2s2r_sim.world import load_world
 
 
 class RealTwinParams(ConfigModel):

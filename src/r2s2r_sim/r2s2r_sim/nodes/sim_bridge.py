@@ -48,6 +48,7 @@ from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
 from r2s2r_description.cell import build_description
 from r2s2r_description.transforms import make_transform, quat_to_matrix
+from r2s2r_world.world import WorldParams, load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
@@ -60,7 +61,6 @@ from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_mark
 from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
-from r2s2r_sim.world import WorldParams, load_world
 from tf2_msgs.msg import TFMessage
 
 TF_QOS = QoSProfile(depth=100)

@@ -1,19 +1,21 @@
-"""Read what the sensing nodes need from a grounding artifact, without its schema package.
+"""The one reader of a grounding artifact, and its schema version.
 
 World grounding (``r2s2r_calibration``) writes one artifact YAML whose ``world_overrides``
-section mirrors the simulator's world schema (``cameras.<head|hand>.{fx_px, ..., pose}``,
-``belt.{pose, roller_radius_m, speed_mps}``, ``bins.<name>.pose``, ``controller``). The nodes
-that apply calibration on the cell (the description's state publisher for ``/tf_static``, the
-belt-speed estimator for the roller radius, the exporter of camera_calibration files) read only
-that section through this module, so that they do not depend on the calibration package (which
-validates the records themselves when it writes or loads the artifact).
+section mirrors :class:`r2s2r_world.world.WorldParams` (``cameras.<head|hand>.{fx_px, ...,
+pose}``, ``belt.{pose, roller_radius_m, speed_mps}``, ``bins.<name>.pose``, ``controller``), so
+a grounded world is ``apply_grounding(nominal, world_overrides)``
+(:func:`r2s2r_world.world.apply_grounding`). The consumers that apply calibration (the cell
+state publisher for ``/tf_static``, the belt-speed estimator for the roller radius, the exporter
+of camera_calibration files, generation) read that section through this module, so that they
+do not depend on the calibration package, which owns the records' schema
+(:mod:`r2s2r_calibration.artifact`: it writes the artifact with
+:data:`ARTIFACT_SCHEMA_VERSION` and validates the records on top of :func:`read_artifact`).
 
 Every consumer of an artifact (the nodes of ``r2s2r launch``, ``r2s2r generate``, the exporter,
-``r2s2r experiment``) checks it with :func:`check_artifact` first (directly, through
-:func:`read_artifact`/:func:`load_world_overrides`, or through the calibration package's loader,
-which calls it before its schema), so a bad artifact is refused the same way everywhere: the
-schema version, the sections a consumer needs (named when missing: a truncated file), and every
-number finite.
+``r2s2r experiment``, the calibration package's loader) checks it with :func:`check_artifact`
+first (directly, or through :func:`read_artifact`/:func:`load_world_overrides`), so a bad
+artifact is refused the same way everywhere: the schema version, the sections a consumer needs
+(named when missing: a truncated file), and every number finite.
 
 Everything here is ROS-free and raises :class:`~r2s2r_common.config.ConfigError` with the file,
 the key and what to do.
@@ -28,12 +30,11 @@ from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator
-
 from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
 from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yaml
 
 ARTIFACT_SCHEMA_VERSION = 1
-"""The artifact schema version this reader understands."""
+"""The artifact schema version: what the calibration package writes and every reader accepts."""
 
 CAMERA_KEYS: dict[str, str] = {"head_camera": "head", "hand_camera": "hand"}
 """Camera name on the cell (topics, frames) -> key under ``world_overrides.cameras``."""

@@ -30,19 +30,13 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel
-from r2s2r_common.grounding import load_world_overrides
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
-from rclpy.node import Node
-from rclpy.qos import QoSProfile
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
-
 from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
 from r2s2r_description.model import Description
-from r2s2r_description.nodes.tf_tree import (
+from r2s2r_description.tf_tree import (
     FrameTransform,
     JointStateError,
     apply_layout_overrides,
@@ -52,6 +46,12 @@ from r2s2r_description.nodes.tf_tree import (
     moving_transforms,
 )
 from r2s2r_description.urdf import to_urdf
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+
+from r2s2r_world.grounding import load_world_overrides
 from tf2_msgs.msg import TFMessage
 
 TF_QOS = QoSProfile(depth=100)

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 from r2s2r_common.config import ConfigError
-from r2s2r_sim.world import SHIFT_NAMES, WorldParams, apply_grounding, apply_shift, load_world
-from sim_support import NOMINAL, REPO
+from r2s2r_world.world import SHIFT_NAMES, WorldParams, apply_grounding, apply_shift, load_world
+from world_support import NOMINAL, REPO
 
 
 def write_variant(tmp_path: Path, edit) -> Path:

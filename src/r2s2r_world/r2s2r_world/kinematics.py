@@ -1,7 +1,11 @@
 """Arm inverse kinematics for the palm frame (damped least squares on the MuJoCo model).
 
-A helper for scripted motions (tests, demonstrators, planners' seeds): it solves for the six
-arm joints that put ``palm_link`` at a target pose in ``world`` for a given cell layout.
+A helper for scripted motions (tests, demonstrators, planners' seeds, calibration views): it
+solves for the six arm joints that put ``palm_link`` (or another link) at a target pose in
+``world`` for a given cell layout, and gives the link's forward kinematics. It compiles the
+description's model (:func:`r2s2r_description.mjcf.to_mjspec`) and uses MuJoCo's kinematics and
+Jacobian only, never a simulation step, so it needs no simulator; the planner, calibration and
+generation use it on a real cell as in simulation.
 """
 
 from __future__ import annotations

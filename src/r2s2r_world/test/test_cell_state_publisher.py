@@ -21,17 +21,17 @@ from r2s2r_common.config import ConfigError, load_config
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import forward_kinematics
-from r2s2r_description.nodes.cell_state_publisher import (
-    CellStatePublisher,
-    CellStatePublisherConfig,
-)
-from r2s2r_description.nodes.tf_tree import (
+from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_description.tf_tree import (
     FrameTransform,
     compose,
     layout_from_world_file,
 )
-from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_description.urdf import to_urdf, urdf_forward_kinematics
+from r2s2r_world.nodes.cell_state_publisher import (
+    CellStatePublisher,
+    CellStatePublisherConfig,
+)
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node

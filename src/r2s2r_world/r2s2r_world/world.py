@@ -1,9 +1,12 @@
 """World parameters: one typed schema for everything grounding recovers and evaluation shifts.
 
-The nominal world (``config/world/nominal.yaml``) is the uncalibrated simulator: CAD poses,
+The nominal world (``config/world/nominal.yaml``) is the uncalibrated cell: CAD poses,
 datasheet intrinsics, default gains. World grounding produces an artifact whose values mirror
-this schema; :func:`apply_grounding` gives ``nominal + artifact``. The real twin reads its own
-hidden file (``config/twin/*.yaml``) through the same schema; nothing else may read that file.
+this schema (read by :mod:`r2s2r_world.grounding`); :func:`apply_grounding` gives
+``nominal + artifact``. The simulator builds its scene from a world; sensing, planning,
+calibration and generation read worlds from here, not from the simulator. The real twin
+reads its own hidden file (``config/twin/*.yaml``) through the same schema; nothing else may
+read that file.
 
 Units are in the names: ``_m``, ``_rad``, ``_px``, ``_s``, ``_hz``, ``_mps``, ``_kg``.
 """

@@ -187,7 +187,7 @@ class _PoseSection(ConfigModel):
 
 
 class _Lenient(BaseModel):
-    """A section whose other keys belong to the world schema (checked by r2s2r_sim)."""
+    """A section whose other keys belong to the world schema (checked by r2s2r_world)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -213,12 +213,12 @@ class _WorldLayoutSections(_Lenient):
 
 
 def layout_from_world_file(path: str | Path) -> CellLayout:
-    """Read the cell placements of a world YAML file (``r2s2r_sim.world.WorldParams`` schema).
+    """Read the cell placements of a world YAML file (``r2s2r_world.world.WorldParams`` schema).
 
     Only the pose sections are read here (``robot.base_pose``, ``belt.pose``,
     ``bins.<name>.pose``, ``cameras.head.pose``, ``cameras.hand.pose``); the rest of the file
-    is the simulator's to validate. The description package cannot import the simulator's
-    schema (the simulator depends on the description), hence this reader of a subset.
+    is the world schema's to validate. The description package cannot import that schema
+    (``r2s2r_world`` depends on the description), hence this reader of a subset.
 
     Raises:
         ConfigError: Missing file, bad YAML or a missing/invalid pose, named by key.
