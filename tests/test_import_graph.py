@@ -1,4 +1,4 @@
-"""No import cycle inside any package of the workspace (read from the source, nothing imported).
+"""No import cycle inside any package, no import of the bring-up from src/ (read from the source).
 
 Every ``import`` and ``from ... import`` statement counts, wherever it stands: at module level,
 inside a function, or under ``if TYPE_CHECKING:``, since an import moved into a function (or
@@ -128,3 +128,41 @@ def test_no_import_cycle_inside_the_package(name: str) -> None:
     assert len(graph) > 1
     found = cycles(graph)
     assert not found, f"{name}: import cycles " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def bring_up_imports(path: Path) -> list[str]:
+    """Names of the bring-up package (``r2s2r``, ``r2s2r.*``) a file imports, anywhere in it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [name for name in names if name == "r2s2r" or name.startswith("r2s2r.")]
+    return found
+
+
+def test_the_check_finds_a_bring_up_import_hidden_in_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import r2s2r_common.config\nfrom r2s2r_sim import world\n"
+        "def f():\n    from r2s2r.supervisor import GraphSupervisor\n    import r2s2r\n"
+    )
+    assert bring_up_imports(module) == ["r2s2r.supervisor", "r2s2r"]
+
+
+def test_no_module_under_src_imports_the_bring_up() -> None:
+    """The packages under src/ (their tests included) never import the bring-up ``r2s2r``.
+
+    The pipeline's home and the supervisor live there and compose the packages; a package
+    that needs a graph started or a stage run is handed a callable or a command instead.
+    """
+    offenders = {
+        str(path.relative_to(REPO)): names
+        for path in sorted((REPO / "src").rglob("*.py"))
+        if (names := bring_up_imports(path))
+    }
+    assert not offenders, f"imports of the bring-up under src/: {offenders}"

@@ -41,12 +41,12 @@ LAZY_COMMANDS: dict[str, str] = {
     "bag2dataset": "r2s2r_recorder.cli:bag2dataset",
     "dataset": "r2s2r_recorder.cli:dataset_group",
     "bag": "r2s2r_recorder.cli:bag_group",
-    "record-demos": "r2s2r_recorder.demos:record_demos_command",
-    "ground": "r2s2r_calibration.cli:ground_command",
-    "generate": "r2s2r_datagen.cli:generate_command",
+    "record-demos": "r2s2r.cli.record_demos:record_demos_command",
+    "ground": "r2s2r.cli.ground:ground_command",
+    "generate": "r2s2r.cli.generate:generate_command",
     "train": "r2s2r_policy.cli:train_command",
-    "evaluate": "r2s2r_policy.evaluation.cli:evaluate_command",
-    "experiment": "r2s2r_policy.experiment.cli:experiment_command",
+    "evaluate": "r2s2r.cli.evaluate:evaluate_command",
+    "experiment": "r2s2r.cli.experiment:experiment_command",
 }
 
 
