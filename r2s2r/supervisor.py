@@ -334,11 +334,12 @@ def running_graph(
     Raises:
         GraphError: Unknown graph, a bad launch argument or a missing executable (nothing is
             left running).
+        r2s2r_common.config.ConfigError: A grounding artifact argument names a bad artifact.
 
     """
     values = parse_launch_arguments(arguments) if isinstance(arguments, list) else dict(arguments)
-    check_artifact_arguments(values)
     nodes = resolve_graph(load_graph(graph), values)
+    check_artifact_arguments(values)
     supervisor = GraphSupervisor(nodes, log_dir, grace_period_s, console=console, env=env)
     supervisor.start()
     try:

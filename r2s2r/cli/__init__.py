@@ -1,7 +1,10 @@
 """The ``r2s2r`` command line: graph launching and the offline steps of the pipeline.
 
-Verbs live in the packages that own them and are imported only when used, so ``r2s2r --help``
-stays fast and a verb's heavy dependencies (torch, open3d, ...) load only for that verb.
+Verbs live in the packages that own them (a verb of one package's core) or here, in the
+bring-up (a verb that starts a graph or runs stages of the pipeline: ``launch``, ``graphs``,
+``record-demos``, ``ground``, ``generate``, ``evaluate``, ``experiment``; see
+:mod:`r2s2r.pipeline`), and are imported only when used, so ``r2s2r --help`` stays fast and a
+verb's heavy dependencies (torch, open3d, ...) load only for that verb.
 
 The error boundary of every verb is :func:`main`: an error prints one line on stderr (what,
 which file/key/value, what to do) and sets the exit code, 2 for bad input and 1 for a failed
