@@ -22,7 +22,7 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 setup(
     name=PACKAGE_NAME,
     version="0.1.0",
-    packages=["r2s2r", "r2s2r.cli"],
+    packages=["r2s2r", "r2s2r.cli", "r2s2r.pipeline"],
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),
@@ -35,5 +35,11 @@ setup(
     maintainer_email="maintainers@r2s2r.dev",
     description="r2s2r bring-up: launch files, parameters, graph definitions and the CLI.",
     license="Apache-2.0",
-    entry_points={"console_scripts": ["r2s2r = r2s2r.cli:main"]},
+    entry_points={
+        "console_scripts": [
+            "r2s2r = r2s2r.cli:main",
+            # The main job's node (config/graphs/sim_generate.yaml): prerequisites, generation.
+            "sim_generate = r2s2r.pipeline.main_job:main",
+        ]
+    },
 )

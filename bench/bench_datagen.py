@@ -56,10 +56,11 @@ from r2s2r_datagen.configurations import (  # noqa: E402
     prepare_configurations,
 )
 from r2s2r_datagen.ledger import Ledger  # noqa: E402
-from r2s2r_datagen.prerequisites import mimicgen_source_path, prepare_prerequisites  # noqa: E402
-from r2s2r_datagen.runner import run_generation  # noqa: E402
+from r2s2r_datagen.prerequisites import mimicgen_source_path  # noqa: E402
 from r2s2r_sim.mujoco_backend import MujocoBackend  # noqa: E402
 from r2s2r_sim.task import TrialRunner  # noqa: E402
+
+from r2s2r.pipeline.main_job import prepare_prerequisites, run_main_job  # noqa: E402
 
 MAIN_JOB_PARAMS = REPO / "config" / "nodes" / "sim_generate.yaml"
 MAIN_JOB_NODE = "sim_generate"
@@ -121,7 +122,7 @@ def run(config_path: Path, names: list[str], attempts: int, workers: int, out: P
         progress=False,
     )
     started = time.perf_counter()
-    summary = run_generation(config, log=lambda _text: None, command_runner=_never_run)
+    summary = run_main_job(config, log=lambda _text: None, runner=_never_run)
     elapsed = time.perf_counter() - started
     summary_dict = summary.as_dict()
     summary_dict["end_to_end_s"] = elapsed

@@ -51,7 +51,9 @@ def run_recording(
     trials: int, real_time_factor: float, twin: str, out_dir: Path, launch_args: list[str]
 ) -> dict:
     """Record ``trials`` takes (seeds 0..) with ``record_demos``; return its manifest."""
-    from r2s2r_recorder.demos import RecordDemosConfig, quiet_console, record_demos
+    from r2s2r_recorder.demos import RecordDemosConfig, quiet_console
+
+    from r2s2r.pipeline.demos import record_demos_on_twin
 
     config = RecordDemosConfig(
         episodes=trials,
@@ -62,7 +64,7 @@ def run_recording(
         force=True,
     )
     with quiet_console() as console:
-        result = record_demos(config, console=console)
+        result = record_demos_on_twin(config, console=console)
     print(result.format())
     return result.manifest
 

@@ -88,16 +88,17 @@ def ros_latency(checkpoint: Path, samples: int, domain_id: int) -> dict[str, flo
     from geometry_msgs.msg import TwistStamped
     from r2s2r_common.image_conversion import to_image_msg
     from r2s2r_common.ros.qos import RELIABLE_QOS, SENSOR_DATA_QOS
-    from r2s2r_policy.evaluation.ros import executable_path
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from sensor_msgs.msg import Image, JointState
     from trajectory_msgs.msg import JointTrajectory
 
+    from r2s2r.supervisor import find_executable
+
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain_id))
     process = subprocess.Popen(
         [
-            str(executable_path("r2s2r_policy", "policy_inference")),
+            str(find_executable("r2s2r_policy", "policy_inference")),
             "--ros-args",
             "-p",
             f"checkpoint_path:={checkpoint}",

@@ -544,7 +544,7 @@ def write_broken_graph(work: Path) -> Path:
     graph = work / "broken.yaml"
     graph.write_text(
         "name: broken\ndescription: a node whose parameter file is missing\n"
-        "nodes:\n  - name: sim_generate\n    package: r2s2r_datagen\n"
+        "nodes:\n  - name: sim_generate\n    package: r2s2r\n"
         f"    executable: sim_generate\n    parameters: ['{work}/missing_params.yaml']\n"
     )
     launch_file = work / "broken.launch.py"

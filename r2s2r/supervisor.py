@@ -15,6 +15,11 @@ code 0 if it ended cleanly (a finished job), or 1 with the node named if it fail
 The nodes die with the supervisor's process however it ends, SIGKILL included: they are started
 by :func:`r2s2r_common.process.spawn_owned` (the kernel's parent-death signal, and an owner
 check in every node's runner), so nothing of a graph outlives the command that started it.
+
+This is the one process supervisor of the workspace: ``r2s2r launch``, the graphs a verb starts
+for the duration of its work (:func:`running_graph`: ``r2s2r ground --launch``, the
+``record_demos`` graph of ``r2s2r record-demos``, the ``evaluate`` graph of ``r2s2r evaluate``)
+all run their nodes through :class:`GraphSupervisor`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
@@ -40,9 +46,17 @@ from r2s2r_common.console import (
     parse_line,
     parse_progress,
 )
+from r2s2r_world.grounding import check_artifact_arguments
 from r2s2r_common.process import spawn_owned
 
-from r2s2r.graph import ConsoleMode, GraphError, ResolvedNode
+from r2s2r.graph import (
+    ConsoleMode,
+    GraphError,
+    ResolvedNode,
+    load_graph,
+    parse_launch_arguments,
+    resolve_graph,
+)
 
 # Seconds a node gets to stop after SIGINT before SIGTERM, and again before SIGKILL (the same
 # under `ros2 launch`: the launch files give it as sigterm/sigkill timeouts).
@@ -92,6 +106,7 @@ class GraphSupervisor:
         console: TextIO | None = None,
         verbose: bool = False,
         progress: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """Prepare (but do not start) the graph.
 
@@ -104,9 +119,12 @@ class GraphSupervisor:
                 messages go (stdout if None).
             verbose: Show every line of every node (``all`` for nodes set to ``problems``).
             progress: Draw the nodes' progress bars (only ever on a terminal).
+            env: Variables set for the nodes on top of this process's environment (e.g. a
+                private ``ROS_DOMAIN_ID``).
 
         """
         self._nodes = nodes
+        self._env = dict(env or {})
         self._log_dir = log_dir
         self._grace_period_s = grace_period_s
         self._console = console or sys.stdout
@@ -185,7 +203,7 @@ class GraphSupervisor:
             for node in self._nodes
         ]
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
         env.pop(PROGRESS_ENV, None)
         if self._bars_enabled:
             env[PROGRESS_ENV] = "1"  # the nodes' bars are drawn here
@@ -208,6 +226,17 @@ class GraphSupervisor:
             self._children.append(_Child(node, process, log_path, pump))
         started = ", ".join(f"{c.node.name} (pid {c.process.pid})" for c in self._children)
         self.say(f"started {started}; logs in {self._log_dir}")
+
+    def dead_node(self) -> str | None:
+        """Describe the first node that exited (code, log, its last lines), else None."""
+        for child in self._children:
+            code = child.process.poll()
+            if code is not None:
+                return (
+                    f"{child.node.name} exited with code {code} (log: {child.log_path}; "
+                    f"last lines: {log_tail(child.log_path)})"
+                )
+        return None
 
     def request_stop(self) -> None:
         """Ask the supervisor loop to shut the graph down (signal-handler safe)."""
@@ -267,6 +296,56 @@ class GraphSupervisor:
             child.pump.join(timeout=2.0)
         codes = ", ".join(f"{c.node.name}={c.process.returncode}" for c in self._children)
         self.say(f"all nodes stopped ({codes})")
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    """Return the last non-empty lines of a log file, joined by ' | ' ('' if unreadable)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text if line.strip() and not line.startswith(("$ ", "# pid"))]
+    return " | ".join(kept[-lines:])[-600:]
+
+
+@contextlib.contextmanager
+def running_graph(
+    graph: str,
+    arguments: Mapping[str, str] | list[str],
+    log_dir: Path,
+    grace_period_s: float = DEFAULT_GRACE_PERIOD_S,
+    console: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[GraphSupervisor]:
+    """Run a graph of ``config/graphs`` (or a graph file) for the duration of the block.
+
+    Args:
+        graph: Graph name or YAML path.
+        arguments: Launch arguments, as a mapping or as ``NAME:=VALUE`` tokens.
+        log_dir: Folder of the per-node logs.
+        grace_period_s: See :class:`GraphSupervisor`.
+        console: Where the supervisor's lines and the nodes' problems go (stdout if None).
+        env: Extra environment of the nodes (see :class:`GraphSupervisor`).
+
+    Yields:
+        The started supervisor (``dead_node`` tells whether a node has exited); every node is
+        stopped when the block ends, however it ends.
+
+    Raises:
+        GraphError: Unknown graph, a bad launch argument or a missing executable (nothing is
+            left running).
+        r2s2r_common.config.ConfigError: A grounding artifact argument names a bad artifact.
+
+    """
+    values = parse_launch_arguments(arguments) if isinstance(arguments, list) else dict(arguments)
+    nodes = resolve_graph(load_graph(graph), values)
+    check_artifact_arguments(values)
+    supervisor = GraphSupervisor(nodes, log_dir, grace_period_s, console=console, env=env)
+    supervisor.start()
+    try:
+        yield supervisor
+    finally:
+        supervisor.shutdown()
 
 
 def default_log_dir(graph_name: str) -> Path:

@@ -222,7 +222,7 @@ def test_an_override_the_node_does_not_declare_is_an_error(tmp_path: Path) -> No
     graph = tmp_path / "typo.yaml"
     graph.write_text(
         "name: typo\ndescription: an override with a typo\nnodes:\n"
-        "  - {name: sim_generate, package: r2s2r_datagen, executable: sim_generate,\n"
+        "  - {name: sim_generate, package: r2s2r, executable: sim_generate,\n"
         "     parameter_overrides: {episodes_per_config: 3}}\n"
     )
     with pytest.raises(GraphError, match="'episodes_per_config' is not a parameter of"):

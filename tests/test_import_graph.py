@@ -1,4 +1,4 @@
-"""No import cycle inside any package of the workspace (read from the source, nothing imported).
+"""No import cycle inside any package, no import of the bring-up from src/ (read from the source).
 
 Every ``import`` and ``from ... import`` statement counts, wherever it stands: at module level,
 inside a function, or under ``if TYPE_CHECKING:``, since an import moved into a function (or
@@ -133,10 +133,9 @@ def test_no_import_cycle_inside_the_package(name: str) -> None:
 
 # -- between packages: declared dependencies and the world contract's one home ---------------
 
-UPWARD_IMPORTS = {"r2s2r"}
-"""Packages that may be imported without a package.xml line: the bring-up, which depends on
-every package (``r2s2r_calibration.cli`` and ``r2s2r_recorder.demos`` still start graphs through
-it, docs/architecture.md section 2); declaring it would make colcon's graph circular."""
+UPWARD_IMPORTS: set[str] = set()
+"""Packages that may be imported without a package.xml line: none. The bring-up ``r2s2r``
+depends on every package and nothing under src/ imports it (checked below)."""
 
 WORLD_CONTRACT: dict[str, str] = {
     "WorldParams": "r2s2r_world.world",
@@ -242,3 +241,41 @@ def test_the_world_contract_has_one_home() -> None:
                 continue
             wrong += [f"{where} imports {source}" for source in sources if source in OLD_HOMES]
     assert not wrong, "\n".join(wrong)
+
+
+def bring_up_imports(path: Path) -> list[str]:
+    """Names of the bring-up package (``r2s2r``, ``r2s2r.*``) a file imports, anywhere in it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [name for name in names if name == "r2s2r" or name.startswith("r2s2r.")]
+    return found
+
+
+def test_the_check_finds_a_bring_up_import_hidden_in_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import r2s2r_common.config\nfrom r2s2r_sim import world\n"
+        "def f():\n    from r2s2r.supervisor import GraphSupervisor\n    import r2s2r\n"
+    )
+    assert bring_up_imports(module) == ["r2s2r.supervisor", "r2s2r"]
+
+
+def test_no_module_under_src_imports_the_bring_up() -> None:
+    """The packages under src/ (their tests included) never import the bring-up ``r2s2r``.
+
+    The pipeline's home and the supervisor live there and compose the packages; a package
+    that needs a graph started or a stage run is handed a callable or a command instead.
+    """
+    offenders = {
+        str(path.relative_to(REPO)): names
+        for path in sorted((REPO / "src").rglob("*.py"))
+        if (names := bring_up_imports(path))
+    }
+    assert not offenders, f"imports of the bring-up under src/: {offenders}"

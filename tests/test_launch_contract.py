@@ -641,7 +641,7 @@ def test_missing_parameter_file_gives_the_supervisors_error(api: Any, tmp_path: 
     graph = tmp_path / "broken.yaml"
     graph.write_text(
         "name: broken\ndescription: a node whose parameter file is missing\n"
-        "nodes:\n  - name: sim_generate\n    package: r2s2r_datagen\n"
+        "nodes:\n  - name: sim_generate\n    package: r2s2r\n"
         f"    executable: sim_generate\n    parameters: ['{tmp_path}/missing.yaml']\n"
     )
     with pytest.raises(GraphError, match="parameter file not found") as expected:

@@ -1,7 +1,10 @@
 """The ``r2s2r`` command line: graph launching and the offline steps of the pipeline.
 
-Verbs live in the packages that own them and are imported only when used, so ``r2s2r --help``
-stays fast and a verb's heavy dependencies (torch, open3d, ...) load only for that verb.
+Verbs live in the packages that own them (a verb of one package's core) or here, in the
+bring-up (a verb that starts a graph or runs stages of the pipeline: ``launch``, ``graphs``,
+``record-demos``, ``ground``, ``generate``, ``evaluate``, ``experiment``; see
+:mod:`r2s2r.pipeline`), and are imported only when used, so ``r2s2r --help`` stays fast and a
+verb's heavy dependencies (torch, open3d, ...) load only for that verb.
 
 The error boundary of every verb is :func:`main`: an error prints one line on stderr (what,
 which file/key/value, what to do) and sets the exit code, 2 for bad input and 1 for a failed
@@ -41,12 +44,12 @@ LAZY_COMMANDS: dict[str, str] = {
     "bag2dataset": "r2s2r_recorder.cli:bag2dataset",
     "dataset": "r2s2r_recorder.cli:dataset_group",
     "bag": "r2s2r_recorder.cli:bag_group",
-    "record-demos": "r2s2r_recorder.demos:record_demos_command",
-    "ground": "r2s2r_calibration.cli:ground_command",
-    "generate": "r2s2r_datagen.cli:generate_command",
+    "record-demos": "r2s2r.cli.record_demos:record_demos_command",
+    "ground": "r2s2r.cli.ground:ground_command",
+    "generate": "r2s2r.cli.generate:generate_command",
     "train": "r2s2r_policy.cli:train_command",
-    "evaluate": "r2s2r_policy.evaluation.cli:evaluate_command",
-    "experiment": "r2s2r_policy.experiment.cli:experiment_command",
+    "evaluate": "r2s2r.cli.evaluate:evaluate_command",
+    "experiment": "r2s2r.cli.experiment:experiment_command",
 }
 
 

@@ -21,5 +21,4 @@ setup(
         "generation jobs (process pool or Ray)."
     ),
     license="Apache-2.0",
-    entry_points={"console_scripts": ["sim_generate = r2s2r_datagen.nodes.sim_generate_node:main"]},
 )

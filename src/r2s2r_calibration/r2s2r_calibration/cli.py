@@ -1,52 +1,19 @@
-"""``r2s2r ground``: ground the simulator against a running cell over ROS.
+"""Grounding against a running cell over ROS (or a recorded session): the core of ``r2s2r ground``.
 
-The cell runs in another terminal (``r2s2r launch real_deploy``), or this command starts a bring-up
-graph as separate, supervised processes with ``--launch GRAPH`` and ``--launch-arg NAME:=VALUE``
-(the values are handed to the graph as ``r2s2r launch`` would; this command never reads them).
-The procedure runs in the ``calibration`` lifecycle node, in this process, and writes the artifact
-and the grounding report.
+The cell runs in another terminal (``r2s2r launch real_deploy``); the bring-up's ``r2s2r
+ground`` adds ``--launch GRAPH`` / ``--launch-arg NAME:=VALUE`` and starts the graph around this
+command (``r2s2r.cli.ground``). The procedure runs in the ``calibration`` lifecycle node, in
+this process, and writes the artifact and the grounding report.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 from r2s2r_common.errors import Terminated, sigterm_as_flag
-
-
-@contextlib.contextmanager
-def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> Iterator[None]:
-    """Run a bring-up graph (separate processes) for the duration of the block.
-
-    Raises:
-        click.UsageError: Unknown graph or bad launch arguments.
-
-    """
-    if graph is None:
-        yield
-        return
-    from r2s2r_world.grounding import check_artifact_arguments
-
-    from r2s2r.graph import GraphError, load_graph, parse_launch_arguments, resolve_graph
-    from r2s2r.supervisor import GraphSupervisor
-
-    try:
-        parsed = parse_launch_arguments(arguments)
-        nodes = resolve_graph(load_graph(graph), parsed)
-    except GraphError as error:
-        raise click.UsageError(str(error)) from None
-    check_artifact_arguments(parsed)
-    supervisor = GraphSupervisor(nodes, log_dir)
-    supervisor.start()
-    try:
-        yield
-    finally:
-        supervisor.shutdown()
 
 
 @click.command("ground")
@@ -65,18 +32,6 @@ def launched_graph(graph: str | None, arguments: list[str], log_dir: Path) -> It
     default="world/nominal.yaml",
     show_default=True,
     help="Nominal world file (relative paths resolve against config/).",
-)
-@click.option(
-    "--launch",
-    "graph",
-    default=None,
-    help="Start this bring-up graph (e.g. real_deploy) as separate processes first.",
-)
-@click.option(
-    "--launch-arg",
-    "launch_arguments",
-    multiple=True,
-    help="NAME:=VALUE launch argument of --launch (repeatable), passed on unread.",
 )
 @click.option(
     "--no-board-operator",
@@ -103,8 +58,6 @@ def ground_command(
     output: str,
     steps: str,
     nominal: str,
-    graph: str | None,
-    launch_arguments: tuple[str, ...],
     no_board_operator: bool,
     timeout_s: float,
     record_bag: str,
@@ -135,39 +88,37 @@ def ground_command(
 
     if record_bag and Path(record_bag).exists():
         raise click.UsageError(f"--record-bag {record_bag}: exists; give a new directory")
-    log_dir = Path(output).with_suffix("").parent / "ground_logs"
     started = time.perf_counter()
-    with launched_graph(graph, list(launch_arguments), log_dir):
-        context = rclpy.Context()
-        rclpy.init(context=context)
-        try:
-            node = CalibrationNode(
-                context=context,
-                parameter_overrides=[
-                    Parameter("output_path", value=str(output)),
-                    Parameter("steps", value=steps),
-                    Parameter("nominal_world_path", value=nominal),
-                    Parameter("board_operator", value=not no_board_operator),
-                    Parameter("timeout_s", value=float(timeout_s)),
-                    Parameter("record_bag", value=str(record_bag)),
-                ],
-            )
-            # One thread: the procedure runs in its own worker thread and only waits on the
-            # buffers; rclpy's multi-threaded executor cannot keep up with 500 Hz joint states.
-            executor = SingleThreadedExecutor(context=context)
-            executor.add_node(node)
-            if not node.autostart():
-                raise click.UsageError("the calibration node failed to configure (see the log)")
-            # SIGTERM while spinning: stop the loop, clean up, then end as Terminated (raised
-            # from inside rclpy it would come out as another error).
-            with sigterm_as_flag() as terminated:
-                spin_until_done(node, executor, terminated)
-            executor.shutdown()
-            node.destroy_node()
-            if terminated.is_set():
-                raise Terminated("SIGTERM")
-        finally:
-            rclpy.shutdown(context=context)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = CalibrationNode(
+            context=context,
+            parameter_overrides=[
+                Parameter("output_path", value=str(output)),
+                Parameter("steps", value=steps),
+                Parameter("nominal_world_path", value=nominal),
+                Parameter("board_operator", value=not no_board_operator),
+                Parameter("timeout_s", value=float(timeout_s)),
+                Parameter("record_bag", value=str(record_bag)),
+            ],
+        )
+        # One thread: the procedure runs in its own worker thread and only waits on the
+        # buffers; rclpy's multi-threaded executor cannot keep up with 500 Hz joint states.
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        if not node.autostart():
+            raise click.UsageError("the calibration node failed to configure (see the log)")
+        # SIGTERM while spinning: stop the loop, clean up, then end as Terminated (raised
+        # from inside rclpy it would come out as another error).
+        with sigterm_as_flag() as terminated:
+            spin_until_done(node, executor, terminated)
+        executor.shutdown()
+        node.destroy_node()
+        if terminated.is_set():
+            raise Terminated("SIGTERM")
+    finally:
+        rclpy.shutdown(context=context)
     click.echo(f"r2s2r ground: {time.perf_counter() - started:.1f} s wall in all")
     if node.error is not None:
         _fail(f"grounding failed: {node.error}")

@@ -1,12 +1,13 @@
 """The generation job runner: configurations → seeded episode jobs → workers → datasets.
 
-:func:`run_generation` is the whole main job, shared by ``r2s2r generate`` and the
-``sim_generate`` node:
+:func:`run_generation` is the generation of the main job, which the bring-up's pipeline
+(``r2s2r.pipeline.main_job``: ``r2s2r generate`` and the ``sim_generate`` node) runs after the
+prerequisites:
 
-1. load the configurations; with ``prepare_demos`` / ``prepare_grounding`` find or produce
-   the real demonstrations and the grounding artifact (:mod:`r2s2r_datagen.prerequisites`);
-   build the worlds, check which generators exist here (those that do not are reported and
-   not run — nothing is faked);
+1. take the configurations the prerequisites leave (the real demonstrations and the grounding
+   artifact found or produced, :mod:`r2s2r_datagen.prerequisites`), or the configurations
+   file as it is; build the worlds, check which generators exist here (those that do not are
+   reported and not run — nothing is faked);
 2. read the run directory's ledger and shards: episodes already finished are skipped
    (resume); a success whose shard became unreadable is run again;
 3. run the remaining jobs on a local process pool, or on Ray when given an address, one job
@@ -47,7 +48,7 @@ from r2s2r_datagen.generator import EpisodeJob
 from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger
 from r2s2r_datagen.merge import merge_configuration, scan_shards
 from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
-from r2s2r_datagen.prerequisites import CommandRunner, prepare_prerequisites
+from r2s2r_datagen.prerequisites import PrerequisitesReport
 from r2s2r_datagen.summary import EXIT_NOTHING_RAN, ConfigurationSummary, RunSummary
 from r2s2r_datagen.worker import JobReport, WorkerSetup
 
@@ -206,16 +207,18 @@ def run_generation(
     config: GenerateConfig,
     progress: ProgressCallback | None = None,
     log: Callable[[str], None] | None = None,
-    command_runner: CommandRunner | None = None,
+    prerequisites: PrerequisitesReport | None = None,
 ) -> RunSummary:
-    """Run the main job (see the module docstring).
+    """Run the generation job (see the module docstring).
 
     Args:
         config: Sizes and placement of the run.
         progress: Extra progress callback (e.g. the node's diagnostics).
-        log: Where the stage lines go (default: stderr): ``[demos]`` and ``[grounding]``
-            (the prerequisites), ``[generate] running / done in N s / up to date``.
-        command_runner: How prerequisite commands run (default: subprocesses).
+        log: Where the stage lines go (default: stderr): ``[generate] running / done in N s
+            / up to date``.
+        prerequisites: What the bring-up's pipeline found or produced before (the
+            configurations to use, with MimicGen's source set, and the steps for the notes
+            and ``prerequisites.json``); None: the configurations file as it is.
 
     Returns:
         The run summary (also saved as ``<output_dir>/summary.json``).
@@ -228,15 +231,8 @@ def run_generation(
     say = log or (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.monotonic()
     configurations_path = Path(config.configurations_path or bundled_configurations_path())
-    datagen = load_datagen_config(configurations_path)
-    prerequisites = prepare_prerequisites(
-        config,
-        datagen,
-        Path(config.output_dir).resolve() / "logs",
-        say,
-        command_runner,
-        config.progress,
-    )
+    if prerequisites is None:
+        prerequisites = PrerequisitesReport([], load_datagen_config(configurations_path))
     datagen = prerequisites.datagen
     overrides = config.overrides()
     nominal, prepared = prepare_configurations(
@@ -329,7 +325,8 @@ def run_generation(
             pool.close()
         say(f"[generate] done in {duration_text(summary.jobs_elapsed_s)}")
 
-    summary.elapsed_s = time.monotonic() - started
+    # This invocation's wall time: the prerequisites' commands, then generation.
+    summary.elapsed_s = prerequisites.wall_s() + time.monotonic() - started
     _summarise(summary, prepared, ledger, reports, config, run_dir)
     if not any(entry.world is not None for entry in prepared):
         summary.exit_code = EXIT_NOTHING_RAN

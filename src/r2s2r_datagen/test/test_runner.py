@@ -44,7 +44,7 @@ def test_resume_after_kill(tmp_path: Path, configurations_file: Path) -> None:
     write_configurations(configurations_file, {"planner": {"slow_s": 0.3}})
     run_dir = tmp_path / "run"
     args = [
-        sys.executable, "-m", "r2s2r_datagen.cli",
+        sys.executable, "-m", "r2s2r.cli", "generate",
         "--configurations-file", str(configurations_file),
         "-c", "nominal_planner", "-c", "grounded_planner",
         "-n", "2", "-j", "2", "-o", str(run_dir), "--no-progress",

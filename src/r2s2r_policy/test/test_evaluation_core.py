@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from click.testing import CliRunner
-from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation import (
     EvaluationConfig,
     EvaluationReport,
@@ -19,7 +17,6 @@ from r2s2r_policy.evaluation import (
     wilson_interval,
 )
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
-from r2s2r_policy.evaluation.cli import evaluate_command
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
 from scipy.stats import binomtest
 
@@ -120,28 +117,3 @@ def test_in_process_evaluation_runs_the_protocol(tmp_path: Path) -> None:
         # One chunk per 0.1 s of cell time once both cameras delivered (first frame <= 0.1 s).
         assert 8 <= record.commands_sent <= 10
     assert all(positions.shape == (4, 18) for _, _, positions in commands)
-
-
-def test_evaluate_command_in_process(tmp_path: Path) -> None:
-    torch.set_num_threads(1)
-    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
-    checkpoint = save_checkpoint(tmp_path / "ckpt", policy)
-    result = CliRunner().invoke(
-        evaluate_command,
-        [
-            str(checkpoint),
-            "--in-process",
-            "--trials",
-            "nominal=1",
-            "--twin-config",
-            str(short_twin(tmp_path, 0.5)),
-            "--out",
-            str(tmp_path / "out"),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert "nominal" in result.output and (tmp_path / "out" / "evaluation.png").is_file()
-    data = json.loads((tmp_path / "out" / "evaluation.json").read_text())
-    assert data["summary"]["all"]["trials"] == 1
-    bad = CliRunner().invoke(evaluate_command, [str(checkpoint), "--in-process", "--trials", "x"])
-    assert bad.exit_code != 0 and "CONDITION=COUNT" in bad.output

@@ -1,17 +1,15 @@
-"""Graph tests: the policy_inference node drives the real twin; the ROS harness scores trials.
+"""The policy_inference node drives the real twin; the ROS harness scores trials.
 
-1. In-process nodes (twin, belt_speed, policy_inference on one executor thread): the ROS
-   harness runs two trials and the in-process evaluator, on the same trials, agrees: same
-   outcomes and the same first action chunk within tolerance.
-2. The same through separate processes from the install space (``evaluate_ros(launch=True)``),
-   one trial, as a user runs it.
+In-process nodes (twin, belt_speed, policy_inference on one executor thread): the ROS harness
+runs two trials and the in-process evaluator, on the same trials, agrees: same outcomes and the
+same first action chunk within tolerance. The same through the ``evaluate`` graph's processes,
+started by the bring-up's supervisor, is ``tests/test_evaluate_graph.py``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,9 +39,8 @@ from rclpy.parameter import Parameter  # noqa: E402
 from test_evaluation_core import short_twin  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
-# Own DDS domains: keep these graphs apart from each other and from other tests on the machine.
+# An own DDS domain: keep this graph apart from other tests on the machine.
 DOMAIN_IN_PROCESS = 1 + os.getpid() % 100
-DOMAIN_PROCESSES = 1 + (os.getpid() + 50) % 100
 
 TRIALS = EvaluationConfig(
     trials_per_condition={"nominal": 1, "lighting": 1}, trial_wall_timeout_s=30.0
@@ -133,7 +130,7 @@ def test_ros_harness_agrees_with_in_process(
     in_process_graph: GraphThread, files: tuple[Path, Path]
 ) -> None:
     checkpoint, twin = files
-    ros = evaluate_ros(checkpoint, TRIALS, launch=False, context=in_process_graph.context)
+    ros = evaluate_ros(checkpoint, TRIALS, context=in_process_graph.context)
     assert [r.reason for r in ros.records] != ["harness_timeout"] * 2
     assert all(r.object_type for r in ros.records)  # outcomes came from the twin
     first_ros = in_process_graph.chunks[0]
@@ -159,42 +156,3 @@ def test_ros_harness_agrees_with_in_process(
     # Same policy, same pipeline; the inputs differ only by capture timing (a frame, a few ms
     # of belt motion, the belt-speed estimate's history), so the first chunks agree closely.
     np.testing.assert_allclose(ros_chunk, firsts[0][:, :6], atol=2e-3)
-
-
-@pytest.mark.graph
-@pytest.mark.timeout(120)
-def test_policy_node_process_drives_twin_process(files: tuple[Path, Path], tmp_path: Path) -> None:
-    checkpoint, twin = files
-    started = time.monotonic()
-    report = evaluate_ros(
-        checkpoint,
-        EvaluationConfig(trials_per_condition={"nominal": 1}, trial_wall_timeout_s=30.0),
-        launch=True,
-        twin_config=str(twin),
-        real_time_factor=1.0,
-        policy_overrides={"image_height_px": 32, "image_width_px": 32},
-        log_dir=tmp_path / "logs",
-        graph_timeout_s=60.0,
-        domain_id=DOMAIN_PROCESSES,
-    )
-    record = report.records[0]
-    log = (tmp_path / "logs" / "policy_inference.log").read_text()
-    assert record.reason == "timeout", log[-2000:]
-    assert record.duration_s == pytest.approx(2.0, abs=0.05)
-    assert "active: commanding" in log
-    assert time.monotonic() - started < 100.0
-
-
-@pytest.mark.graph
-def test_a_node_that_died_is_named_with_its_log(tmp_path: Path) -> None:
-    import subprocess
-
-    from r2s2r_policy.evaluation.ros import EvaluationGraph, HarnessError
-
-    graph = EvaluationGraph(checkpoint=str(tmp_path / "ckpt"), log_dir=tmp_path)
-    first = graph.nodes()[0].executable
-    (tmp_path / f"{first}.log").write_text("starting\nloading the world\nfatal: no such file\n")
-    graph.processes = [subprocess.Popen(["sh", "-c", "exit 3"])]
-    graph.processes[0].wait()
-    with pytest.raises(HarnessError, match=rf"{first} exited with code 3 .*fatal: no such file"):
-        graph.check_alive()

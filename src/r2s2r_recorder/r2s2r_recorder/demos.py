@@ -1,10 +1,10 @@
 """Demonstrations on the real twin: record N takes with the human-like demonstrator, convert.
 
-:func:`record_demos` is ``r2s2r record-demos``: it runs the ``record_demos`` graph
+:func:`record_demos` is the core of ``r2s2r record-demos``: it has the ``record_demos`` graph
 (``config/graphs/record_demos.yaml``: real twin, cell state, belt speed, object tracker,
-recorder and the demonstrator, each its own process) through
-:class:`r2s2r.supervisor.GraphSupervisor` until the demonstrator has run its trials (one
-episode bag per trial), completes each bag's episode metadata from what the bag recorded,
+recorder and the demonstrator, each its own process) run by the :data:`RecordGraph` it is given
+(the bring-up's supervisor, ``r2s2r.pipeline.demos``) until the demonstrator has run its trials
+(one episode bag per trial), completes each bag's episode metadata from what the bag recorded,
 and converts the bags with :func:`~r2s2r_recorder.bag_to_dataset.convert_bags` into one
 dataset (``source = real``).
 
@@ -32,28 +32,23 @@ is recorded again; files that this procedure did not write are never replaced un
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import sys
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import click
 import yaml
 from pydantic import Field, model_validator
-from r2s2r_common.config import ConfigModel
-from r2s2r_world.grounding import check_artifact_arguments
+from r2s2r_common.config import ConfigModel, resolve_config_path
 from rosbags.typesys.store import Typestore
 
 from .bag_to_dataset import ConversionSummary, convert_bags, find_episode_bags
@@ -212,9 +207,7 @@ class RecordDemosConfig(ConfigModel):
 
 def default_twin_config() -> Path:
     """Return the shipped ``config/twin/default.yaml`` (share dir, else the source tree)."""
-    from r2s2r.graph import config_dir
-
-    return config_dir() / "twin" / "default.yaml"
+    return resolve_config_path("twin/default.yaml")
 
 
 def file_sha256(path: str | Path) -> str:
@@ -470,76 +463,20 @@ class GraphRun:
         return self.exit_code == 0 and not self.timed_out and not self.interrupted
 
 
-@contextlib.contextmanager
-def _stop_on_signals(request_stop: Any, flag: dict[str, bool]) -> Iterator[None]:
-    """Route SIGINT/SIGTERM to ``request_stop`` (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(*_: Any) -> None:
-        flag["interrupted"] = True
-        request_stop()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def private_domain_id() -> int:
     """Return a random ROS domain id for a self-contained graph (1..MAX_DOMAIN_ID)."""
     return random.SystemRandom().randint(1, MAX_DOMAIN_ID)
 
 
-@contextlib.contextmanager
-def _ros_domain(domain_id: int | None) -> Iterator[None]:
-    """Set ROS_DOMAIN_ID (and localhost discovery for a private domain) while starting nodes.
+def record_graph_arguments(config: RecordDemosConfig, twin_path: Path) -> dict[str, str]:
+    """Return the launch arguments of the ``record_demos`` graph for a recording.
 
-    ``None`` leaves the environment as it is.
-    """
-    if domain_id is None:
-        yield
-        return
-    names = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")
-    previous = {name: os.environ.get(name) for name in names}
-    os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    try:
-        yield
-    finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def run_record_graph(
-    config: RecordDemosConfig,
-    twin_path: Path,
-    log_dir: Path,
-    console: TextIO | None = None,
-    domain_id: int | None = None,
-) -> GraphRun:
-    """Run the ``record_demos`` graph until the demonstrator is done, the limit, or a signal.
-
-    Args:
-        config: What to record.
-        twin_path: The twin's configuration file.
-        log_dir: Folder of the per-node logs.
-        console: Where node output goes (stdout when None).
-        domain_id: ROS_DOMAIN_ID of the nodes (None: inherited).
+    The recording's own, then the ``launch_args`` given on top (passed on unread).
 
     Raises:
-        r2s2r.graph.GraphError: Bad graph arguments or a missing executable.
+        RecordDemosError: A launch argument that is not ``NAME:=VALUE``.
 
     """
-    from r2s2r.graph import load_graph, parse_launch_arguments, resolve_graph
-    from r2s2r.supervisor import GraphSupervisor
-
     arguments = {
         "trials": str(config.attempts_cap),
         "successes": str(config.successes),
@@ -548,32 +485,20 @@ def run_record_graph(
         "out_dir": str(config.bags_path),
         "twin_config": str(twin_path),
         "real_time_factor": str(config.real_time_factor),
-        **parse_launch_arguments(config.launch_args),
     }
-    check_artifact_arguments(arguments)
-    nodes = resolve_graph(load_graph(GRAPH_NAME), arguments)
-    supervisor = GraphSupervisor(nodes, log_dir, config.grace_period_s, console=console)
-    flags = {"timed_out": False, "interrupted": False}
+    for token in config.launch_args:
+        name, separator, value = token.partition(":=")
+        if not separator or not name:
+            raise RecordDemosError(f"bad launch argument '{token}': expected NAME:=VALUE")
+        arguments[name] = value
+    return arguments
 
-    def on_timeout() -> None:
-        flags["timed_out"] = True
-        supervisor.say(f"wall-clock limit of {config.wall_limit_s:.0f} s reached; stopping")
-        supervisor.request_stop()
 
-    timer = threading.Timer(config.wall_limit_s, on_timeout)
-    timer.daemon = True
-    started = time.monotonic()
-    with _stop_on_signals(supervisor.request_stop, flags):
-        with _ros_domain(domain_id):
-            supervisor.start()  # the nodes inherit this process's environment
-        timer.start()
-        try:
-            code = supervisor.wait()
-        finally:
-            timer.cancel()
-    return GraphRun(
-        code, flags["timed_out"], flags["interrupted"], time.monotonic() - started, log_dir
-    )
+RecordGraph = Callable[[dict[str, str], Path, float, float, TextIO | None, int], GraphRun]
+"""Runs the ``record_demos`` graph until the demonstrator is done, the wall-clock limit or a
+signal: ``(launch arguments, log dir, wall limit s, grace period s, console, ROS domain id) ->
+GraphRun``.
+The bring-up passes its supervisor (``r2s2r.pipeline.demos.run_record_graph``)."""
 
 
 # --- the procedure ----------------------------------------------------------------------------
@@ -696,6 +621,7 @@ def _clear_previous(config: RecordDemosConfig, say: Any) -> None:
 
 def record_demos(
     config: RecordDemosConfig,
+    run_graph: RecordGraph,
     console: TextIO | None = None,
     log_root: Path | None = None,
 ) -> RecordDemosResult:
@@ -703,6 +629,7 @@ def record_demos(
 
     Args:
         config: What to record and where.
+        run_graph: Runs the ``record_demos`` graph (the bring-up's supervisor).
         console: Where node output and progress go (stdout when None).
         log_root: Folder for the per-node logs (default ``<out_dir>/logs``).
 
@@ -710,8 +637,10 @@ def record_demos(
         The result; ``exit_code`` 1 when nothing was converted.
 
     Raises:
-        RecordDemosError: Existing files that no manifest of ours accounts for (without force).
-        r2s2r.graph.GraphError: A bad graph argument or a missing executable.
+        RecordDemosError: Existing files that no manifest of ours accounts for (without force),
+            or a malformed launch argument.
+        r2s2r_common.config.ConfigError: From ``run_graph``: a bad graph argument or a missing
+            executable.
         FileNotFoundError: The twin configuration does not exist.
 
     """
@@ -724,6 +653,7 @@ def record_demos(
     twin_path = Path(config.twin_config).resolve() if config.twin_config else default_twin_config()
     if not twin_path.is_file():
         raise FileNotFoundError(f"twin_config = {twin_path}: file not found")
+    record_graph_arguments(config, twin_path)  # a malformed launch argument records nothing
     identity = recording_identity(config, twin_path)
     manifest = read_manifest(config.manifest_path)
     if (
@@ -761,7 +691,14 @@ def record_demos(
         f"{twin_path.name}, x{config.real_time_factor}, ROS domain {domain_id}) into "
         f"{config.bags_path}"
     )
-    graph = run_record_graph(config, twin_path, log_dir, console=out, domain_id=domain_id)
+    graph = run_graph(
+        record_graph_arguments(config, twin_path),
+        log_dir,
+        config.wall_limit_s,
+        config.grace_period_s,
+        out,
+        domain_id,
+    )
 
     typestore = make_typestore()
     bags = find_episode_bags(config.bags_path) if config.bags_path.is_dir() else []
@@ -833,142 +770,3 @@ def record_demos(
 def quiet_console() -> TextIO:
     """Return a console that drops node output (the per-node logs still hold it)."""
     return open(os.devnull, "w", encoding="utf-8")
-
-
-@click.command("record-demos")
-@click.option(
-    "-n",
-    "--episodes",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Takes to record, every one converted with its outcome (or use --successes).",
-)
-@click.option(
-    "--successes",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Record until this many takes succeeded; only those are converted (failed takes are "
-    "re-recorded with the next seed).",
-)
-@click.option(
-    "--max-attempts",
-    type=click.IntRange(min=1),
-    default=None,
-    help="With --successes: the most takes to try (default: twice --successes). Exit code 3 "
-    "when fewer succeeded.",
-)
-@click.option(
-    "--domain-id",
-    type=click.IntRange(min=0, max=MAX_DOMAIN_ID),
-    default=None,
-    help="ROS_DOMAIN_ID of the recording graph (default: a random private one, localhost "
-    "discovery; set one to watch the recording).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output folder: bags/, dataset.hdf5, record_demos.json, logs/.",
-)
-@click.option(
-    "--dataset",
-    "dataset_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Dataset file to write (default: OUT/dataset.hdf5).",
-)
-@click.option(
-    "--twin-config",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Hidden world of the real twin (default: config/twin/default.yaml).",
-)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed.")
-@click.option(
-    "--condition",
-    type=click.Choice(["nominal", "lighting", "belt_speed", "unseen_object"]),
-    default="nominal",
-    show_default=True,
-    help="Trial condition of the twin.",
-)
-@click.option(
-    "--real-time-factor",
-    type=click.FloatRange(min=0.01, max=50.0),
-    default=1.0,
-    show_default=True,
-    help="Twin simulation speed vs wall clock.",
-)
-@click.option(
-    "--timeout-s",
-    type=click.FloatRange(min=0.0),
-    default=0.0,
-    help="Wall-clock limit of the recording (default: 120 s + 60 s per episode).",
-)
-@click.option(
-    "--launch-arg",
-    "launch_args",
-    multiple=True,
-    help="NAME:=VALUE launch argument for the record_demos graph (repeatable).",
-)
-@click.option("--force", is_flag=True, help="Replace bags/dataset no manifest says are ours.")
-@click.option("--quiet", is_flag=True, help="Node output only to the per-node logs.")
-def record_demos_command(
-    episodes: int | None,
-    successes: int | None,
-    max_attempts: int | None,
-    domain_id: int | None,
-    out_dir: Path,
-    dataset_path: Path | None,
-    twin_config: Path | None,
-    seed: int,
-    condition: str,
-    real_time_factor: float,
-    timeout_s: float,
-    launch_args: tuple[str, ...],
-    force: bool,
-    quiet: bool,
-) -> None:
-    """Record demonstrations on the real twin (human-like demonstrator) and convert them.
-
-    Runs the record_demos graph (one bag per trial), then writes OUT/dataset.hdf5: either
-    --episodes N takes, or takes until --successes N succeeded (at most --max-attempts).
-    A re-run with the same counts, seed, condition and twin configuration reuses the dataset.
-    Exit code 1 when no episode was converted, 3 when fewer than --successes succeeded.
-    """
-    if (episodes is None) == (successes is None):
-        raise click.UsageError("give exactly one of --episodes N and --successes N")
-    if max_attempts is not None and successes is None:
-        raise click.UsageError("--max-attempts goes with --successes")
-    if successes is not None and max_attempts is not None and max_attempts < successes:
-        raise click.UsageError(
-            f"--max-attempts {max_attempts} < --successes {successes}: expected at least as "
-            "many attempts as successes"
-        )
-    config = RecordDemosConfig(
-        episodes=episodes or 0,
-        successes=successes or 0,
-        max_attempts=max_attempts or 0,
-        domain_id=domain_id,
-        out_dir=str(out_dir),
-        dataset_path=str(dataset_path) if dataset_path else "",
-        twin_config=str(twin_config) if twin_config else "",
-        seed=seed,
-        condition=condition,
-        real_time_factor=real_time_factor,
-        timeout_s=timeout_s,
-        launch_args=list(launch_args),
-        force=force,
-    )
-    console = quiet_console() if quiet else None
-    try:
-        result = record_demos(config, console=console)
-    except RecordDemosError as error:
-        raise click.UsageError(str(error)) from None
-    finally:
-        if console is not None:
-            console.close()
-    click.echo(result.format())
-    click.echo(f"dataset: {result.dataset}" if result.dataset.is_file() else "dataset: none")
-    if result.exit_code:
-        sys.exit(result.exit_code)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from r2s2r_common.config import ConfigError, parse_config
 from r2s2r_recorder.demos import (
     RecordDemosConfig,
     TakeRecord,
-    record_demos_command,
     recording_identity,
     take_summary,
     takes_to_convert,
@@ -89,20 +87,3 @@ def test_the_identity_tells_the_two_ways_of_counting_apart(tmp_path: Path) -> No
 def test_bad_counts_are_refused(values: dict[str, int], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _config(**values)
-
-
-@pytest.mark.parametrize(
-    ("arguments", "message"),
-    [
-        ([], "exactly one of --episodes N and --successes N"),
-        (["-n", "3", "--successes", "2"], "exactly one of --episodes N and --successes N"),
-        (["-n", "3", "--max-attempts", "4"], "--max-attempts goes with --successes"),
-        (["--successes", "5", "--max-attempts", "4"], "--max-attempts 4 < --successes 5"),
-    ],
-)
-def test_the_cli_refuses_bad_counts_before_recording(
-    tmp_path: Path, arguments: list[str], message: str
-) -> None:
-    result = CliRunner().invoke(record_demos_command, ["--out", str(tmp_path / "o"), *arguments])
-    assert result.exit_code == 2 and message in result.output, result.output
-    assert not (tmp_path / "o").exists()

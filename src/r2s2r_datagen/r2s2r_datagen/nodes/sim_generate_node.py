@@ -1,10 +1,12 @@
 """``sim_generate``: the main job as a node, so that ``r2s2r launch sim_generate`` runs it.
 
 Declares its parameters from :class:`r2s2r_datagen.config.GenerateConfig` (episodes per
-configuration, configurations, workers, Ray address, output dir, resume, ...), runs
-:func:`r2s2r_datagen.runner.run_generation` in a worker thread, publishes progress on
-``/diagnostics`` once a second, and exits when the job is done: 0 on success, the job's exit
-code when nothing could run (3), 2 on bad parameters, 1 when the job raised.
+configuration, configurations, workers, Ray address, output dir, resume, ...), runs the job it
+is given in a worker thread, publishes progress on ``/diagnostics`` once a second, and exits
+when the job is done: 0 on success, the job's exit code when nothing could run (3), 2 on bad
+parameters, 1 when the job raised. The executable is the bring-up's
+(``r2s2r.pipeline.main_job``: the prerequisites, then generation); run as a module, the job is
+:func:`r2s2r_datagen.runner.run_generation` alone (generation from the inputs that exist).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -24,7 +27,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 from r2s2r_datagen.config import GenerateConfig
-from r2s2r_datagen.runner import run_generation
+from r2s2r_datagen.runner import ProgressCallback, run_generation
 from r2s2r_datagen.summary import RunSummary
 
 EXIT_BAD_PARAMETERS = 2
@@ -36,18 +39,25 @@ DIAGNOSTICS_PERIOD_S = 1.0
 # parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
 PARAMETER_SCHEMA = GenerateConfig
 
+GenerationJob = Callable[[GenerateConfig, ProgressCallback, Callable[[str], None]], RunSummary]
+"""``(config, progress callback, log) -> summary``: what the node runs."""
+
 
 class SimGenerateNode(Node):
     """Runs one generation job and reports its progress.
+
+    Args:
+        job: The job (default: generation alone).
 
     Raises:
         ConfigError: Bad parameters (at construction).
 
     """
 
-    def __init__(self) -> None:
+    def __init__(self, job: GenerationJob = run_generation) -> None:
         super().__init__("sim_generate")
         self.config = declare_config(self, PARAMETER_SCHEMA)
+        self._job = job
         self._lock = threading.Lock()
         self._progress = (0, 0, 0, 0)
         self._started = time.monotonic()
@@ -68,7 +78,7 @@ class SimGenerateNode(Node):
 
     def _run(self) -> None:
         try:
-            self.summary = run_generation(self.config, progress=self._on_progress, log=self._log)
+            self.summary = self._job(self.config, self._on_progress, self._log)
             self.summary.print(file=sys.stdout)
         except Exception as error:
             self.error = f"{type(error).__name__}: {error}"
@@ -109,14 +119,14 @@ class SimGenerateNode(Node):
         self._diagnostics.publish(message)
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None, job: GenerationJob = run_generation) -> None:
     """Run the job; exit 0 when done, non-zero on failure (see the module docstring)."""
     rclpy.init(args=args)
     end_with_owner()
     node: SimGenerateNode | None = None
     code = EXIT_JOB_ERROR
     try:
-        node = SimGenerateNode()
+        node = SimGenerateNode(job)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         while rclpy.ok() and not node.done.is_set():

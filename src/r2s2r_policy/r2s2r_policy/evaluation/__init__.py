@@ -1,7 +1,8 @@
 """Evaluation of a policy on the real twin (or the real cell): 24 nominal + 26 shifted trials.
 
-- :func:`evaluate_ros`: through the ROS graph, as on hardware (policy_inference node drives the
-  cell; ``/trial/start`` / ``/trial/outcome`` score each trial).
+- :func:`evaluate_ros`: through a running ROS graph, as on hardware (policy_inference node drives
+  the cell; ``/trial/start`` / ``/trial/outcome`` score each trial); the bring-up starts the
+  ``evaluate`` graph for a self-contained run (``r2s2r.pipeline.evaluate``).
 - :func:`evaluate_in_process`: the same trials on the twin's cell without ROS, faster.
 - :class:`EvaluationReport`: success per condition with 95% Wilson intervals, failure reasons,
   JSON + bar plot.

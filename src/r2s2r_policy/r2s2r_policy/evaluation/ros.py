@@ -8,27 +8,23 @@ for each trial of the protocol: deactivate the policy (it stops and holds) -> ``
 for the ``/trial/outcome`` with that trial id (the operator's judgement) -> deactivate.
 
 The policy node is switched through its standard lifecycle services
-(``/<node>/change_state``), never an ad-hoc service. :class:`EvaluationGraph` optionally starts
-the nodes (``real_twin``, ``belt_speed``, ``policy_inference``) as processes from the install
-space, with their ``config/`` parameter files, for a self-contained run.
+(``/<node>/change_state``), never an ad-hoc service. For a self-contained run the bring-up
+starts the ``evaluate`` graph (``config/graphs/evaluate.yaml``: twin, belt speed, object
+tracker, policy_inference) with the arguments :func:`evaluation_graph_arguments` computes
+from the checkpoint, and hands the started graph in as a :class:`NodeWatch`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
-from r2s2r_common.process import spawn_owned, stop_process_group
 from r2s2r_common.ros.qos import OUTCOME_QOS
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -221,198 +217,97 @@ def run_protocol(
     return report
 
 
-def executable_path(package: str, executable: str) -> Path:
-    """``<prefix>/lib/<package>/<executable>`` of an installed ROS package.
+GRAPH_NAME = "evaluate"
+"""The bring-up graph of an evaluation over ROS (``config/graphs/evaluate.yaml``)."""
 
-    Raises:
-        HarnessError: If the package or executable is not installed.
-
-    """
-    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-
-    try:
-        path = Path(get_package_prefix(package)) / "lib" / package / executable
-    except (PackageNotFoundError, ValueError, OSError) as error:
-        raise HarnessError(
-            f"package {package!r} not installed ({error}); run scripts/setup.sh and source "
-            "scripts/env.sh"
-        ) from None
-    if not path.is_file():
-        raise HarnessError(f"{path}: executable not found (rebuild with scripts/setup.sh)")
-    return path
+# policy_inference parameters a caller may set through the evaluate graph's arguments.
+GRAPH_POLICY_PARAMETERS = ("image_height_px", "image_width_px", "execution", "executed_steps")
 
 
-@dataclass
-class GraphNode:
-    """A node process to start: package, executable, parameter file, overrides."""
+def evaluation_graph_arguments(
+    checkpoint: str | Path,
+    twin_config: str | Path,
+    real_time_factor: float = 1.0,
+    policy_overrides: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Launch arguments of the ``evaluate`` graph for a checkpoint (what the graph needs).
 
-    package: str
-    executable: str
-    params_file: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class EvaluationGraph:
-    """The nodes an evaluation needs, as processes: twin, belt speed, policy inference.
+    The policy node resizes camera images to the checkpoint's size (it refuses a checkpoint
+    whose images differ from its image size parameters), commands at the checkpoint's control
+    rate in simulated time (scaled by the twin's speed), and gets object tracks only when the
+    checkpoint reads them.
 
     Args:
         checkpoint: Policy checkpoint directory.
-        twin_config: Hidden twin world (given to the twin only).
-        real_time_factor: Twin speed; the policy's command rate is scaled with it so that it
-            replans at the checkpoint's rate in simulated time.
-        control_rate_hz: The checkpoint's control rate.
-        policy_overrides: Extra policy_inference parameters.
-        log_dir: Where ``<node>.log`` files go.
-        use_twin: False on the real cell (only the policy node is started).
-        object_tracks: Run the object tracker (and render depth) for a policy that reads
-            ``/objects/tracks``; off for one that does not (the node then offers no tracks).
-        domain_id: ROS_DOMAIN_ID of the processes (None: inherited).
+        twin_config: The twin's world file (resolved against ``config/`` when relative).
+        real_time_factor: Speed of the twin.
+        policy_overrides: policy_inference parameters among
+            :data:`GRAPH_POLICY_PARAMETERS` (e.g. the experiment's execution settings).
+
+    Raises:
+        ValueError: An override the graph does not take.
 
     """
+    from ..checkpoint import read_checkpoint_config
 
-    checkpoint: str
-    twin_config: str = "twin/default.yaml"
-    real_time_factor: float = 1.0
-    control_rate_hz: float = 10.0
-    policy_overrides: dict[str, Any] = field(default_factory=dict)
-    log_dir: Path = Path("runs/evaluation/logs")
-    use_twin: bool = True
-    object_tracks: bool = True
-    domain_id: int | None = None
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def nodes(self) -> list[GraphNode]:
-        """List the node processes of the graph."""
-        nodes = []
-        if self.use_twin:
-            nodes += [
-                GraphNode(
-                    "r2s2r_sim",
-                    "real_twin",
-                    "nodes/real_twin.yaml",
-                    {
-                        "twin_config_path": str(resolve_config_path(self.twin_config)),
-                        "real_time_factor": float(self.real_time_factor),
-                        "publish_depth": self.object_tracks,
-                    },
-                ),
-                GraphNode("r2s2r_belt", "belt_speed", "nodes/belt_speed.yaml"),
-            ]
-            if self.object_tracks:
-                nodes.append(GraphNode("r2s2r_belt", "object_tracker", "nodes/object_tracker.yaml"))
-        overrides = {
-            "checkpoint_path": self.checkpoint,
-            "command_rate_hz": self.control_rate_hz * self.real_time_factor,
-            "autostart": False,
-            "has_object_tracks": self.object_tracks,
-            **self.policy_overrides,
-        }
-        nodes.append(
-            GraphNode("r2s2r_policy", "policy_inference", "nodes/policy_inference.yaml", overrides)
+    spec = read_checkpoint_config(checkpoint).spec
+    image = spec.images[0]
+    overrides = dict(policy_overrides or {})
+    unknown = sorted(set(overrides) - set(GRAPH_POLICY_PARAMETERS))
+    if unknown:
+        raise ValueError(
+            f"policy overrides {unknown}: the {GRAPH_NAME} graph takes "
+            f"{list(GRAPH_POLICY_PARAMETERS)}"
         )
-        return nodes
+    values: dict[str, Any] = {
+        "checkpoint": str(Path(checkpoint).resolve()),
+        "twin_config": str(resolve_config_path(str(twin_config)).resolve()),
+        "real_time_factor": float(real_time_factor),
+        "command_rate_hz": spec.control_rate_hz * float(real_time_factor),
+        "object_tracks": spec.uses_object_track,
+        "image_height_px": image.height_px,
+        "image_width_px": image.width_px,
+        **overrides,
+    }
+    return {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in values.items()
+    }
 
-    def start(self) -> None:
-        """Start every node process (own process group, output to a log file each)."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        if self.domain_id is not None:
-            env["ROS_DOMAIN_ID"] = str(self.domain_id)
-        for node in self.nodes():
-            command = [
-                str(executable_path(node.package, node.executable)),
-                "--ros-args",
-                "--params-file",
-                str(resolve_config_path(node.params_file)),
-            ]
-            for key, value in node.overrides.items():
-                text = str(value).lower() if isinstance(value, bool) else str(value)
-                command += ["-p", f"{key}:={text}"]
-            with open(self.log_dir / f"{node.executable}.log", "wb") as log:
-                # Owned: the node dies with this process, whatever ends it.
-                self.processes.append(
-                    spawn_owned(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-                )
+
+class NodeWatch(Protocol):
+    """What the harness asks of a graph started for it: whether a node has died."""
 
     def dead_node(self) -> str | None:
-        """Describe the first node process that exited (code, log, its last lines), else None."""
-        for node, process in zip(self.nodes(), self.processes, strict=False):
-            if process.poll() is not None:
-                log = self.log_dir / (node.executable + ".log")
-                return (
-                    f"{node.executable} exited with code {process.returncode} (log: {log}; "
-                    f"last lines: {log_tail(log)})"
-                )
-        return None
-
-    def check_alive(self) -> None:
-        """Raise if a node process exited.
-
-        Raises:
-            HarnessError: Naming the node and its exit code (see its log).
-
-        """
-        dead = self.dead_node()
-        if dead is not None:
-            raise HarnessError(dead)
-
-    def stop(self, grace_s: float = 5.0) -> None:
-        """SIGINT every process, then SIGKILL those still alive after ``grace_s``."""
-        for process in self.processes:
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGINT)
-        deadline = time.monotonic() + grace_s
-        for process in self.processes:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                stop_process_group(process, grace_s, (signal.SIGKILL,))
-        self.processes = []
-
-
-def log_tail(path: Path, lines: int = 3) -> str:
-    """Return the last non-empty lines of a log file, joined by ' | ' ('' if unreadable)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    kept = [line.strip() for line in text if line.strip()]
-    return " | ".join(kept[-lines:])[-600:]
+        """Describe the first node that exited (name, code, log), else None."""
 
 
 def evaluate_ros(
     checkpoint: str | Path,
     config: EvaluationConfig | None = None,
-    launch: bool = True,
-    twin_config: str = "twin/default.yaml",
-    real_time_factor: float = 1.0,
     policy_node: str = "policy_inference",
-    policy_overrides: dict[str, Any] | None = None,
-    log_dir: str | Path = "runs/evaluation/logs",
     graph_timeout_s: float = 90.0,
     context: Context | None = None,
     domain_id: int | None = None,
     progress: Any = None,
+    watch: NodeWatch | None = None,
+    policy_log: str | Path = "",
 ) -> EvaluationReport:
-    """Evaluate a checkpoint through the ROS graph (see the module docstring).
+    """Evaluate a checkpoint through a running ROS graph (see the module docstring).
+
+    The graph (the cell, or the ``evaluate`` graph the bring-up starts for a self-contained
+    run: ``r2s2r.pipeline.evaluate``) is already running; this is the operator's side.
 
     Args:
         checkpoint: Policy checkpoint directory (the policy node loads it).
         config: Protocol (default: 24 nominal + 26 shifted trials).
-        launch: Start twin, belt_speed and policy_inference as processes (False: use the graph
-            that is already running, e.g. on the real cell).
-        twin_config: Twin world for a launched twin.
-        real_time_factor: Twin speed for a launched twin.
         policy_node: Policy node name ('' = do not switch its lifecycle).
-        policy_overrides: Extra policy_inference parameters for a launched node.
-        log_dir: Node logs of a launched graph.
         graph_timeout_s: Wall-clock limit for the graph to come up.
         context: rclpy context to use (None: a fresh one, shut down at the end).
-        domain_id: ROS_DOMAIN_ID of a fresh context and of launched nodes (None: the
-            environment's), e.g. to keep a test graph apart from others on the machine.
+        domain_id: ROS_DOMAIN_ID of a fresh context (None: the environment's).
         progress: Called after each trial with its record.
+        watch: The started graph, asked which node died when the cell does not answer.
+        policy_log: The policy node's log, named when it refuses the checkpoint.
 
     Returns:
         The report (``mode='ros'``).
@@ -421,64 +316,41 @@ def evaluate_ros(
         HarnessError: Graph not up, a node died, a service refused or the checkpoint refused.
 
     """
-    from ..checkpoint import read_checkpoint_config
-
     config = config or EvaluationConfig()
-    spec = read_checkpoint_config(checkpoint).spec
-    graph: EvaluationGraph | None = None
     own_context = context is None
     if context is None:
         context = Context()
         rclpy.init(context=context, domain_id=domain_id)
     harness: EvaluationHarness | None = None
     try:
-        if launch:
-            # The launched node resizes camera images to the checkpoint's size (it refuses a
-            # checkpoint whose images differ from its image size parameters).
-            image = spec.images[0]
-            sizes = {"image_height_px": image.height_px, "image_width_px": image.width_px}
-            graph = EvaluationGraph(
-                checkpoint=str(Path(checkpoint).resolve()),
-                twin_config=twin_config,
-                real_time_factor=real_time_factor,
-                control_rate_hz=spec.control_rate_hz,
-                object_tracks=spec.uses_object_track,
-                policy_overrides={**sizes, **(policy_overrides or {})},
-                log_dir=Path(log_dir),
-                domain_id=domain_id,
-            )
-            graph.start()
         harness = EvaluationHarness(context, policy_node)
         try:
             harness.wait_for_graph(graph_timeout_s)
-            if graph is not None:
-                graph.check_alive()
+            dead = watch.dead_node() if watch is not None else None
+            if dead is not None:
+                raise HarnessError(dead)
             if policy_node:
                 state = harness.policy_state()
                 if state == "unconfigured":
                     request = ChangeState.Request()
                     request.transition.id = Transition.TRANSITION_CONFIGURE
                     if not harness._call(harness.change_state, request, "configure").success:
+                        where = f"see {policy_log}" if policy_log else "see its log"
                         raise HarnessError(
                             f"/{policy_node} refused to configure with {checkpoint} (spec "
-                            "mismatch or bad checkpoint; see "
-                            f"{Path(log_dir) / 'policy_inference.log'})"
+                            f"mismatch or bad checkpoint; {where})"
                         )
             report = run_protocol(harness, config, str(checkpoint), progress)
         except HarnessError as error:
             # A service that never answers is often a node that died: say which, with its log.
-            dead = graph.dead_node() if graph is not None else None
-            if dead is None:
+            dead = watch.dead_node() if watch is not None else None
+            if dead is None or str(error) == dead:
                 raise
             raise HarnessError(f"{error}; {dead}") from None
-        report.metadata.update(
-            {"real_time_factor": real_time_factor, "launched": launch, "twin_config": twin_config}
-        )
+        report.metadata["launched"] = watch is not None
         return report
     finally:
         if harness is not None:
             harness.close()
-        if graph is not None:
-            graph.stop()
         if own_context:
             rclpy.shutdown(context=context)

@@ -1,16 +1,15 @@
-"""The 2×2 co-training experiment: real-only vs real + each simulated configuration.
+"""The 2×2 co-training experiment's design and results.
 
-- :func:`run_experiment` / :class:`Experiment`: resumable cached stages (demos, grounding,
-  generation, training, evaluation) in one experiment directory.
+Real-only vs real + each simulated configuration.
+
 - :class:`ExperimentConfig` and the presets ``reduced`` / ``paper`` / ``smoke``.
 - :func:`grounding_effects`, :class:`ExperimentResults`: the paper's table and main effects.
 
-Heavy modules (torch, MuJoCo, data generation) load only when a stage needs them.
+Running it (demos, grounding, generation, training and evaluation as cached stages) is the
+bring-up's pipeline: ``r2s2r.pipeline.experiment`` (``r2s2r experiment``).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .config import ALL_CONFIGURATIONS, PRESETS, ExperimentConfig, load_preset
 from .results import (
@@ -25,15 +24,6 @@ from .results import (
     grounding_effects,
     plot_results,
 )
-from .stages import StageError, StageRunner, inputs_hash
-
-
-def run_experiment(*args: Any, **kwargs: Any) -> ExperimentResults:
-    """See :func:`r2s2r_policy.experiment.runner.run_experiment`."""
-    from .runner import run_experiment as run
-
-    return run(*args, **kwargs)
-
 
 __all__ = [
     "ALL_CONFIGURATIONS",
@@ -45,13 +35,9 @@ __all__ = [
     "ExperimentResults",
     "GroupResult",
     "PolicyResult",
-    "StageError",
-    "StageRunner",
     "contrast",
     "format_table",
     "grounding_effects",
-    "inputs_hash",
     "load_preset",
     "plot_results",
-    "run_experiment",
 ]

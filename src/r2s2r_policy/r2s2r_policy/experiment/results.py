@@ -445,23 +445,6 @@ def plot_results(policies: Sequence[PolicyResult], path: str | Path, title: str 
     return target
 
 
-def current_commit(directory: str | Path = ".") -> str:
-    """Return the git commit of ``directory``'s checkout ('' outside a git checkout)."""
-    import subprocess
-
-    try:
-        completed = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return completed.stdout.strip() if completed.returncode == 0 else ""
-
-
 @dataclass
 class ExperimentResults:
     """Everything the experiment reports.

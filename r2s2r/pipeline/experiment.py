@@ -1,6 +1,8 @@
 """The 2×2 co-training experiment end to end, as resumable cached stages.
 
-Stages (each in its own folder of the experiment directory, see :mod:`.stages`)::
+Stages (each in its own folder of the experiment directory, cached by the pipeline's one rule,
+:mod:`r2s2r.pipeline.cache`; demos and grounding are the stages of :mod:`r2s2r.pipeline.stages`
+that the main job runs too)::
 
     demos/                 real demonstrations on the twin (``r2s2r record-demos``)
     grounding/             grounding artifact (``r2s2r ground`` against the twin)
@@ -18,12 +20,8 @@ reproduces them) are written to the experiment directory.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import shlex
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,28 +30,36 @@ from typing import Any
 
 import yaml
 from r2s2r_common.config import ConfigError, dump_yaml, load_config, parse_config
-from r2s2r_common.console import parse_line, progress_reporter
-from r2s2r_common.process import run_owned
-
-from ..evaluation.report import ALL, SHIFTED
-from ..evaluation.trials import NOMINAL, EvaluationConfig
-from .config import ExperimentConfig
-from .results import (
+from r2s2r_common.console import progress_reporter
+from r2s2r_policy.evaluation.report import ALL, SHIFTED
+from r2s2r_policy.evaluation.trials import NOMINAL, EvaluationConfig
+from r2s2r_policy.experiment.config import ExperimentConfig
+from r2s2r_policy.experiment.results import (
     GROUPS,
     REAL_ONLY,
     ExperimentResults,
     GroupResult,
     PolicyResult,
-    current_commit,
 )
-from .stages import StageError, StageOutcome, StageRunner, file_fingerprint
+
+from r2s2r.pipeline.cache import (
+    StageError,
+    StageOutcome,
+    StageRunner,
+    content_hash,
+    current_commit,
+    file_fingerprint,
+)
+from r2s2r.pipeline.commands import command_runner
+from r2s2r.pipeline.stages import (
+    DEMOS,
+    GROUNDING,
+    demos_stage,
+    grounding_stage,
+    run_command_stage,
+)
 
 Log = Callable[[str], None]
-
-
-def content_hash(path: str | Path) -> str:
-    """SHA-256 of a (small) file's bytes: config files are identified by content."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _resolve_config(path: str) -> Path:
@@ -138,79 +144,6 @@ def resolve_command(command: Sequence[str], values: dict[str, str]) -> list[str]
     return filled
 
 
-def private_ros_environment() -> dict[str, str]:
-    """Build a stage command's environment: a random private ROS domain, localhost discovery.
-
-    The demos and grounding steps start a cell graph; on the shared default domain two such
-    graphs on one machine (another experiment, a developer's twin) answer each other's services
-    and command each other's arms.
-    """
-    import os
-    import random
-
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 200))
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    return env
-
-
-def _last_line(path: Path) -> str:
-    try:
-        with path.open("rb") as stream:
-            stream.seek(max(0, path.stat().st_size - 4096))
-            lines = [line for line in stream.read().decode(errors="replace").splitlines() if line]
-    except OSError:
-        return ""
-    return parse_line(lines[-1]).message.strip() if lines else ""
-
-
-def run_command(
-    command: list[str], log_path: Path, timeout_s: float, what: str, progress: bool = False
-) -> None:
-    """Run an external step in a private ROS domain, its whole output to ``log_path`` only.
-
-    With ``progress`` a terminal shows one in-place line while it runs: the elapsed time and
-    the log's last line.
-
-    Raises:
-        StageError: Non-zero exit, timeout, or a missing executable; with the log's tail.
-
-    """
-    bar = progress_reporter(what, None, progress)
-    finished = threading.Event()
-
-    def follow() -> None:
-        while not finished.wait(1.0):
-            bar.update(0, _last_line(log_path))
-
-    follower = threading.Thread(target=follow, daemon=True)
-    try:
-        with log_path.open("w") as stream:
-            follower.start()
-            # Owned: the step (and the graph it may start) dies with the experiment.
-            code, timed_out = run_owned(
-                command,
-                timeout_s=timeout_s,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-                env=private_ros_environment(),
-            )
-    except FileNotFoundError as error:
-        raise StageError(f"{what}: cannot run {shlex.join(command)}: {error}") from None
-    finally:
-        finished.set()
-        if follower.is_alive():
-            follower.join(timeout=2.0)
-        bar.close()
-    if timed_out:
-        raise StageError(f"{what}: {shlex.join(command)} ran past {timeout_s:.0f} s")
-    if code != 0:
-        tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
-        raise StageError(
-            f"{what}: {shlex.join(command)} exited with {code} (log {log_path}): {tail}"
-        )
-
-
 def train_config_for(
     config: ExperimentConfig,
     real: Dataset | None,
@@ -222,7 +155,7 @@ def train_config_for(
     ``sim_ratio`` defaults to the experiment's co-training ratio with a simulated dataset and
     0 without; the capacity check trains on simulated data alone (1.0, ``real`` None).
     """
-    from ..training import TrainConfig
+    from r2s2r_policy.training import TrainConfig
 
     if sim_ratio is None:
         sim_ratio = config.sim_ratio if sim is not None else 0.0
@@ -304,6 +237,7 @@ class Experiment:
         self.progress_bars = progress_bars
         self.commit = current_commit(Path(__file__).parent)
         self.stages = StageRunner(self.directory, self.log, self.commit)
+        self.command_runner = command_runner(self.log, progress_bars)
         self.state = ExperimentState()
         self.twin_path = _resolve_config(config.twin_config)
 
@@ -315,41 +249,34 @@ class Experiment:
             if not path.exists():
                 return Unavailable(f"real_dataset {path}: not found")
             return Dataset(str(path), file_fingerprint(path))
+        folder = self.stages.folder(DEMOS)
+        command = resolve_command(
+            self.config.demos_command,
+            {
+                "out_dir": str(folder),
+                "episodes": str(self.config.real_demos),
+                "seed": str(self.config.demo_seed),
+                "twin_config": str(self.twin_path),
+            },
+        )
         inputs = {
             "episodes": self.config.real_demos,
             "seed": self.config.demo_seed,
             "twin": content_hash(self.twin_path),
             "command": self.config.demos_command,
         }
-
-        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
-            command = resolve_command(
-                self.config.demos_command,
-                {
-                    "out_dir": str(folder),
-                    "episodes": str(self.config.real_demos),
-                    "seed": str(self.config.demo_seed),
-                    "twin_config": str(self.twin_path),
-                },
-            )
-            run_command(
-                command,
-                folder / "demos.log",
-                self.config.command_timeout_s,
-                "demos",
-                self.progress_bars,
-            )
-            dataset = folder / "dataset.hdf5"
-            if not dataset.exists():
-                raise StageError(f"demos: {shlex.join(command)} did not write {dataset}")
-            return {"dataset": str(dataset)}, {"command": shlex.join(command)}
-
+        stage = demos_stage(
+            command,
+            folder / "dataset.hdf5",
+            folder / "demos.log",
+            self.config.command_timeout_s,
+            inputs,
+        )
         try:
-            log = self.stages.folder("demos") / "demos.log"
-            outcome = self.stages.run("demos", inputs, body, note=f"log {log}")
+            outcome = run_command_stage(self.stages, stage, self.command_runner)
         except StageError as error:
             return Unavailable(f"real demonstrations not recorded: {error}")
-        self.state.note("demos", outcome)
+        self.state.note(DEMOS, outcome)
         return Dataset(outcome.outputs["dataset"], outcome.fingerprint)
 
     def grounding(self) -> Dataset | Unavailable:
@@ -359,31 +286,24 @@ class Experiment:
             if not path.is_file():
                 return Unavailable(f"grounding_artifact {path}: not found")
             return Dataset(str(path), content_hash(path))
-        inputs = {"twin": content_hash(self.twin_path), "command": self.config.ground_command}
-
-        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
-            artifact = folder / "artifact.yaml"
-            command = resolve_command(
-                self.config.ground_command,
-                {"artifact": str(artifact), "twin_config": str(self.twin_path)},
-            )
-            run_command(
-                command,
-                folder / "ground.log",
-                self.config.command_timeout_s,
-                "grounding",
-                self.progress_bars,
-            )
-            if not artifact.is_file():
-                raise StageError(f"grounding: {shlex.join(command)} did not write {artifact}")
-            return {"artifact": str(artifact)}, {"command": shlex.join(command)}
-
+        folder = self.stages.folder(GROUNDING)
+        artifact = folder / "artifact.yaml"
+        command = resolve_command(
+            self.config.ground_command,
+            {"artifact": str(artifact), "twin_config": str(self.twin_path)},
+        )
+        stage = grounding_stage(
+            command,
+            artifact,
+            folder / "ground.log",
+            self.config.command_timeout_s,
+            {"twin": content_hash(self.twin_path), "command": self.config.ground_command},
+        )
         try:
-            log = self.stages.folder("grounding") / "ground.log"
-            outcome = self.stages.run("grounding", inputs, body, note=f"log {log}")
+            outcome = run_command_stage(self.stages, stage, self.command_runner)
         except StageError as error:
             return Unavailable(f"grounding artifact not produced: {error}")
-        self.state.note("grounding", outcome)
+        self.state.note(GROUNDING, outcome)
         return Dataset(outcome.outputs["artifact"], content_hash(outcome.outputs["artifact"]))
 
     def simulated(
@@ -503,8 +423,8 @@ class Experiment:
             StageError: Training failed (e.g. a dataset lacks a feature the policy needs).
 
         """
-        from ..data import MissingFeatureError
-        from ..training import TrainConfig, train
+        from r2s2r_policy.data import MissingFeatureError
+        from r2s2r_policy.training import TrainConfig, train
 
         train_data = train_config_for(self.config, real, sim, sim_ratio)
         cache_free = {"progress_bar", "num_workers", "num_threads", "log_every_steps"}
@@ -542,7 +462,7 @@ class Experiment:
 
     def inference_config(self) -> Any:
         """Return the engine settings every evaluation uses."""
-        from ..inference import InferenceConfig
+        from r2s2r_policy.inference import InferenceConfig
 
         return InferenceConfig(
             execution=self.config.execution, executed_steps=self.config.executed_steps
@@ -585,7 +505,7 @@ class Experiment:
             inputs["real_time_factor"] = self.config.real_time_factor
 
         def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
-            from ..evaluation.report import EvaluationReport
+            from r2s2r_policy.evaluation.report import EvaluationReport
 
             bar = progress_reporter(
                 f"evaluation/{name}",
@@ -604,22 +524,17 @@ class Experiment:
             report: EvaluationReport
             try:
                 if self.config.evaluator == "ros":
-                    from ..checkpoint import read_checkpoint_config
-                    from ..evaluation.ros import evaluate_ros
+                    from r2s2r.pipeline.evaluate import evaluate_over_ros
 
-                    # The node resizes camera images to its image size parameters and refuses
-                    # a checkpoint of another size: give it the policy's (the in-process
-                    # evaluator resizes to the spec the same way).
-                    image = read_checkpoint_config(checkpoint.path).spec.images[0]
-                    report = evaluate_ros(
+                    # The evaluate graph's policy node gets the checkpoint's image size (as the
+                    # in-process evaluator resizes to the spec) and the engine settings.
+                    report = evaluate_over_ros(
                         checkpoint.path,
                         protocol,
                         launch=True,
                         twin_config=str(world),
                         real_time_factor=self.config.real_time_factor,
                         policy_overrides={
-                            "image_height_px": image.height_px,
-                            "image_width_px": image.width_px,
                             "execution": inference.execution,
                             "executed_steps": inference.executed_steps,
                         },
@@ -627,7 +542,7 @@ class Experiment:
                         progress=echo,
                     )
                 else:
-                    from ..evaluation.in_process import evaluate_in_process
+                    from r2s2r_policy.evaluation.in_process import evaluate_in_process
 
                     report = evaluate_in_process(
                         checkpoint.path,

@@ -1,8 +1,8 @@
-"""``r2s2r generate``: the main job from the command line (mounted by the ``r2s2r`` CLI).
+"""``r2s2r generate``: the main job from the command line (:mod:`r2s2r.pipeline.main_job`).
 
-Also runnable alone: ``python -m r2s2r_datagen.cli [OPTIONS]``. Options left unset take their
-value from ``--params-file`` (the node's parameter file, ``sim_generate: ros__parameters:``)
-when given, else the schema defaults of :class:`r2s2r_datagen.config.GenerateConfig`.
+Options left unset take their value from ``--params-file`` (the node's parameter file,
+``sim_generate: ros__parameters:``) when given, else the schema defaults of
+:class:`r2s2r_datagen.config.GenerateConfig`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from r2s2r_common.config import ConfigError, parse_config, read_yaml, ros_parameters_section
-
+from r2s2r_common.config import parse_config, read_yaml, ros_parameters_section
 from r2s2r_datagen.config import GenerateConfig
-from r2s2r_datagen.runner import run_generation
+
+from r2s2r.pipeline.main_job import run_main_job
 
 NODE_NAME = "sim_generate"
 
@@ -79,26 +79,8 @@ def generate_command(params_file: Path | None, **options: Any) -> None:
     if isinstance(values.get("configurations_path"), Path):
         values["configurations_path"] = str(values["configurations_path"])
     config = parse_config(GenerateConfig, values, "r2s2r generate")
-    summary = run_generation(config)
+    summary = run_main_job(config)
     summary.print(file=sys.stdout)
     click.echo(f"summary: {Path(summary.run_dir) / 'summary.json'}")
     if summary.exit_code:
         sys.exit(summary.exit_code)
-
-
-def main() -> None:
-    """Run ``generate`` as a stand-alone command."""
-    try:
-        generate_command.main(prog_name="r2s2r generate", standalone_mode=False)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(2)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except ConfigError as error:
-        click.echo(f"r2s2r generate: error: {error}", err=True)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()

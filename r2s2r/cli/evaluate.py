@@ -1,5 +1,8 @@
 """``r2s2r evaluate``: evaluate a checkpoint on the real twin (ROS graph) or in-process.
 
+Over ROS with ``--launch`` (the default) it starts the ``evaluate`` graph through the one
+supervisor (:mod:`r2s2r.pipeline.evaluate`); ``--no-launch`` drives a graph already running.
+
 Examples::
 
     r2s2r evaluate runs/policy/checkpoints/step_00003000 --out runs/eval/real_only
@@ -13,9 +16,8 @@ from pathlib import Path
 
 import click
 from r2s2r_common.config import load_config, parse_config
-
-from .report import EvaluationReport
-from .trials import EvaluationConfig, TrialRecord
+from r2s2r_policy.evaluation.report import EvaluationReport
+from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialRecord
 
 DEFAULT_PROTOCOL = "evaluation/default.yaml"
 
@@ -108,7 +110,7 @@ def evaluate_command(
     graph_timeout_s: float,
 ) -> None:
     """Evaluate CHECKPOINT: success per condition with 95% CIs and failure reasons."""
-    from ..checkpoint import load_checkpoint
+    from r2s2r_policy.checkpoint import load_checkpoint
 
     config = _load_protocol(protocol, trials, base_seed)
     # The whole checkpoint (config and weights) is read before anything starts.
@@ -118,13 +120,13 @@ def evaluate_command(
     )
     report: EvaluationReport
     if in_process:
-        from .in_process import evaluate_in_process
+        from r2s2r_policy.evaluation.in_process import evaluate_in_process
 
         report = evaluate_in_process(
             checkpoint, config, twin_config_path=twin_config, progress=_echo
         )
     else:
-        from .ros import evaluate_ros
+        from r2s2r.pipeline.evaluate import evaluate_over_ros
 
         click.echo(
             f"waiting up to {graph_timeout_s:.0f} s for the "
@@ -132,7 +134,7 @@ def evaluate_command(
             "/trial/reset services and the /policy_inference lifecycle services"
             + ("" if launch else " (start the cell first, e.g. `r2s2r launch real_deploy`)")
         )
-        report = evaluate_ros(
+        report = evaluate_over_ros(
             checkpoint,
             config,
             launch=launch,

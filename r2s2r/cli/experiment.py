@@ -21,8 +21,12 @@ from typing import Any
 
 import click
 from r2s2r_common.config import ConfigError, load_config, parse_config
-
-from .config import ALL_CONFIGURATIONS, PRESETS, ExperimentConfig, load_preset
+from r2s2r_policy.experiment.config import (
+    ALL_CONFIGURATIONS,
+    PRESETS,
+    ExperimentConfig,
+    load_preset,
+)
 
 # CLI option -> ExperimentConfig field, for overrides and for the reproduce command.
 _SCALAR_OPTIONS: dict[str, str] = {
@@ -259,8 +263,8 @@ def experiment_command(
         artifact=artifact,
         sim_datasets=sim_datasets,
     )
-    from .runner import run_experiment
-    from .validation import validate_experiment
+    from r2s2r.pipeline.experiment import run_experiment
+    from r2s2r.pipeline.validation import validate_experiment
 
     validate_experiment(config)  # before any stage: a typo costs seconds, not hours
     command = reproduce_command(config, out_dir)

@@ -1,42 +1,45 @@
-"""Main-job prerequisites with a fake command runner: missing → produced, present → reused,
-failing → reported and its configurations not run."""
+"""The main job's prerequisites (record demos, then ground) with a fake command runner.
+
+Missing → produced, present → reused (a file given from outside, or one this job made from the
+same inputs: ``stage.json``), changed inputs → made again, failing → reported and its
+configurations not run.
+"""
 
 import json
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config
-from r2s2r_datagen.prerequisites import (
-    EXIT_TIMEOUT,
-    ground_command,
-    prepare_prerequisites,
-    subprocess_runner,
-)
-from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.summary import EXIT_NOTHING_RAN
 
-HELP_LAUNCH = """Options:
-  -o, --output FILE    Artifact YAML.  [required]
-  --launch TEXT        Start this bring-up graph (e.g. real_deploy) first.
-  --launch-arg TEXT    NAME:=VALUE launch argument of --launch (repeatable).
-"""
-HELP_NONE = "Options:\n  -o, --output FILE    Artifact YAML.  [required]\n"
+from r2s2r.pipeline.commands import EXIT_TIMEOUT, command_runner
+from r2s2r.pipeline.main_job import prepare_prerequisites, run_main_job
+from r2s2r.pipeline.stages import ground_command
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src/r2s2r_datagen/test"))
+
+from datagen_support import ARTIFACT_OVERRIDES, write_configurations
+
+
+@pytest.fixture
+def configurations_file(tmp_path: Path) -> Path:
+    (tmp_path / "artifact.yaml").write_text(yaml.safe_dump(ARTIFACT_OVERRIDES), encoding="utf-8")
+    return write_configurations(tmp_path / "configurations.yaml")
 
 
 class FakeRunner:
-    """Plays the commands: answers ``--help``, writes the output file or fails."""
+    """Plays the commands: writes the output file or fails."""
 
-    def __init__(self, code: int = 0, help_text: str = HELP_LAUNCH, write: bool = True) -> None:
-        self.code, self.help_text, self.write = code, help_text, write
+    def __init__(self, code: int = 0, write: bool = True) -> None:
+        self.code, self.write = code, write
         self.commands: list[list[str]] = []
 
     def __call__(self, command: list[str], timeout_s: float, log: Path) -> tuple[int, str]:
         self.commands.append(command)
         assert command[:3] == [sys.executable, "-m", "r2s2r.cli"] and timeout_s > 0
-        if "--help" in command:
-            return 0, self.help_text
         if self.code == 0 and self.write:
             target = command[
                 command.index("--dataset" if "--dataset" in command else "--output") + 1
@@ -51,8 +54,6 @@ class _WritesThenFails(FakeRunner):
     """``r2s2r ground`` that writes a partial artifact and exits 1 (steps failed)."""
 
     def __call__(self, command: list[str], timeout_s: float, log: Path) -> tuple[int, str]:
-        if "--help" in command:
-            return 0, HELP_LAUNCH
         target = Path(command[command.index("--output") + 1])
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("schema_version: 1\n")
@@ -106,6 +107,28 @@ def test_present_demos_are_reused_without_recording(
     assert report.datagen.behavior_options["mimicgen"]["source_dataset"] == str(dataset)
 
 
+def test_demos_this_job_made_are_cached_by_their_inputs(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    datagen = load_datagen_config(configurations_file)
+    config = _config(tmp_path, configurations_file, prepare_demos=True, demos_episodes=4)
+    first = FakeRunner()
+    (made,) = prepare_prerequisites(config, datagen, tmp_path, print, first).steps
+    record = json.loads((tmp_path / "demos" / "stage.json").read_text())
+    assert made.status == "produced" and record["inputs"]["episodes"] == 4
+    assert record["outputs"] == {"dataset": str(tmp_path / "demos" / "dataset.hdf5")}
+
+    again = FakeRunner()
+    (cached,) = prepare_prerequisites(config, datagen, tmp_path, print, again).steps
+    assert cached.status == "present" and again.commands == []
+    assert "same inputs" in cached.detail
+
+    more = config.model_copy(update={"demos_episodes": 5})
+    runner = FakeRunner()
+    (remade,) = prepare_prerequisites(more, datagen, tmp_path, print, runner).steps
+    assert remade.status == "produced" and runner.commands[0][5] == "5"
+
+
 def test_nothing_is_prepared_when_disabled_or_not_needed(
     tmp_path: Path, configurations_file: Path
 ) -> None:
@@ -133,7 +156,7 @@ def test_failed_demos_are_reported_and_mimicgen_not_run(
     config = _config(
         tmp_path, configurations_file, configurations=["nominal_mimicgen"], prepare_demos=True
     )
-    summary = run_generation(config, log=lambda _: None, command_runner=FakeRunner(code=1))
+    summary = run_main_job(config, log=lambda _: None, runner=FakeRunner(code=1), commit="")
     assert summary.exit_code == EXIT_NOTHING_RAN
     (note,) = [n for n in summary.notes if n.startswith("prerequisite demos")]
     assert "failed (exit code 1)" in note and "no episode converted" in note
@@ -149,7 +172,7 @@ def test_failed_demos_are_reported_and_mimicgen_not_run(
     assert [(s["name"], s["status"]) for s in steps] == [("demos", "failed")]
 
 
-def test_grounding_runs_ground_with_the_cell_or_says_why_not(
+def test_grounding_runs_ground_with_the_cell_and_sets_a_partial_artifact_aside(
     tmp_path: Path, configurations_file: Path
 ) -> None:
     artifact = tmp_path / "grounding" / "artifact.yaml"
@@ -164,7 +187,7 @@ def test_grounding_runs_ground_with_the_cell_or_says_why_not(
     )
     datagen = load_datagen_config(configurations_file)
 
-    runner = FakeRunner(help_text=HELP_LAUNCH)
+    runner = FakeRunner()
     (step,) = prepare_prerequisites(config, datagen, tmp_path, print, runner).steps
     assert step.status == "produced" and artifact.is_file()
     assert runner.commands[-1][3:] == [
@@ -173,19 +196,13 @@ def test_grounding_runs_ground_with_the_cell_or_says_why_not(
     ]  # fmt: skip
     artifact.unlink()
 
-    (skipped,) = prepare_prerequisites(
-        config, datagen, tmp_path, print, FakeRunner(help_text=HELP_NONE)
-    ).steps
-    assert skipped.status == "skipped" and "no --launch/--launch-arg options" in skipped.detail
-    assert skipped.note().endswith("-> grounded_planner not run")
-
     partial_step = prepare_prerequisites(config, datagen, tmp_path, print, _WritesThenFails()).steps
     assert partial_step[0].status == "failed" and not artifact.exists()
     assert "step belt failed: residual" in partial_step[0].detail
     assert (artifact.parent / "artifact.failed.yaml").is_file()  # set aside, not used
 
-    summary = run_generation(
-        config, log=lambda _: None, command_runner=FakeRunner(code=EXIT_TIMEOUT)
+    summary = run_main_job(
+        config, log=lambda _: None, runner=FakeRunner(code=EXIT_TIMEOUT), commit=""
     )
     assert summary.exit_code == EXIT_NOTHING_RAN
     (note,) = [n for n in summary.notes if n.startswith("prerequisite grounding")]
@@ -194,13 +211,11 @@ def test_grounding_runs_ground_with_the_cell_or_says_why_not(
 
 
 def test_ground_command_passes_cell_launch_args_on() -> None:
-    command = ground_command(HELP_LAUNCH, Path("/a.yaml"), ["x:=1", "y:=2"])
-    assert command is not None
+    command = ground_command(Path("/a.yaml"), ["x:=1", "y:=2"])
     assert command[3:] == [
         "ground", "--output", "/a.yaml", "--launch", "real_deploy",
         "--launch-arg", "x:=1", "--launch-arg", "y:=2",
     ]  # fmt: skip
-    assert ground_command(HELP_NONE, Path("/a.yaml")) is None
 
 
 def test_the_console_gets_one_stage_line_per_step(
@@ -243,7 +258,9 @@ def test_a_command_s_output_goes_to_its_log_once_and_only_problems_to_the_consol
     script = "".join(f"print({line!r})\n" for line in lines)
     said: list[str] = []
     log = tmp_path / "ground.log"
-    code, tail = subprocess_runner(said.append)([sys.executable, "-c", script], 60.0, log)
+    code, tail = command_runner(said.append, progress=False)(
+        [sys.executable, "-c", script], 60.0, log
+    )
     assert code == 0
     assert said == [
         "[grounding] WARN: a view is out of reach",

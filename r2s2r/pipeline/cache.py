@@ -1,13 +1,16 @@
-"""Resumable, cached stages of the experiment.
+"""The pipeline's one caching rule: resumable stages with a ``stage.json`` record.
 
 Each stage (demonstrations, grounding, generation of one configuration, training of one
-policy, evaluation of one policy) writes its outputs into its own folder of the experiment
-directory and, when it finishes, a ``stage.json`` record: the hash of its inputs, the inputs
-themselves, its outputs and its wall time. A stage is skipped when that record exists, its
-inputs hash equals the current one and every output it names still exists; otherwise it runs
-again. A stage's inputs include the *fingerprints* of the files it reads (the producing
-stage's inputs hash, or for a file given from outside its size and modification time), so a
-change upstream re-runs everything downstream and nothing else.
+policy, evaluation of one policy) writes its outputs into its own folder and, when it
+finishes, a ``stage.json`` record: the hash of its inputs, the inputs themselves, its outputs,
+its wall time and the commit of the code that produced them. A stage is skipped when that
+record exists, its inputs hash equals the current one and every output it names still exists;
+otherwise it runs again. A stage's inputs include the *fingerprints* of the files it reads
+(the producing stage's inputs hash, or for a file given from outside its size and modification
+time), so a change upstream re-runs everything downstream and nothing else. The experiment
+keeps its stages in one experiment directory; the main job keeps its prerequisites (the
+demonstrations, the grounding artifact) in their own folders (``runs/demos``,
+``runs/grounding``), shared by its runs.
 """
 
 from __future__ import annotations
@@ -39,10 +42,32 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+def current_commit(directory: str | Path = ".") -> str:
+    """Return the git commit of ``directory``'s checkout ('' outside a git checkout)."""
+    import subprocess
+
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return completed.stdout.strip() if completed.returncode == 0 else ""
+
+
 def inputs_hash(inputs: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a stage's inputs (sorted keys)."""
     text = json.dumps(inputs, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def content_hash(path: str | Path) -> str:
+    """SHA-256 of a (small) file's bytes: config files are identified by content."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def file_fingerprint(path: str | Path) -> str:
@@ -159,6 +184,8 @@ class StageRunner:
         root: Experiment directory.
         log: Where progress lines go.
         commit: Git commit of the running code, recorded with every stage it runs.
+        folders: Stage name -> its folder, for stages kept outside ``root`` (default:
+            ``root/<name>``).
 
     Attributes:
         ran: Names of stages that did work in this session.
@@ -167,9 +194,14 @@ class StageRunner:
     """
 
     def __init__(
-        self, root: str | Path, log: Callable[[str], None] | None = None, commit: str = ""
+        self,
+        root: str | Path,
+        log: Callable[[str], None] | None = None,
+        commit: str = "",
+        folders: Mapping[str, Path] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.folders = {name: Path(path) for name, path in (folders or {}).items()}
         self.log = log or (lambda text: None)
         self.commit = commit
         self.ran: list[str] = []
@@ -177,11 +209,15 @@ class StageRunner:
 
     def folder(self, name: str) -> Path:
         """Return the folder of stage ``name`` (``a/b`` names nest)."""
-        return self.root / name
+        return self.folders.get(name, self.root / name)
+
+    def record(self, name: str) -> StageRecord | None:
+        """Return the stage's record as it is on disk (None if it never finished)."""
+        return StageRecord.read(self.folder(name) / STAGE_RECORD)
 
     def cached(self, name: str, inputs: Mapping[str, Any]) -> StageRecord | None:
         """Return the stage's record if it is up to date with ``inputs``, else None."""
-        record = StageRecord.read(self.folder(name) / STAGE_RECORD)
+        record = self.record(name)
         if record is None or record.inputs_hash != inputs_hash(inputs):
             return None
         if not all(Path(path).exists() for path in record.outputs.values()):
@@ -195,17 +231,22 @@ class StageRunner:
         body: StageBody,
         resume_inputs: Mapping[str, Any] | None = None,
         note: str = "",
+        what: str = "",
+        clear_stale: bool = True,
     ) -> StageOutcome:
         """Run stage ``name`` unless it is up to date.
 
-        The log gets one line when it starts (``[name] running``, with ``note`` such as
-        where its command's log goes) and one when it ends (``[name] done in N s``), or only
-        ``[name] up to date``.
+        The log gets one line when it starts (``[name] running``, or ``[name] running:
+        what`` when ``what`` says what it does, with ``note`` such as where its command's log
+        goes in parentheses) and one when it ends (``[name] done in N s``), or only ``[name]
+        up to date``.
 
         The old record is removed before the body runs, so an interrupted stage is never
         mistaken for a finished one. The body may resume from partial outputs left in its
         folder (training and generation do) as long as ``resume_inputs`` (default: all
-        inputs) are unchanged; when they changed, the folder is emptied first.
+        inputs) are unchanged; when they changed, the folder is emptied first, unless
+        ``clear_stale`` is False (a stage whose command keeps its own folder: ``r2s2r
+        record-demos`` replaces only what its manifest says it wrote).
 
         Raises:
             StageError: From the body (no record is written).
@@ -219,7 +260,7 @@ class StageRunner:
         folder = self.folder(name)
         resume_hash = inputs_hash(inputs if resume_inputs is None else resume_inputs)
         pending = folder / PENDING_RECORD
-        if folder.exists() and _read_text(pending) != resume_hash:
+        if clear_stale and folder.exists() and _read_text(pending) != resume_hash:
             # Partial outputs of different inputs (or of unknown origin) must not be resumed.
             for item in folder.iterdir():
                 if item.is_dir() and not item.is_symlink():
@@ -230,7 +271,9 @@ class StageRunner:
         pending.write_text(resume_hash)
         record_path = folder / STAGE_RECORD
         record_path.unlink(missing_ok=True)
-        self.log(f"[{name}] running" + (f" ({note})" if note else ""))
+        self.log(
+            f"[{name}] running" + (f": {what}" if what else "") + (f" ({note})" if note else "")
+        )
         started = time.perf_counter()
         outputs, info = body(folder)
         missing = {k: v for k, v in outputs.items() if not Path(v).exists()}

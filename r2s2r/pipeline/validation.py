@@ -1,9 +1,9 @@
 """Check a whole experiment configuration before its first stage runs.
 
-The stages read their parts of :class:`~.config.ExperimentConfig` late: the training overrides
-when the first policy trains (after the demonstrations, grounding and generation), the trial
-conditions when the first evaluation starts. :func:`validate_experiment` reads every part up
-front, so a typo costs seconds, not hours:
+The stages read their parts of the :class:`~r2s2r_policy.experiment.config.ExperimentConfig`
+late: the training overrides when the first policy trains (after the demonstrations, grounding
+and generation), the trial conditions when the first evaluation starts.
+:func:`validate_experiment` reads every part up front, so a typo costs seconds, not hours:
 
 - the training config as each policy would get it (base YAML + sizes + ``train_overrides``,
   nested keys included), for the real-only and the co-trained policies;
@@ -18,13 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from r2s2r_common.config import ConfigError, resolve_config_path
-
-from ..evaluation.trials import NOMINAL
-from .config import ExperimentConfig
+from r2s2r_policy.evaluation.trials import NOMINAL
+from r2s2r_policy.experiment.config import ExperimentConfig
 
 
 def _check_training(config: ExperimentConfig) -> list[str]:
-    from .runner import Dataset, train_config_for
+    from r2s2r.pipeline.experiment import Dataset, train_config_for
 
     problems = []
     real = Dataset(path="<real dataset>", fingerprint="")
@@ -76,7 +75,7 @@ def _check_inputs(config: ExperimentConfig) -> list[str]:
 
 
 def _check_commands(config: ExperimentConfig) -> list[str]:
-    from .runner import resolve_command
+    from r2s2r.pipeline.experiment import resolve_command
 
     problems = []
     templates = {

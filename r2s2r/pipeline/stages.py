@@ -1,0 +1,199 @@
+"""Record demonstrations, then ground: the two stages that start a cell, defined once.
+
+Both are a command that starts a cell graph of its own and writes one file: ``r2s2r
+record-demos`` writes the real dataset, ``r2s2r ground`` the grounding artifact. The main job
+(:mod:`r2s2r.pipeline.main_job`) and the experiment (:mod:`r2s2r.pipeline.experiment`) run
+them through :func:`run_command_stage` (a :class:`~r2s2r.pipeline.cache.StageRunner` stage:
+``stage.json``, skipped when up to date) with the commands of :func:`demos_command` and
+:func:`ground_command`, or the experiment's command templates.
+
+A stage fails (:class:`~r2s2r.pipeline.cache.StageError`) when its command exits non-zero,
+runs past its time limit, cannot start, or does not write its file; a grounding artifact that
+a failed run wrote anyway (without its failed steps) is set aside as ``<name>.failed.yaml``:
+grounded configurations on it would be nominal ones under another name.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r2s2r.pipeline.cache import StageError, StageOutcome, StageRunner
+from r2s2r.pipeline.commands import EXIT_TIMEOUT, CommandRunner, cli_command
+
+DEMOS = "demos"
+GROUNDING = "grounding"
+CELL_GRAPH = "real_deploy"
+"""The graph ``r2s2r ground`` starts for the main job (the deployed cell with the twin)."""
+
+
+class CommandStageError(StageError):
+    """A command stage's command failed.
+
+    Attributes:
+        why: ``exited with N``, ``ran past N s``, ``exited with 0 but did not write F`` or
+            ``cannot run: ...``.
+        code: Its exit code (:data:`EXIT_TIMEOUT` when it timed out; None when it could not
+            start).
+        summary: What failed, from its last lines of output.
+        set_aside: Where a partial output was moved ('' if none).
+
+    """
+
+    def __init__(
+        self, stage: CommandStage, why: str, code: int | None, summary: str, set_aside: str = ""
+    ) -> None:
+        self.why, self.code, self.summary, self.set_aside = why, code, summary, set_aside
+        text = f"{stage.name}: {shlex.join(stage.command)} {why} (log {stage.log}): {summary}"
+        if set_aside:
+            text += f"; its partial artifact was moved to {set_aside}"
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class CommandStage:
+    """A stage whose work is one command that writes one file.
+
+    Attributes:
+        name: Stage name (``demos``, ``grounding``): its ``[name]`` console label.
+        command: The command.
+        output: The file the command must write.
+        output_key: Its name among the stage's outputs (``dataset``, ``artifact``).
+        log: The command's log file.
+        timeout_s: Wall-clock limit of the command.
+        inputs: What the output depends on: the stage's cache key (the command's settings,
+            the content of what it reads).
+
+    """
+
+    name: str
+    command: list[str]
+    output: Path
+    output_key: str
+    log: Path
+    timeout_s: float
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+def demos_stage(
+    command: list[str], dataset: Path, log: Path, timeout_s: float, inputs: dict[str, Any]
+) -> CommandStage:
+    """Return the ``demos`` stage: ``command`` records demonstrations into ``dataset``."""
+    return CommandStage(DEMOS, command, dataset, "dataset", log, timeout_s, inputs)
+
+
+def grounding_stage(
+    command: list[str], artifact: Path, log: Path, timeout_s: float, inputs: dict[str, Any]
+) -> CommandStage:
+    """Return the ``grounding`` stage: ``command`` grounds the twin into ``artifact``."""
+    return CommandStage(GROUNDING, command, artifact, "artifact", log, timeout_s, inputs)
+
+
+def demos_command(
+    episodes: int,
+    out_dir: Path,
+    dataset: Path,
+    seed: int,
+    real_time_factor: float,
+    launch_args: Sequence[str] = (),
+) -> list[str]:
+    """Return the ``r2s2r record-demos`` command of the main job (its output only in logs)."""
+    command = cli_command(
+        "record-demos",
+        "--episodes",
+        str(episodes),
+        "--out",
+        str(out_dir),
+        "--dataset",
+        str(dataset),
+        "--seed",
+        str(seed),
+        "--real-time-factor",
+        str(real_time_factor),
+        "--quiet",
+    )
+    for argument in launch_args:
+        command += ["--launch-arg", argument]
+    return command
+
+
+def ground_command(artifact: Path, launch_args: Sequence[str] = ()) -> list[str]:
+    """Return the ``r2s2r ground`` command that starts the cell graph itself.
+
+    ``--launch real_deploy`` plus one ``--launch-arg`` per cell launch argument (passed on
+    unread).
+    """
+    command = cli_command("ground", "--output", str(artifact), "--launch", CELL_GRAPH)
+    for argument in launch_args:
+        command += ["--launch-arg", argument]
+    return command
+
+
+def failure_summary(tail: str) -> str:
+    """Return the lines of a command's last output that say what failed, else its last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    failures = [line for line in lines if " failed" in line]
+    return "; ".join(failures) or (lines or ["no output"])[-1]
+
+
+def run_command_stage(
+    stages: StageRunner,
+    stage: CommandStage,
+    runner: CommandRunner,
+    what: str = "",
+    clear_stale: bool = True,
+) -> StageOutcome:
+    """Run a command stage unless it is up to date (``stage.json`` in its folder).
+
+    Args:
+        stages: The stage runner whose folder ``stage.name`` is the stage's.
+        stage: The stage.
+        runner: How the command runs.
+        what: What the stage does, for its ``[name] running: what`` line.
+        clear_stale: See :meth:`StageRunner.run`.
+
+    Returns:
+        The outcome; its record's ``info`` holds the command and the last line of its
+        output.
+
+    Raises:
+        CommandStageError: The command failed (exit code, or timed out, with what failed), could
+            not start, or did not write its file.
+
+    """
+
+    def body(_folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+        stage.output.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            code, tail = runner(stage.command, stage.timeout_s, stage.log)
+        except FileNotFoundError as error:
+            raise CommandStageError(stage, "cannot run", None, str(error)) from None
+        summary = failure_summary(tail)
+        if code == 0 and stage.output.exists():
+            lines = [line.strip() for line in tail.splitlines() if line.strip()]
+            info = {"command": shlex.join(stage.command), "output_tail": lines[-5:]}
+            return {stage.output_key: str(stage.output)}, info
+        if code == EXIT_TIMEOUT:
+            why = f"ran past {stage.timeout_s:.0f} s"
+        elif code == 0:
+            why = f"exited with 0 but did not write {stage.output}"
+        else:
+            why = f"exited with {code}"
+        set_aside = ""
+        if stage.name == GROUNDING and stage.output.exists():
+            kept = stage.output.with_name(f"{stage.output.stem}.failed{stage.output.suffix}")
+            stage.output.replace(kept)
+            set_aside = str(kept)
+        raise CommandStageError(stage, why, code, summary, set_aside)
+
+    return stages.run(
+        stage.name,
+        stage.inputs,
+        body,
+        note=f"log {stage.log}",
+        what=what,
+        clear_stale=clear_stale,
+    )

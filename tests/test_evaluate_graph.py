@@ -1,0 +1,118 @@
+"""The evaluation over ROS through the ``evaluate`` graph (config/graphs/evaluate.yaml).
+
+The bring-up's one supervisor starts the graph's nodes from the install space, as a user's
+``r2s2r evaluate`` does; the harness runs one trial against them. A node that died is named,
+with its log, when the harness asks the started graph.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (scripts/setup.sh)")
+
+import torch
+from r2s2r_policy.checkpoint import save_checkpoint
+from r2s2r_policy.evaluation import EvaluationConfig
+from r2s2r_policy.evaluation.baseline import (
+    TINY_MODEL_PARAMS,
+    robot_policy_spec,
+    untrained_policy,
+)
+from r2s2r_policy.evaluation.ros import evaluation_graph_arguments
+
+from r2s2r.graph import load_graph, resolve_graph
+from r2s2r.pipeline.evaluate import evaluate_over_ros
+from r2s2r.supervisor import GraphSupervisor
+
+pytestmark = pytest.mark.graph
+
+ROOT = Path(__file__).resolve().parents[1]
+# An own DDS domain: keep this graph apart from other tests on the machine.
+DOMAIN = 1 + (os.getpid() + 50) % 100
+
+
+def _checkpoint(tmp_path: Path) -> Path:
+    torch.set_num_threads(1)
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=4)
+    return save_checkpoint(tmp_path / "ckpt", policy)
+
+
+def _short_twin(tmp_path: Path, timeout_s: float) -> Path:
+    """The shipped twin with a short trial limit and the object arriving at once."""
+    data = yaml.safe_load((ROOT / "config" / "twin" / "default.yaml").read_text())
+    data["task"]["trial_timeout_s"] = timeout_s
+    data["randomization"]["arrival_time_s"] = [0.0, 0.0]
+    path = tmp_path / "short_twin.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_graph_arguments_follow_the_checkpoint(tmp_path: Path) -> None:
+    checkpoint = _checkpoint(tmp_path)
+    arguments = evaluation_graph_arguments(checkpoint, "twin/default.yaml", 2.0)
+    assert arguments["image_height_px"] == arguments["image_width_px"] == "32"
+    assert arguments["command_rate_hz"] == "20.0"  # 10 Hz in simulated time at twice the speed
+    assert Path(arguments["twin_config"]).is_file()
+    nodes = {node.name: node for node in resolve_graph(load_graph("evaluate"), arguments)}
+    policy = nodes["policy_inference"].parameter_overrides
+    assert policy["autostart"] is False and policy["image_height_px"] == 32
+    assert policy["checkpoint_path"] == str(checkpoint.resolve())
+    with pytest.raises(ValueError, match="camera_keys"):
+        evaluation_graph_arguments(checkpoint, "twin/default.yaml", 1.0, {"camera_keys": []})
+
+
+@pytest.mark.timeout(120)
+def test_policy_node_process_drives_twin_process(tmp_path: Path) -> None:
+    checkpoint = _checkpoint(tmp_path)
+    started = time.monotonic()
+    report = evaluate_over_ros(
+        checkpoint,
+        EvaluationConfig(trials_per_condition={"nominal": 1}, trial_wall_timeout_s=30.0),
+        launch=True,
+        twin_config=str(_short_twin(tmp_path, 2.0)),
+        real_time_factor=1.0,
+        policy_overrides={"image_height_px": 32, "image_width_px": 32},
+        log_dir=tmp_path / "logs",
+        graph_timeout_s=60.0,
+        domain_id=DOMAIN,
+    )
+    record = report.records[0]
+    log = (tmp_path / "logs" / "policy_inference.log").read_text()
+    assert record.reason == "timeout", log[-2000:]
+    assert record.duration_s == pytest.approx(2.0, abs=0.05)
+    assert "active: commanding" in log
+    assert report.metadata["launched"] is True
+    assert time.monotonic() - started < 100.0
+
+
+def test_a_node_that_died_is_named_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The node's executable is a Python script that prints three lines and exits 3.
+    executable = tmp_path / "dies"
+    executable.write_text(
+        f"#!{sys.executable}\n"
+        "print('starting'); print('loading the world'); print('fatal: no such file'); exit(3)\n"
+    )
+    executable.chmod(0o755)
+    monkeypatch.setattr("r2s2r.supervisor.find_executable", lambda package, name: executable)
+    nodes = resolve_graph(load_graph("evaluate"), {"object_tracks": "false"})[:1]
+    with open(os.devnull, "w") as quiet:
+        supervisor = GraphSupervisor(nodes, tmp_path / "logs", 1.0, console=quiet)
+        supervisor.start()
+        deadline = time.monotonic() + 20.0
+        while supervisor.dead_node() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        dead = supervisor.dead_node()
+        supervisor.shutdown()
+    assert dead is not None
+    assert dead.startswith("real_twin exited with code 3 (log: "), dead
+    assert dead.endswith("loading the world | fatal: no such file)"), dead

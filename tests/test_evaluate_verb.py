@@ -1,0 +1,53 @@
+"""``r2s2r evaluate`` (the bring-up's verb) with the in-process evaluator."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+import yaml
+from click.testing import CliRunner
+from r2s2r_policy.checkpoint import save_checkpoint
+from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
+
+from r2s2r.cli.evaluate import evaluate_command
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def short_twin(tmp_path: Path, timeout_s: float) -> Path:
+    """The shipped twin with a short trial limit and the object arriving at once."""
+    data = yaml.safe_load((REPO / "config" / "twin" / "default.yaml").read_text())
+    data["task"]["trial_timeout_s"] = timeout_s
+    data["randomization"]["arrival_time_s"] = [0.0, 0.0]
+    path = tmp_path / "short_twin.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_evaluate_command_in_process(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
+    checkpoint = save_checkpoint(tmp_path / "ckpt", policy)
+    result = CliRunner().invoke(
+        evaluate_command,
+        [
+            str(checkpoint),
+            "--in-process",
+            "--trials",
+            "nominal=1",
+            "--twin-config",
+            str(short_twin(tmp_path, 0.5)),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "nominal" in result.output and (tmp_path / "out" / "evaluation.png").is_file()
+    data = json.loads((tmp_path / "out" / "evaluation.json").read_text())
+    assert data["summary"]["all"]["trials"] == 1
+    bad = CliRunner().invoke(evaluate_command, [str(checkpoint), "--in-process", "--trials", "x"])
+    assert bad.exit_code != 0 and "CONDITION=COUNT" in bad.output
