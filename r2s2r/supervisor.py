@@ -46,8 +46,8 @@ from r2s2r_common.console import (
     parse_line,
     parse_progress,
 )
-from r2s2r_world.grounding import check_artifact_arguments
 from r2s2r_common.process import spawn_owned
+from r2s2r_world.grounding import check_artifact_arguments
 
 from r2s2r.graph import (
     ConsoleMode,
