@@ -3,7 +3,7 @@
 The experiment's evaluation trials (seeds 10000 and up) must never choose a hyper-parameter.
 This script is how choices are made instead: each variant (a dotted override of the preset's
 training config, e.g. ``policy.palm_object_features=true``) is trained exactly as the experiment
-trains its policies (``r2s2r_policy.experiment.runner.train_config_for`` on the preset) and
+trains its policies (``r2s2r.pipeline.experiment.train_config_for`` on the preset) and
 evaluated in process on the twin on *validation* seeds (20000 and up by default), the same
 seeds for every variant. It prints a table and ends with one JSON line.
 
@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     from r2s2r_policy.evaluation.in_process import evaluate_in_process
     from r2s2r_policy.evaluation.trials import EvaluationConfig
     from r2s2r_policy.experiment.config import load_preset
-    from r2s2r_policy.experiment.runner import Dataset, _deep_merge, train_config_for
     from r2s2r_policy.inference import InferenceConfig
     from r2s2r_policy.training import TrainConfig, train
+
+    from r2s2r.pipeline.experiment import Dataset, _deep_merge, train_config_for
 
     if args.base_seed < VALIDATION_BASE_SEED:
         parser.error(f"--base-seed {args.base_seed}: validation seeds start at 20000")
