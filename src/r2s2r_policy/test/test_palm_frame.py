@@ -89,15 +89,20 @@ def arm_episode(seed: int, frames: int = 16) -> dict[str, np.ndarray]:
     }
 
 
-def test_policy_with_palm_features_trains_saves_and_predicts(tmp_path: Path) -> None:
-    source = InMemoryEpisodeSource(
+def arm_source(episodes: int) -> InMemoryEpisodeSource:
+    """Episodes of :func:`arm_episode` as a real source with the tracker's semantics."""
+    return InMemoryEpisodeSource(
         "real",
-        [arm_episode(seed) for seed in range(3)],
+        [arm_episode(seed) for seed in range(episodes)],
         ALL_JOINT_NAMES,
         ALL_JOINT_NAMES,
         control_rate_hz=10.0,
         semantics=SEMANTICS,
     )
+
+
+def test_policy_with_palm_features_trains_saves_and_predicts(tmp_path: Path) -> None:
+    source = arm_source(3)
     config = tiny_config(steps=6, checkpoint_every_steps=6)
     config.policy.palm_object_features = True
     spec = make_spec(config.policy, source, 10.0)
@@ -123,14 +128,7 @@ def test_policy_with_palm_features_trains_saves_and_predicts(tmp_path: Path) -> 
 
 def test_state_noise_moves_the_geometry_with_the_noisy_joints() -> None:
     """Noise perturbs the measured joints; the palm/object input is that perturbed arm's."""
-    source = InMemoryEpisodeSource(
-        "real",
-        [arm_episode(seed) for seed in range(2)],
-        ALL_JOINT_NAMES,
-        ALL_JOINT_NAMES,
-        control_rate_hz=10.0,
-        semantics=SEMANTICS,
-    )
+    source = arm_source(2)
     options = tiny_config().policy
     options.palm_object_features = True
     spec = make_spec(options, source, 10.0)
