@@ -41,7 +41,7 @@ from r2s2r_calibration.artifact import (
     belt_record,
     scene_record,
 )
-from r2s2r_calibration.belt_model import fit_belt_track
+from r2s2r_calibration.belt_model import BeltTrackFit, fit_belt_track
 from r2s2r_calibration.bin_views import run_bin_views
 from r2s2r_calibration.board_steps import run_extrinsics_step, run_intrinsics_step
 from r2s2r_calibration.cell_client import CameraModel, CellClient, npt_float32
@@ -488,6 +488,56 @@ def _track_object(
     return track_t, track_x, enc_t, enc_a
 
 
+BeltTrack = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+"""One object's track: stamps, positions along belt x, encoder stamps, unwrapped angles."""
+
+
+def _accepted_tracks(
+    client: CellClient,
+    camera: CameraModel,
+    T_belt_optical: FloatArray,
+    config: ProcedureConfig,
+    say: ProgressFn,
+) -> tuple[list[tuple[int, BeltTrack, BeltTrackFit]], list[str]]:
+    """Track objects until the fit and the held-out check each have an accepted track.
+
+    The trial seed comes first, then the validation seed, then the spares: a track that is
+    refused (too few frames, a residual or radius uncertainty over its threshold) is reported
+    and never used; the next object replaces it. Returns the accepted tracks with their fits
+    (at most two: the fit's, then the held-out one) and the refusals as ``"trial N: reason"``.
+
+    Raises:
+        CalibrationError: Every object's track was refused (the first refusal's kind, with
+            every reason).
+
+    """
+    seeds = [config.belt_trial_seed]
+    if config.belt_validation_seed is not None:
+        seeds.append(config.belt_validation_seed)
+    seeds += [seed for seed in config.belt_spare_seeds if seed not in seeds]
+    wanted = 2 if config.belt_validation_seed is not None else 1
+    accepted: list[tuple[int, BeltTrack, BeltTrackFit]] = []
+    refused: list[str] = []
+    errors: list[CalibrationError] = []
+    for seed in seeds:
+        if len(accepted) == wanted:
+            break
+        try:
+            track = _track_object(client, camera, T_belt_optical, config, seed)
+            fit = fit_belt_track(*track, config.belt)
+        except CalibrationError as error:
+            refused.append(f"trial {seed}: {error}")
+            errors.append(error)
+            say(f"belt: the track of trial {seed} is refused, not used ({error})")
+            continue
+        accepted.append((seed, track, fit))
+    if not accepted:
+        raise type(errors[0])(
+            f"every object's track was refused ({len(refused)} tracked): " + "; ".join(refused)
+        )
+    return accepted, refused
+
+
 def run_belt(
     client: CellClient,
     nominal: WorldParams,
@@ -499,7 +549,8 @@ def run_belt(
 
     The object's position along the belt is the median of its top-face points (the highest
     points above the registered belt surface): unlike the centroid of all visible points it
-    does not shift as the camera sees the object's front, then its back.
+    does not shift as the camera sees the object's front, then its back. A track that fails
+    its checks is replaced by another object's (``belt_spare_seeds``), never used.
     """
     camera, T_base_optical, _ = _head_camera(client, run.artifact, nominal)
     T_world_base = client.frame_pose("base_link")
@@ -510,30 +561,30 @@ def run_belt(
         T_world_belt = client.frame_pose("belt_link")
         say("belt: belt pose from /tf_static (registration not run)")
     T_belt_optical = invert_pose(T_world_belt) @ T_world_base @ T_base_optical
-    track_t, track_x, enc_t, enc_a = _track_object(
-        client, camera, T_belt_optical, config, config.belt_trial_seed
-    )
-    fit = fit_belt_track(track_t, track_x, enc_t, enc_a, config.belt)
+    accepted, refused = _accepted_tracks(client, camera, T_belt_optical, config, say)
+    seed, (track_t, track_x, enc_t, enc_a), fit = accepted[0]
     # Mean roller rate over the track (its own fit: the report compares radius x rate with the
     # camera speed, which must not hold by construction).
     inside = (enc_t >= track_t[0]) & (enc_t <= track_t[-1])
     rate = float(np.polyfit(enc_t[inside], enc_a[inside], 1)[0]) if inside.sum() > 2 else math.nan
+    sample_kind = "depth frames with the object"
+    if refused:
+        names = ", ".join(reason.split(":")[0] for reason in refused)
+        sample_kind += f" of trial {seed} (refused tracks: {names})"
     provenance = Provenance(
         source=client.source,
         start_stamp_s=float(track_t[0]),
         end_stamp_s=float(track_t[-1]),
         n_samples=fit.n_used,
-        sample_kind="depth frames with the object",
+        sample_kind=sample_kind,
         solver="object top face along the registered belt vs roller angle "
         "(belt_model.fit_belt_track)",
     )
     run.artifact.belt = belt_record(fit.model, provenance, speed_mps=fit.speed_mps)
     run.belt = BeltObservation(fit.speed_mps, rate, track_t, track_x, enc_t, enc_a)
-    if config.belt_validation_seed is not None:
+    if len(accepted) > 1:
         # A second object, never used in the fit: the report's held-out belt-speed check.
-        run.belt.validation = _track_object(
-            client, camera, T_belt_optical, config, config.belt_validation_seed
-        )
+        run.belt.validation = accepted[1][1]
     _belt_intervals(run, fit.model.roller_radius_m, fit.model.roller_radius_std_m, config)
     say(
         f"belt: surface speed {fit.speed_mps:.4f} m/s from {fit.n_used} frames over "

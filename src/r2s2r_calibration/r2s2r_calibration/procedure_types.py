@@ -114,6 +114,13 @@ class ProcedureConfig(ConfigModel):
     belt_validation_seed: int | None = Field(
         8, ge=0, description="Seed of a second trial tracked for the held-out check (None: skip)."
     )
+    belt_spare_seeds: list[int] = Field(
+        default_factory=lambda: [9, 10],
+        description="Trials tried in turn when a track is refused (an object whose depth "
+        "track is poor, e.g. a round one whose highest points jump between parts as it passes "
+        "the camera): the refused track is reported and never used, and the next object is "
+        "tracked instead, first for the fit, then for the held-out check.",
+    )
     belt_track_s: float = Field(
         14.0, gt=0.5, le=120.0, description="Longest object tracking time (s)."
     )

@@ -143,3 +143,52 @@ def test_top_face_band_follows_the_depth_noise():
     assert top_face_band_m(quiet, config) == pytest.approx(config.belttop_face_band_min_m)
     # With noise the top face's own points spread: the band widens so as not to cut them.
     assert 3 * 0.0015 < top_face_band_m(noisy, config) <= config.belttop_face_band_m
+
+
+def _belt_track(seed: int, jitter_m: float) -> tuple[np.ndarray, ...]:
+    """An object's track along a belt with a 30 mm roller at 0.1 m/s, with position jitter."""
+    rng = np.random.default_rng(seed)
+    stamps = np.arange(0.0, 10.0, 0.1)
+    encoder_stamps = np.arange(-0.5, 10.5, 0.01)
+    along = -0.5 + 0.1 * stamps + rng.uniform(-jitter_m, jitter_m, stamps.size)
+    return stamps, along, encoder_stamps, encoder_stamps * 0.1 / 0.030
+
+
+def test_a_refused_belt_track_is_replaced_by_a_spare_object(monkeypatch):
+    # Before, the belt step failed on the first object whose depth track was poor (a round
+    # object whose highest points jump between its parts: 6.5 mm residual on twin seed 1008).
+    import r2s2r_calibration.procedure as procedure
+
+    jitter = {7: 0.02, 8: 0.0005, 9: 0.02, 10: 0.0005}
+    tracked: list[int] = []
+
+    def fake_track(client, camera, T_belt_optical, config, seed):
+        tracked.append(seed)
+        return _belt_track(seed, jitter[seed])
+
+    monkeypatch.setattr(procedure, "_track_object", fake_track)
+    messages: list[str] = []
+    accepted, refused = procedure._accepted_tracks(
+        None, None, np.eye(4), ProcedureConfig(), messages.append
+    )
+    # The fit's track and the held-out one are both accepted tracks; the poor ones are not used.
+    assert [seed for seed, _, _ in accepted] == [8, 10]
+    assert tracked == [7, 8, 9, 10]
+    assert [reason.split(":")[0] for reason in refused] == ["trial 7", "trial 9"]
+    assert all("residual" in reason for reason in refused)
+    assert any("trial 7 is refused" in message for message in messages)
+    assert accepted[0][2].model.roller_radius_m == pytest.approx(0.030, rel=1e-3)
+
+
+def test_belt_step_refuses_when_every_track_is_poor(monkeypatch):
+    import r2s2r_calibration.procedure as procedure
+
+    monkeypatch.setattr(
+        procedure, "_track_object", lambda client, camera, T, config, seed: _belt_track(seed, 0.02)
+    )
+    with pytest.raises(procedure.CalibrationError, match=r"every object's track was refused"):
+        procedure._accepted_tracks(None, None, np.eye(4), ProcedureConfig(), lambda _: None)
+    # Without spares nothing else is tried: the refusal is the trial's own.
+    config = ProcedureConfig(belt_spare_seeds=[], belt_validation_seed=None)
+    with pytest.raises(procedure.CalibrationError, match=r"\(1 tracked\): trial 7: belt track"):
+        procedure._accepted_tracks(None, None, np.eye(4), config, lambda _: None)

@@ -107,6 +107,13 @@ class PolicySpec(ConfigModel):
         "and the tracked object relative to the palm (r2s2r_policy.models.palm_frame); needs "
         "the tracked-object input.",
     )
+    object_relative_reach: bool = Field(
+        default=False,
+        description="Also predict, per chunk step, the palm position relative to the tracked "
+        "object seen at the observation, and while the object is visible correct the arm "
+        "targets so the palm goes there (r2s2r_policy.models.reach); needs the tracked-object "
+        "input.",
+    )
     action_representation: Literal["absolute", "delta"] = Field(
         default="absolute",
         description="absolute: the model predicts joint targets; delta: targets minus the "
@@ -136,6 +143,11 @@ class PolicySpec(ConfigModel):
         if self.palm_object_features and not self.object_track_fields:
             raise ValueError(
                 "palm_object_features needs the tracked-object input (object_track_fields empty)"
+            )
+        if self.object_relative_reach and "visible" not in self.object_track_fields:
+            raise ValueError(
+                "object_relative_reach needs the tracked-object input with its 'visible' column "
+                f"(object_track_fields = {self.object_track_fields})"
             )
         return self
 

@@ -117,6 +117,12 @@ class PolicyOptions(ConfigModel):
         description="Also feed the palm position and the tracked object relative to the palm "
         "(forward kinematics of the measured joints; r2s2r_policy.models.palm_frame).",
     )
+    object_relative_reach: bool = Field(
+        default=False,
+        description="Also predict each chunk step's palm position relative to the tracked "
+        "object, and move the arm there while the object is visible "
+        "(r2s2r_policy.models.reach).",
+    )
     action_representation: Literal["absolute", "delta"] = Field(
         default="absolute", description="Predict joint targets, or targets minus measured joints."
     )
@@ -229,6 +235,8 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
     track_fields = list(semantics.object_track_fields) if options.use_object_track else []
     if options.palm_object_features and not options.use_object_track:
         raise ValueError("policy.palm_object_features needs policy.use_object_track: true")
+    if options.object_relative_reach and not options.use_object_track:
+        raise ValueError("policy.object_relative_reach needs policy.use_object_track: true")
     if options.use_object_track and not track_fields:
         raise MissingFeatureError(
             [
@@ -248,6 +256,7 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
         object_track_fields=track_fields,
         object_track_source=semantics.object_track_source if track_fields else "",
         palm_object_features=options.palm_object_features,
+        object_relative_reach=options.object_relative_reach,
         action_representation=options.action_representation,
         chunk_length=options.chunk_length,
         control_rate_hz=control_rate_hz,

@@ -30,6 +30,7 @@ from torch import nn
 
 from ..normalization import NormalizationStats
 from ..spec import (
+    ACTION_MASK_KEY,
     ACTIONS_KEY,
     BELT_SPEED_KEY,
     JOINT_POS_KEY,
@@ -38,6 +39,7 @@ from ..spec import (
     PolicySpec,
 )
 from .palm_frame import PalmObjectFeatures
+from .reach import REACH_DIM, ObjectRelativeReach
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -78,6 +80,14 @@ class Policy(nn.Module, abc.ABC):
         if spec.palm_object_features:
             state_keys.append(PALM_OBJECT_KEY)
             self.palm_features = PalmObjectFeatures(spec.joint_names)
+        self.reach: ObjectRelativeReach | None = None
+        if spec.object_relative_reach:
+            self.reach = ObjectRelativeReach(
+                spec.joint_names,
+                spec.action_names,
+                spec.object_track_fields,
+                delta_actions=spec.action_representation == "delta",
+            )
         for key in state_keys:
             offset, scale = stats.offset_scale(key, spec.normalization)
             offsets.append(offset)
@@ -155,6 +165,36 @@ class Policy(nn.Module, abc.ABC):
     def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """Normalised action space → radians."""
         return actions * self.action_scale + self.action_offset
+
+    @property
+    def output_dim(self) -> int:
+        """Model outputs per chunk step: the actions, then the reach offsets when predicted."""
+        return self.spec.action_dim + (REACH_DIM if self.reach is not None else 0)
+
+    def reach_loss(self, predicted: torch.Tensor, batch: Batch, kind: str) -> torch.Tensor:
+        """Loss of the normalised reach offsets ``(B, H, 3)`` against the batch's own labels.
+
+        Raises:
+            RuntimeError: If the policy predicts no reach offsets.
+
+        """
+        if self.reach is None:
+            raise RuntimeError("reach_loss: this policy predicts no object-relative reach")
+        labels, mask = self.reach.labels(
+            batch[JOINT_POS_KEY].float(),
+            batch[ACTIONS_KEY].float(),
+            batch[OBJECT_TRACK_KEY].float(),
+            batch[ACTION_MASK_KEY],
+        )
+        return masked_chunk_loss(predicted, labels, mask, kind)
+
+    def predict_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None).
+
+        The default is :meth:`predict_normalized` and no offsets; a model that predicts the
+        object-relative reach overrides it.
+        """
+        return self.predict_normalized(batch), None
 
     @abc.abstractmethod
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -252,15 +292,23 @@ class Policy(nn.Module, abc.ABC):
         if was_training:
             self.eval()
         try:
-            chunk = self.unnormalize_actions(self.predict_normalized(batch))[0]
+            normalized, offsets = self.predict_outputs(batch)
+            chunk = self.unnormalize_actions(normalized)[0]
         finally:
             if was_training:
                 self.train()
         out = chunk.numpy().astype(np.float32, copy=False)
+        joints = np.asarray(observation[JOINT_POS_KEY], dtype=np.float32)
         if self.spec.action_representation == "delta":
-            joints = np.asarray(observation[JOINT_POS_KEY], dtype=np.float32)
             index = [self.spec.joint_names.index(n) for n in self.spec.action_names]
             out = out + joints[index]
+        if self.reach is not None and offsets is not None:
+            out = self.reach.correct(
+                joints,
+                out,
+                np.asarray(observation[OBJECT_TRACK_KEY], dtype=np.float32),
+                offsets[0].numpy(),
+            )
         return out
 
 

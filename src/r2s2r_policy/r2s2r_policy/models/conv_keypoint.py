@@ -196,7 +196,7 @@ class ConvKeypointPolicy(Policy):
             if params.dropout > 0:
                 layers.append(nn.Dropout(params.dropout))
             width_in = width
-        layers.append(nn.Linear(width_in, spec.chunk_length * spec.action_dim))
+        layers.append(nn.Linear(width_in, spec.chunk_length * self.output_dim))
         self.head = nn.Sequential(*layers)
 
     def _prepare(self, images: torch.Tensor) -> torch.Tensor:
@@ -208,6 +208,10 @@ class ConvKeypointPolicy(Policy):
 
     def predict_normalized(self, batch: Batch) -> torch.Tensor:
         """Normalised action chunk ``(B, H, A)``."""
+        return self.predict_outputs(batch)[0]
+
+    def predict_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None)."""
         keys = self.spec.image_keys
         if self.params.shared_encoder:
             encoder = next(iter(self.encoders.values()))
@@ -220,16 +224,27 @@ class ConvKeypointPolicy(Policy):
         state = self.normalized_state(batch, noise_std)
         features.append(state)
         out = self.head(torch.cat(features, dim=-1))
-        return out.reshape(-1, self.spec.chunk_length, self.spec.action_dim)
+        out = out.reshape(-1, self.spec.chunk_length, self.output_dim)
+        actions = out[..., : self.spec.action_dim]
+        return actions, (out[..., self.spec.action_dim :] if self.reach is not None else None)
 
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """Loss of a batch: ``loss`` (L1/L2 in normalised units) and ``l1_rad`` (for logs)."""
-        predicted = self.predict_normalized(batch)
+        """Loss of a batch: ``loss`` (L1/L2 in normalised units) and ``l1_rad`` (for logs).
+
+        With the object-relative reach, ``reach_loss`` (normalised offsets) is added to
+        ``loss`` with weight 1.
+        """
+        predicted, offsets = self.predict_outputs(batch)
         target = self.normalize_actions(batch[ACTIONS_KEY].float())
         mask = batch[ACTION_MASK_KEY]
         loss = masked_chunk_loss(predicted, target, mask, self.params.loss)
+        losses: dict[str, torch.Tensor] = {}
+        if offsets is not None:
+            reach = self.reach_loss(offsets, batch, self.params.loss)
+            losses["reach_loss"] = reach.detach()
+            loss = loss + reach
         with torch.no_grad():
             l1_rad = masked_chunk_loss(
                 self.unnormalize_actions(predicted), batch[ACTIONS_KEY].float(), mask, "l1"
             )
-        return {"loss": loss, "l1_rad": l1_rad}
+        return {"loss": loss, "l1_rad": l1_rad, **losses}
