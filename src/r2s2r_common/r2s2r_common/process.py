@@ -44,17 +44,38 @@ if sys.platform.startswith("linux"):
 
 
 def _death_signal_preexec(owner_pid: int, death_signal: int) -> Callable[[], None]:
-    """Return a pre-exec function: set PDEATHSIG, and die at once if the owner already died.
+    """Return a pre-exec function: SIGINT default, PDEATHSIG, die at once if the owner died.
 
-    It runs in the forked child before exec; it only calls prctl (looked up beforehand), so
-    it takes no lock another thread of the parent could hold.
+    It runs in the forked child before exec; it only calls libc's ``signal`` and ``prctl``
+    (looked up beforehand), so it takes no lock another thread of the parent could hold.
     """
     prctl = _libc.prctl
+    reset_interrupt = _interrupt_default_preexec()
 
     def preexec() -> None:
+        reset_interrupt()
         prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != owner_pid:  # the owner died between fork and prctl
             os._exit(128 + death_signal)
+
+    return preexec
+
+
+def _interrupt_default_preexec() -> Callable[[], None]:
+    """Return a pre-exec function that gives the child SIGINT's default action.
+
+    An ignored signal stays ignored across exec: an owner started as a background job of a
+    script (where the shell ignores SIGINT) would pass that on, and its children would sit out
+    the SIGINT that :func:`stop_process_group` sends first, dying only at the next signal,
+    seconds later. The children are leaders of their own groups, so the terminal's Ctrl-C does
+    not reach them either way; only their owner sends them SIGINT.
+    """
+    libc_signal = _libc.signal
+    sig_dfl = ctypes.c_void_p(0)
+    sigint = int(signal.SIGINT)
+
+    def preexec() -> None:
+        libc_signal(sigint, sig_dfl)
 
     return preexec
 
@@ -94,11 +115,13 @@ def spawn_owned(
     child_env[OWNER_PID_ENV] = str(owner)
     # PR_SET_PDEATHSIG fires when the *thread* that forked exits; only the main thread lives
     # as long as the process. Children started elsewhere rely on watch_owner().
-    preexec = (
-        _death_signal_preexec(owner, death_signal)
-        if _libc is not None and threading.current_thread() is threading.main_thread()
-        else None
-    )
+    preexec: Callable[[], None] | None = None
+    if _libc is not None:
+        preexec = (
+            _death_signal_preexec(owner, death_signal)
+            if threading.current_thread() is threading.main_thread()
+            else _interrupt_default_preexec()
+        )
     return subprocess.Popen(
         list(command),
         env=child_env,
@@ -108,7 +131,7 @@ def spawn_owned(
         text=text,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=preexec,  # prctl only, looked up before the fork
+        preexec_fn=preexec,  # libc signal and prctl only, looked up before the fork
     )
 
 

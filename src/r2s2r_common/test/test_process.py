@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -121,6 +122,33 @@ class _LibraryError(RuntimeError):
 
 
 _LibraryError.__module__ = "r2s2r_fake.module"
+
+
+@pytest.mark.graph
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main_thread", "other_thread"])
+def test_owned_child_stops_on_sigint_though_its_owner_ignores_it(from_thread: bool) -> None:
+    # An owner started as a background job of a script ignores SIGINT; before, its children
+    # inherited that and sat out the SIGINT that stop_process_group sends first (an
+    # experiment's stage command outlived a SIGTERM to the experiment by the 20 s grace).
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if from_thread:
+            holder: list[subprocess.Popen[bytes]] = []
+            thread = threading.Thread(target=lambda: holder.append(spawn_owned(["sleep", "600"])))
+            thread.start()
+            thread.join()
+            child = holder[0]
+        else:
+            child = spawn_owned(["sleep", "600"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        os.kill(child.pid, signal.SIGINT)
+        assert child.wait(timeout=5.0) == -signal.SIGINT
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_exit_codes_of_the_error_boundary() -> None:
