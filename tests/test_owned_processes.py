@@ -24,7 +24,11 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-GONE_WITHIN_S = 5.0
+GONE_WITHIN_S = 9.0
+"""How soon a stopped command and its children must be gone: under the 10 s the supervisor (and
+20 s the experiment's stage runner) waits after SIGINT before escalating, so a child that sits
+out the SIGINT still fails here. 5 s was exceeded by the Python processes' own shutdown on the
+2-core machine running two suites side by side (load 8-10)."""
 
 
 def alive(pid: int) -> bool:
