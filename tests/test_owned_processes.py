@@ -107,6 +107,23 @@ def wait_all_gone(pids: list[int], timeout_s: float) -> tuple[float, list[int]]:
     return time.monotonic() - started, [p for p in pids if alive(p)]
 
 
+def describe(pids: list[int], names: dict[str, int]) -> str:
+    """Name, state and current syscall of each pid (what a failure message needs)."""
+    by_pid = {pid: name for name, pid in names.items()}
+    parts = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+            wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+            threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+        except OSError:
+            state, wchan, threads = "gone", "", 0
+        parts.append(
+            f"{by_pid.get(pid, '?')} (pid {pid}, state {state}, wchan {wchan}, {threads} threads)"
+        )
+    return "; ".join(parts)
+
+
 def folder_state(root: Path) -> dict[str, tuple[int, int]]:
     return {
         str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
@@ -131,12 +148,13 @@ def test_sigkill_of_record_demos_group_mid_episode_leaves_nothing_running(tmp_pa
             180.0,
             "the first episode to be recording",
         )
-        pids = list(command.node_pids().values())
+        names = command.node_pids()
+        pids = list(names.values())
         assert len(pids) == 6, command.tail()
         os.killpg(command.process.pid, signal.SIGKILL)
         command.process.wait(timeout=10)
         took_s, left = wait_all_gone(pids, GONE_WITHIN_S)
-        assert not left, f"still alive {took_s:.1f} s after SIGKILL: {left}"
+        assert not left, f"still alive {took_s:.1f} s after SIGKILL: {describe(left, names)}"
         # The recorder may close the bag it had open as it stops; after that, nothing.
         settled = folder_state(out)
         time.sleep(3.0)
@@ -158,7 +176,10 @@ def test_sigterm_to_ground_launch_stops_the_graph(tmp_path: Path) -> None:
         pids = [command.process.pid, *command.node_pids().values()]
         command.process.send_signal(signal.SIGTERM)
         took_s, left = wait_all_gone(pids, GONE_WITHIN_S)
-        assert not left, f"still alive {took_s:.1f} s after SIGTERM: {left}: {command.tail()}"
+        assert not left, (
+            f"still alive {took_s:.1f} s after SIGTERM: {describe(left, command.node_pids())}: "
+            f"{command.tail()}"
+        )
         code = command.process.wait(timeout=10)
         assert code == 143, f"exit {code} after SIGTERM: {command.tail()}"
         assert [line for line in command.stderr if line.strip()][-1].strip() == (

@@ -287,3 +287,50 @@ def test_bad_grounding_artifact_is_refused_at_start(
         write_artifact(path, overrides)
     with pytest.raises(ConfigError, match=expected):
         make(context, grounding_artifact=str(path))
+
+
+def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) -> None:
+    node = make(context, publish_fixed=False, publish_frequency=20.0)
+    listener = Node("listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(listener)
+    dynamic: list[TFMessage] = []
+    listener.create_subscription(TFMessage, "/tf", dynamic.append, 1000)
+    publisher = listener.create_publisher(JointState, "/joint_states", 1000)
+    positions = list(random_positions(seed=5).values())
+    try:
+        # Wait for discovery with one state at t = 10 s (published: the first one always is).
+        first = JointState(name=list(ALL_JOINT_NAMES), position=positions)
+        first.header.stamp.sec = 10
+        deadline = time.monotonic() + 5.0
+        while not dynamic and time.monotonic() < deadline:
+            publisher.publish(first)
+            executor.spin_once(timeout_sec=0.05)
+        spin_until(executor, lambda: bool(dynamic))
+        for k in range(1, 101):  # 0.2 s of 500 Hz joint states after t = 10 s, one at a time
+            state = JointState(name=list(ALL_JOINT_NAMES), position=positions)
+            state.header.stamp.sec = 10
+            state.header.stamp.nanosec = k * 2_000_000
+            before = node.received
+            publisher.publish(state)
+            spin_until(executor, lambda before=before: node.received > before)
+        reset = JointState(name=list(ALL_JOINT_NAMES), position=positions)
+        reset.header.stamp.sec = 1  # a reset cell: its clock went back
+        publisher.publish(reset)
+        spin_until(executor, lambda: any(m.transforms[0].header.stamp.sec == 1 for m in dynamic))
+        executor.spin_once(timeout_sec=0.2)
+        stamps = [
+            (m.transforms[0].header.stamp.sec, m.transforms[0].header.stamp.nanosec)
+            for m in dynamic
+        ]
+        # 20 Hz: t = 10.00 (the first), then 10.05, 10.10, 10.15, 10.20 s; then the reset.
+        assert stamps[-1] == (1, 0)
+        kept = sorted({s for s in stamps if s[0] == 10})
+        assert kept == [(10, k * 50_000_000) for k in range(5)]
+        assert len(stamps) == len(set(stamps))  # each stamp once: the repeats of t = 10 s dropped
+        assert node.published == len(stamps)
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        node.destroy_node()

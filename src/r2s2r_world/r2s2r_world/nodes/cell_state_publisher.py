@@ -7,15 +7,17 @@ here anyway, so this node publishes, from :func:`r2s2r_description.cell.build_de
   subscriber that starts later (rviz) still gets it;
 - ``/tf_static`` (tf2_msgs/TFMessage; reliable, transient local, depth 1): every fixed joint
   (cell mounts, cameras, flange, palm) when ``publish_fixed`` is set;
-- ``/tf`` (tf2_msgs/TFMessage): for each ``/joint_states`` message, one transform per named
-  revolute joint, parent link -> child link, stamped with the joint state's stamp;
+- ``/tf`` (tf2_msgs/TFMessage): one transform per named revolute joint, parent link -> child
+  link, stamped with the joint state's stamp, for ``/joint_states`` messages at most
+  ``publish_frequency`` times a second of their stamps (as robot_state_publisher's parameter of
+  that name: the twin's 500 Hz joint states would otherwise cost this node half a core);
 - ``/diagnostics``: messages received, rejected (malformed) and unknown joint names.
 
 Parameters (schema :class:`CellStatePublisherConfig`): ``world_path`` (cell layout from a
 world YAML; empty = CAD layout), ``grounding_artifact`` (a grounding artifact whose
 ``world_overrides`` poses of cameras, belt, bins and robot base replace the layout's: the grounded
 ``/tf_static`` every sensing node uses; empty = ungrounded), ``publish_fixed``,
-``diagnostics_period_s``. A bad value fails
+``publish_frequency``, ``diagnostics_period_s``. A bad value fails
 start-up; a runtime change is validated and applied (description and /tf_static republished).
 """
 
@@ -77,6 +79,15 @@ class CellStatePublisherConfig(ConfigModel):
         default=True,
         description="Publish the fixed joints on /tf_static. Turn off where another node "
         "(the real twin, a hardware driver) already publishes the fixed mounts.",
+    )
+    publish_frequency: float = Field(
+        default=20.0,
+        ge=0.0,
+        le=10000.0,
+        description="Most /tf messages of the moving joints per second of joint-state stamps "
+        "(robot_state_publisher's parameter and default). A joint state stamped less than "
+        "1/publish_frequency after the last one published is counted but not turned into /tf; "
+        "a stamp that goes back (a reset cell) publishes at once. 0: every joint state.",
     )
     diagnostics_period_s: float = Field(
         default=1.0, ge=0.05, le=60.0, description="Period of /diagnostics messages."
@@ -147,6 +158,8 @@ class CellStatePublisher(Node):
         self._lock = threading.Lock()
         self.received = 0
         self.rejected = 0
+        self.published = 0
+        self._last_published_ns: int | None = None
         self.unknown_joints: set[str] = set()
         self.last_error = ""
         self._description_pub = self.create_publisher(String, "/robot_description", LATCHED_QOS)
@@ -199,16 +212,28 @@ class CellStatePublisher(Node):
             self.last_error = str(error)
             self.get_logger().warning(str(error), throttle_duration_sec=5.0)
             return
-        with self._lock:
-            result = moving_transforms(self.description, positions)
-        self.unknown_joints.update(result.unknown_joints)
         stamp = msg.header.stamp
         if stamp.sec == 0 and stamp.nanosec == 0:
             stamp = self.get_clock().now().to_msg()
+        if not self._due(stamp.sec * 1_000_000_000 + stamp.nanosec):
+            return
+        with self._lock:
+            result = moving_transforms(self.description, positions)
+        self.unknown_joints.update(result.unknown_joints)
         if result.transforms:
             self._tf_pub.publish(
                 TFMessage(transforms=[to_transform_msg(t, stamp) for t in result.transforms])
             )
+            self.published += 1
+
+    def _due(self, stamp_ns: int) -> bool:
+        """Whether a joint state stamped ``stamp_ns`` goes out on /tf (and mark it if so)."""
+        frequency = self.config.publish_frequency
+        last = self._last_published_ns
+        if frequency > 0.0 and last is not None and 0 <= stamp_ns - last < 1e9 / frequency:
+            return False
+        self._last_published_ns = stamp_ns
+        return True
 
     def _publish_diagnostics(self) -> None:
         level = DiagnosticStatus.OK
@@ -222,6 +247,8 @@ class CellStatePublisher(Node):
             "grounding_artifact": self.config.grounding_artifact or "(ungrounded)",
             "joint_states_received": str(self.received),
             "joint_states_rejected": str(self.rejected),
+            "tf_published": str(self.published),
+            "publish_frequency": f"{self.config.publish_frequency:g}",
             "unknown_joints": ",".join(sorted(self.unknown_joints)),
             "last_error": self.last_error,
         }
