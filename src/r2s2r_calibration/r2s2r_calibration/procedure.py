@@ -707,6 +707,7 @@ def run_grounding(
                 raise
         finally:
             run.step_wall_s[step] = time.perf_counter() - started
+            say(f"{step}: {run.step_wall_s[step]:.1f} s wall")
     # Re-validate so that world_overrides is derived from every record added above.
     run.artifact = GroundingArtifact.model_validate(
         run.artifact.model_dump(mode="python", exclude={"world_overrides"})

@@ -156,6 +156,12 @@ class TrainConfig(ConfigModel):
         default="cosine", description="LR after warm-up: cosine decay to 0 or constant."
     )
     grad_clip_norm: float = Field(default=10.0, gt=0.0, description="Gradient norm clip.")
+    fused_optimizer: bool = Field(
+        default=True,
+        description="AdamW as one fused kernel over all parameters (CPU and CUDA; ~4x faster "
+        "than the per-parameter loop on CPU). Off: torch's reference loop; the two agree to "
+        "float rounding, not bit for bit, so a run resumes with the setting it started with.",
+    )
     checkpoint_every_steps: int = Field(default=500, ge=1, description="Checkpoint period.")
     keep_last_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept.")
     num_workers: int = Field(default=0, ge=0, le=64, description="DataLoader worker processes.")
@@ -433,7 +439,10 @@ def train(
     torch.manual_seed(config.seed)
     policy = build_policy(spec, stats)
     optimizer = torch.optim.AdamW(
-        policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+        policy.parameters(),
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        fused=config.fused_optimizer or None,
     )
     if checkpoint_dir is not None and training_state is not None:
         from safetensors.torch import load_file

@@ -125,6 +125,17 @@ def test_random_shift_moves_content_within_bounds() -> None:
     assert len({tuple(o) for o in offsets}) > 4  # shifts differ per image
 
 
+def test_random_shift_is_an_edge_padded_crop_per_image() -> None:
+    images = torch.rand(8, 3, 12, 10)
+    torch.manual_seed(5)
+    shifted = random_shift(images, 3)
+    torch.manual_seed(5)
+    offsets = torch.randint(0, 7, (8, 2))  # the same draw: (dy, dx) into the padded image
+    padded = torch.nn.functional.pad(images, (3, 3, 3, 3), mode="replicate")
+    for i, (dy, dx) in enumerate(offsets.tolist()):
+        torch.testing.assert_close(shifted[i], padded[i, :, dy : dy + 12, dx : dx + 10])
+
+
 def test_shared_encoder_variant_predicts_chunks() -> None:
     source = make_source("real", [0])
     options = tiny_config().policy

@@ -334,3 +334,14 @@ def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) ->
         executor.shutdown()
         listener.destroy_node()
         node.destroy_node()
+
+
+def test_header_stamp_is_read_from_the_serialized_message() -> None:
+    from r2s2r_world.nodes.cell_state_publisher import cdr_header_stamp_ns
+    from rclpy.serialization import serialize_message
+
+    state = JointState(name=list(ALL_JOINT_NAMES), position=[0.0] * len(ALL_JOINT_NAMES))
+    state.header.stamp.sec, state.header.stamp.nanosec = 1_700_000_123, 456_789_012
+    assert cdr_header_stamp_ns(serialize_message(state)) == 1_700_000_123_456_789_012
+    assert cdr_header_stamp_ns(b"\x00\x01\x00\x00") is None  # too short
+    assert cdr_header_stamp_ns(b"\x07" * 16) is None  # not a CDR encapsulation

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Literal, cast
 
 import torch
-import torch.nn.functional as functional
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
 from torch import nn
@@ -153,15 +152,17 @@ def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
 
     Uses the global torch RNG (seeded per training step by the trainer).
     """
-    batch, _, height, width = images.shape
-    padded = functional.pad(images, (pad_px, pad_px, pad_px, pad_px), mode="replicate")
-    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2))
-    return torch.stack(
-        [
-            padded[i, :, int(dy) : int(dy) + height, int(dx) : int(dx) + width]
-            for i, (dy, dx) in enumerate(offsets)
-        ]
+    batch, channels, height, width = images.shape
+    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2)) - pad_px
+    # Edge padding is a clamped index; one gather crops the whole batch (cropping image by
+    # image in a Python loop cost ~10 % of a training step).
+    rows = (offsets[:, 0:1] + torch.arange(height)).clamp_(0, height - 1)
+    cols = (offsets[:, 1:2] + torch.arange(width)).clamp_(0, width - 1)
+    index = (rows.view(batch, 1, height, 1) * width + cols.view(batch, 1, 1, width)).view(
+        batch, 1, -1
     )
+    flat = images.reshape(batch, channels, -1)
+    return flat.gather(2, index.expand(batch, channels, -1)).view(batch, channels, height, width)
 
 
 class ConvKeypointPolicy(Policy):

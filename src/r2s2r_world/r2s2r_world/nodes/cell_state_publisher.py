@@ -23,6 +23,7 @@ start-up; a runtime change is validated and applied (description and /tf_static 
 
 from __future__ import annotations
 
+import struct
 import sys
 import threading
 from typing import Any
@@ -50,6 +51,7 @@ from r2s2r_description.tf_tree import (
 from r2s2r_description.urdf import to_urdf
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
@@ -136,6 +138,18 @@ def to_transform_msg(transform: FrameTransform, stamp: Time) -> TransformStamped
     return msg
 
 
+def cdr_header_stamp_ns(data: bytes) -> int | None:
+    """Return the header stamp (ns) of a serialized message that starts with a Header.
+
+    CDR: a 4-byte encapsulation header (byte 1: 0 big-endian, 1 little-endian), then the
+    stamp's int32 seconds and uint32 nanoseconds. None when ``data`` is too short or not CDR.
+    """
+    if len(data) < 12 or data[0] != 0 or data[1] not in (0, 1):
+        return None
+    sec, nanosec = struct.unpack_from("<iI" if data[1] == 1 else ">iI", data, 4)
+    return sec * 1_000_000_000 + nanosec
+
+
 # The schema this node declares its ROS parameters from; r2s2r.graph types launch
 # parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
 PARAMETER_SCHEMA = CellStatePublisherConfig
@@ -169,7 +183,11 @@ class CellStatePublisher(Node):
         self.config = declare_config(self, PARAMETER_SCHEMA, on_change=self._apply)
         self.description: Description = build_description(self.config.layout())
         self._publish_description()
-        self.create_subscription(JointState, "/joint_states", self._on_joint_state, DEFAULT_QOS)
+        # Raw: a joint state is decoded only when it is due on /tf (decoding 500 Hz messages in
+        # Python cost more than the transforms).
+        self.create_subscription(
+            JointState, "/joint_states", self._on_joint_state_bytes, DEFAULT_QOS, raw=True
+        )
         self._diagnostics_timer = self.create_timer(
             self.config.diagnostics_period_s, self._publish_diagnostics
         )
@@ -203,8 +221,16 @@ class CellStatePublisher(Node):
             f"{self.config.world_path or 'the CAD layout'}{grounded}"
         )
 
-    def _on_joint_state(self, msg: JointState) -> None:
+    def _on_joint_state_bytes(self, data: bytes) -> None:
+        """Decode a serialized joint state and turn it into /tf, only when it is due."""
         self.received += 1
+        stamp_ns = cdr_header_stamp_ns(data)
+        if stamp_ns is not None and stamp_ns != 0 and not self._due(stamp_ns):
+            return
+        self._publish_joint_state(deserialize_message(data, JointState))
+
+    def _publish_joint_state(self, msg: JointState) -> None:
+        """Publish the moving joints of a due joint state on /tf (or count why not)."""
         try:
             positions = check_joint_state(list(msg.name), list(msg.position))
         except JointStateError as error:
@@ -215,7 +241,8 @@ class CellStatePublisher(Node):
         stamp = msg.header.stamp
         if stamp.sec == 0 and stamp.nanosec == 0:
             stamp = self.get_clock().now().to_msg()
-        if not self._due(stamp.sec * 1_000_000_000 + stamp.nanosec):
+        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+        if not self._due(stamp_ns):
             return
         with self._lock:
             result = moving_transforms(self.description, positions)
@@ -225,15 +252,13 @@ class CellStatePublisher(Node):
                 TFMessage(transforms=[to_transform_msg(t, stamp) for t in result.transforms])
             )
             self.published += 1
+            self._last_published_ns = stamp_ns
 
     def _due(self, stamp_ns: int) -> bool:
-        """Whether a joint state stamped ``stamp_ns`` goes out on /tf (and mark it if so)."""
+        """Whether a joint state stamped ``stamp_ns`` is due on /tf (publish_frequency)."""
         frequency = self.config.publish_frequency
         last = self._last_published_ns
-        if frequency > 0.0 and last is not None and 0 <= stamp_ns - last < 1e9 / frequency:
-            return False
-        self._last_published_ns = stamp_ns
-        return True
+        return not (frequency > 0.0 and last is not None and 0 <= stamp_ns - last < 1e9 / frequency)
 
     def _publish_diagnostics(self) -> None:
         level = DiagnosticStatus.OK
