@@ -109,3 +109,48 @@ def test_a_sharp_small_camera_is_not_refused_for_the_noise_of_removing_the_pixel
     left = result.per_edge_sigma_px
     left_spread = 1.4826 * np.median(np.abs(left - np.median(left))) / np.median(left)
     assert left_spread > config.max_relative_spread  # the old criterion refused it
+
+
+def test_batched_edge_fit_finds_the_reference_solvers_minimum() -> None:
+    # Edges like a board view's: 40-300 pixels, margins 3-12 px, blur 0.3-2.5 px, grey noise
+    # 0.5-4 levels, a few outlier pixels on some. The batched fit must land where one
+    # scipy.optimize.least_squares call per edge (the reference, from the same start) does.
+    from r2s2r_calibration.blur import _edge_model, _fit_edge_scipy, _fit_edges
+
+    rng = np.random.default_rng(7)
+    profiles, reference = [], []
+    for k in range(120):
+        margin = rng.uniform(3.0, 12.0)
+        distance = rng.uniform(-0.9 * margin, 1.1 * margin, rng.integers(40, 300))
+        truth = [
+            rng.uniform(10, 80),
+            rng.uniform(60, 200),
+            rng.uniform(-1, 1),
+            margin,
+            rng.uniform(0.3, 2.5),
+        ]
+        values = _edge_model(np.array(truth), distance) + rng.normal(
+            0, rng.uniform(0.5, 4), distance.size
+        )
+        if k % 10 == 0:
+            values[:4] += 60.0  # specular pixels: the soft-L1 loss discounts them
+        profiles.append((distance, values, margin))
+        low, high = np.percentile(values, [5, 95])
+        reference.append(
+            _fit_edge_scipy(
+                distance,
+                values,
+                np.array([low, high - low, 0.0, margin, 1.0]),
+                np.array([-np.inf, 0.0, -3.0, 0.5 * margin, 0.05]),
+                np.array([np.inf, np.inf, 3.0, 1.5 * margin, 8.0]),
+            )
+        )
+    fitted = _fit_edges(profiles, 8.0)
+    assert all(f is not None for f in fitted) and all(r is not None for r in reference)
+    sigma = np.array([f[0] for f in fitted])  # type: ignore[index]
+    sigma_ref = np.array([r[0] for r in reference])  # type: ignore[index]
+    np.testing.assert_allclose(sigma, sigma_ref, rtol=1e-4)
+    assert np.median(np.abs(sigma / sigma_ref - 1.0)) < 1e-6
+    # No contrast: None, as before.
+    flat = (profiles[0][0], np.full(profiles[0][0].size, 50.0), profiles[0][2])
+    assert _fit_edges([flat], 8.0) == [None]
