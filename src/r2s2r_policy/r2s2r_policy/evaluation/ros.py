@@ -39,6 +39,10 @@ class HarnessError(RuntimeError):
     """The cell or the policy node did not answer as the protocol needs."""
 
 
+RESEND_AFTER_S = 2.0
+"""Seconds without an answer after which a repeatable request (get_state, reset) is resent."""
+
+
 class EvaluationHarness:
     """The operator's side of an evaluation, as a ROS node.
 
@@ -95,17 +99,37 @@ class EvaluationHarness:
                 return True
         return False
 
-    def _call(self, client: Any, request: Any, what: str) -> Any:
+    def _call(
+        self, client: Any, request: Any, what: str, resend_after_s: float | None = None
+    ) -> Any:
+        """Call a service and wait for its answer (``service_timeout_s`` in all).
+
+        ``resend_after_s`` (for requests that may be repeated: queries, a reset): send the
+        request again when no answer came within this. Fast DDS drops a service's response
+        when the server has not yet matched the client's response reader (the server logs
+        "failed to send response (timeout): client will not receive response"; its maintainers
+        leave the retry to the caller, ros2/rmw_fastrtps#704), which can happen to the first
+        call after a node starts even though ``wait_for_service`` saw the request side.
+        """
         if not client.wait_for_service(timeout_sec=0.0) and not self.spin_until(
             lambda: client.service_is_ready(), self.service_timeout_s
         ):
             raise HarnessError(f"{what}: service {client.srv_name} not available")
-        future = client.call_async(request)
-        if not self.spin_until(future.done, self.service_timeout_s):
-            raise HarnessError(
-                f"{what}: no answer from {client.srv_name} in {self.service_timeout_s} s"
-            )
-        return future.result()
+        deadline = time.monotonic() + self.service_timeout_s
+        sent = 0
+        while True:
+            future = client.call_async(request)
+            sent += 1
+            left_s = max(deadline - time.monotonic(), 0.0)
+            wait_s = left_s if resend_after_s is None else min(resend_after_s, left_s)
+            if self.spin_until(future.done, wait_s):
+                return future.result()
+            client.remove_pending_request(future)
+            if resend_after_s is None or time.monotonic() >= deadline:
+                raise HarnessError(
+                    f"{what}: no answer from {client.srv_name} in {self.service_timeout_s} s "
+                    f"({sent} request{'s' if sent > 1 else ''})"
+                )
 
     def wait_for_graph(self, timeout_s: float = 60.0) -> None:
         """Wait until the cell's services and the policy node's lifecycle services exist.
@@ -126,7 +150,8 @@ class EvaluationHarness:
     def policy_state(self) -> str:
         """Return the current lifecycle state label of the policy node."""
         assert self.get_state is not None
-        return str(self._call(self.get_state, GetState.Request(), "get_state").current_state.label)
+        answer = self._call(self.get_state, GetState.Request(), "get_state", RESEND_AFTER_S)
+        return str(answer.current_state.label)
 
     def set_policy_active(self, active: bool) -> None:
         """Activate or deactivate the policy node (no-op if already there or not managed).
@@ -163,7 +188,7 @@ class EvaluationHarness:
 
         """
         self.set_policy_active(False)
-        reset = self._call(self.reset_client, Trigger.Request(), "/trial/reset")
+        reset = self._call(self.reset_client, Trigger.Request(), "/trial/reset", RESEND_AFTER_S)
         if not reset.success:
             raise HarnessError(f"/trial/reset refused: {reset.message}")
         request = self._start_type.Request(seed=seed, condition=condition)
