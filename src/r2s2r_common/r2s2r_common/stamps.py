@@ -10,6 +10,7 @@ message constructors for nodes are in :mod:`r2s2r_common.ros.time`).
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any, TypeVar
 
 NANOSECONDS_PER_S = 1_000_000_000
@@ -20,6 +21,24 @@ StampT = TypeVar("StampT")
 def stamp_to_s(stamp: Any) -> float:
     """Seconds of a ``builtin_interfaces/Time`` or ``Duration`` (or anything with their fields)."""
     return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """Integer nanoseconds of a ``builtin_interfaces/Time`` (or anything with its fields)."""
+    return int(stamp.sec) * NANOSECONDS_PER_S + int(stamp.nanosec)
+
+
+def serialized_stamp_ns(data: bytes) -> int | None:
+    """Return the header stamp (ns) of a CDR-serialized message that starts with a Header.
+
+    CDR: a 4-byte encapsulation header (byte 1: 0 big-endian, 1 little-endian), then the
+    stamp's int32 seconds and uint32 nanoseconds. None when ``data`` is too short or not CDR.
+    Lets a node read a raw subscription's stamp without decoding the whole message.
+    """
+    if len(data) < 12 or data[0] != 0 or data[1] not in (0, 1):
+        return None
+    sec, nanosec = struct.unpack_from("<iI" if data[1] == 1 else ">iI", data, 4)
+    return int(sec) * NANOSECONDS_PER_S + int(nanosec)
 
 
 def split_s(seconds: float) -> tuple[int, int]:

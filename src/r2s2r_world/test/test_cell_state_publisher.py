@@ -337,7 +337,7 @@ def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) ->
 
 
 def test_header_stamp_is_read_from_the_serialized_message() -> None:
-    from r2s2r_world.nodes.cell_state_publisher import cdr_header_stamp_ns
+    from r2s2r_common.stamps import serialized_stamp_ns as cdr_header_stamp_ns
     from rclpy.serialization import serialize_message
 
     state = JointState(name=list(ALL_JOINT_NAMES), position=[0.0] * len(ALL_JOINT_NAMES))

@@ -23,7 +23,6 @@ start-up; a runtime change is validated and applied (description and /tf_static 
 
 from __future__ import annotations
 
-import struct
 import sys
 import threading
 from typing import Any
@@ -37,6 +36,7 @@ from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
+from r2s2r_common.stamps import serialized_stamp_ns, stamp_to_ns
 from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
 from r2s2r_description.model import Description
 from r2s2r_description.tf_tree import (
@@ -138,18 +138,6 @@ def to_transform_msg(transform: FrameTransform, stamp: Time) -> TransformStamped
     return msg
 
 
-def cdr_header_stamp_ns(data: bytes) -> int | None:
-    """Return the header stamp (ns) of a serialized message that starts with a Header.
-
-    CDR: a 4-byte encapsulation header (byte 1: 0 big-endian, 1 little-endian), then the
-    stamp's int32 seconds and uint32 nanoseconds. None when ``data`` is too short or not CDR.
-    """
-    if len(data) < 12 or data[0] != 0 or data[1] not in (0, 1):
-        return None
-    sec, nanosec = struct.unpack_from("<iI" if data[1] == 1 else ">iI", data, 4)
-    return sec * 1_000_000_000 + nanosec
-
-
 # The schema this node declares its ROS parameters from; r2s2r.graph types launch
 # parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
 PARAMETER_SCHEMA = CellStatePublisherConfig
@@ -224,7 +212,7 @@ class CellStatePublisher(Node):
     def _on_joint_state_bytes(self, data: bytes) -> None:
         """Decode a serialized joint state and turn it into /tf, only when it is due."""
         self.received += 1
-        stamp_ns = cdr_header_stamp_ns(data)
+        stamp_ns = serialized_stamp_ns(data)
         if stamp_ns is not None and stamp_ns != 0 and not self._due(stamp_ns):
             return
         self._publish_joint_state(deserialize_message(data, JointState))
@@ -241,7 +229,7 @@ class CellStatePublisher(Node):
         stamp = msg.header.stamp
         if stamp.sec == 0 and stamp.nanosec == 0:
             stamp = self.get_clock().now().to_msg()
-        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+        stamp_ns = stamp_to_ns(stamp)
         if not self._due(stamp_ns):
             return
         with self._lock:
