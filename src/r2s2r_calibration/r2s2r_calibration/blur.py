@@ -124,28 +124,6 @@ def _black_squares(board: CalibrationBoard) -> npt.NDArray[np.bool_]:
     return np.asarray(samples < 128)
 
 
-def _edge_model(params: FloatArray, distance_px: FloatArray) -> FloatArray:
-    level, contrast, offset, margin, sigma = params
-    rising = ndtr((distance_px - offset) / sigma)
-    falling = ndtr((distance_px - offset - margin) / sigma)
-    return np.asarray(level + contrast * (rising - falling))
-
-
-def _edge_jacobian(params: FloatArray, distance_px: FloatArray) -> FloatArray:
-    _, contrast, offset, margin, sigma = params
-    z_rise = (distance_px - offset) / sigma
-    z_fall = (distance_px - offset - margin) / sigma
-    pdf_rise = np.exp(-0.5 * z_rise**2) / np.sqrt(2.0 * np.pi)
-    pdf_fall = np.exp(-0.5 * z_fall**2) / np.sqrt(2.0 * np.pi)
-    jacobian = np.empty((distance_px.size, 5))
-    jacobian[:, 0] = 1.0
-    jacobian[:, 1] = ndtr(z_rise) - ndtr(z_fall)
-    jacobian[:, 2] = contrast * (pdf_fall - pdf_rise) / sigma
-    jacobian[:, 3] = contrast * pdf_fall / sigma
-    jacobian[:, 4] = contrast * (pdf_fall * z_fall - pdf_rise * z_rise) / sigma
-    return jacobian
-
-
 EDGE_LOSS_SCALE = 5.0
 """Grey levels at which an edge pixel's residual stops counting in full (soft-L1 loss)."""
 
@@ -180,6 +158,16 @@ def _edge_residuals(
     rising = ndtr((distance_px - offset) / sigma)
     falling = ndtr((distance_px - offset - margin) / sigma)
     return np.asarray(level + contrast * (rising - falling) - intensity)
+
+
+def _edge_model(params: FloatArray, distance_px: FloatArray) -> FloatArray:
+    """Grey levels of one edge's two-step profile at ``distance_px``."""
+    return _edge_residuals(np.asarray(params)[None], distance_px[None], np.zeros(1))[0]
+
+
+def _edge_jacobian(params: FloatArray, distance_px: FloatArray) -> FloatArray:
+    """``(N, 5)`` Jacobian of :func:`_edge_model` for one edge."""
+    return _edge_jacobians(np.asarray(params)[None], distance_px[None])[0]
 
 
 def _edge_costs(residual: FloatArray, used: FloatArray) -> FloatArray:
