@@ -174,3 +174,14 @@ def _tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
         monkeypatch.setattr(context_module.Context, "init", guarded_init)
     yield
+
+
+@pytest.fixture
+def ros_context() -> Iterator[Any]:
+    """Give a node-tier test a fresh rclpy context; shut it down after the test."""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.try_shutdown(context=context)

@@ -587,6 +587,21 @@ class SegmentSimulator:
         return stamps, out
 
 
+LINEAR_GAIN_CHANGE_MAX = 0.02
+"""Largest log-gain change taken from one linearized step (beyond it, 5 % of the change is lost)."""
+
+
+@dataclass(frozen=True)
+class GainFit:
+    """One joint's (kp, kd) fit: the gains, its cost, log-space covariance and Jacobian."""
+
+    kp: float
+    kd: float
+    cost: float
+    cov: FloatArray
+    jacobian: FloatArray
+
+
 def _measured(log: JointStateLog, stamps: FloatArray, joint: str) -> FloatArray:
     return np.interp(stamps, log.stamps_s, log.positions[:, log.column(joint)])
 
@@ -638,10 +653,8 @@ class _Fitter:
         centre = np.array([math.log(nominal_kp), math.log(max(nominal_kd, 1e-6))])
         return centre - factor, centre + factor
 
-    def fit(
-        self, segment: ExcitationSegment, latency_s: float
-    ) -> tuple[float, float, float, FloatArray]:
-        """Fit (kp, kd) of the segment's joint; return kp, kd, cost and the log-space cov."""
+    def fit(self, segment: ExcitationSegment, latency_s: float) -> GainFit:
+        """Fit (kp, kd) of the segment's joint at a fixed latency."""
         kp0, kd0 = self.gains[segment.joint]
         lower, upper = self._bounds(segment.joint)
         x0 = np.clip(np.log([kp0, max(kd0, 1e-6)]), lower + 1e-6, upper - 1e-6)
@@ -653,7 +666,32 @@ class _Fitter:
             fun, x0, bounds=(lower, upper), diff_step=1e-4, xtol=1e-8, ftol=1e-10, max_nfev=60
         )
         cost, cov = _cost_and_cov(solution.fun, solution.jac)
-        return math.exp(solution.x[0]), math.exp(solution.x[1]), cost, cov
+        return GainFit(
+            kp=math.exp(solution.x[0]),
+            kd=math.exp(solution.x[1]),
+            cost=cost,
+            cov=cov,
+            jacobian=np.asarray(solution.jac, dtype=float),
+        )
+
+    def latency_sensitivity(
+        self, segment: ExcitationSegment, fit: GainFit, latency_s: float
+    ) -> tuple[float, float]:
+        """Relative change of (kp, kd) when the latency is ``latency_s`` instead of the fit's.
+
+        One Gauss-Newton step from the fit, with its Jacobian in log(kp), log(kd): one
+        simulation, where a refit takes ~15. The step is accepted while it is small
+        (:data:`LINEAR_GAIN_CHANGE_MAX`; a latency uncertainty of tens of microseconds, the
+        usual case); a larger one starts a refit at the other latency instead.
+        """
+        residual = self.residual(segment, fit.kp, fit.kd, latency_s)
+        step, *_ = np.linalg.lstsq(fit.jacobian, -residual, rcond=None)
+        if np.all(np.isfinite(step)) and float(np.max(np.abs(step))) <= LINEAR_GAIN_CHANGE_MAX:
+            lower, upper = self._bounds(segment.joint)
+            x = np.clip(np.log([fit.kp, max(fit.kd, 1e-6)]) + step, lower, upper)
+            return math.exp(x[0]) / fit.kp - 1.0, math.exp(x[1]) / fit.kd - 1.0
+        refit = self.fit(segment, latency_s)
+        return refit.kp / fit.kp - 1.0, refit.kd / fit.kd - 1.0
 
     def fit_latency(self, segment: ExcitationSegment, max_latency_s: float) -> tuple[float, float]:
         """Fit (kp, kd, latency) of one step, latency continuous; return latency and its std.
@@ -769,26 +807,28 @@ def identify_controller(
     )
 
     # 2. Gains per joint; later passes simulate the other joints with the fitted gains.
-    fits: dict[str, tuple[float, float, float, FloatArray]] = {}
+    fits: dict[str, GainFit] = {}
     for pass_index in range(cfg.refinement_passes):
         for joint, segment in steps.items():
             fits[joint] = fitter.fit(segment, latency)
-        for joint, (kp, kd, _, _) in fits.items():
-            fitter.gains[joint] = (kp, kd)
+        for joint, fit in fits.items():
+            fitter.gains[joint] = (fit.kp, fit.kd)
         say(f"sysid: pass {pass_index + 1}/{cfg.refinement_passes}: fitted {len(fits)} joints")
 
-    # 2b. What the latency's uncertainty carries into the gains: every joint fitted again with
-    #     the latency one standard deviation larger, from the fitted gains.
-    shifted: dict[str, tuple[float, float]] = {}
+    # 2b. What the latency's uncertainty carries into the gains: the relative change of each
+    #     joint's gains with the latency one standard deviation larger (linearized at the fit).
+    latency_rel: dict[str, tuple[float, float]] = {}
     if latency_std > 0.0:
         for joint, segment in steps.items():
-            kp_s, kd_s, _, _ = fitter.fit(segment, latency + latency_std)
-            shifted[joint] = (kp_s, kd_s)
+            latency_rel[joint] = fitter.latency_sensitivity(
+                segment, fits[joint], latency + latency_std
+            )
 
     # 3. Validation on the held-out chirps, against the nominal model too.
     results: dict[str, JointFit] = {}
     nominal_fitter = _Fitter(simulator, log, cfg, nominal_gains)
-    for joint, (kp, kd, cost, cov) in fits.items():
+    for joint, fit in fits.items():
+        kp, kd, cost, cov = fit.kp, fit.kd, fit.cost, fit.cov
         step = steps[joint]
         fit_rms = math.sqrt(cost / max(len(fitter.residual(step, kp, kd, latency)), 1))
         heldout = nominal_heldout = relative = float("nan")
@@ -813,8 +853,8 @@ def identify_controller(
             heldout_rms_rad=heldout,
             heldout_relative_rms=relative,
             nominal_heldout_rms_rad=nominal_heldout,
-            kp_latency_rel=shifted[joint][0] / kp - 1.0 if joint in shifted else 0.0,
-            kd_latency_rel=shifted[joint][1] / kd - 1.0 if joint in shifted else 0.0,
+            kp_latency_rel=latency_rel[joint][0] if joint in latency_rel else 0.0,
+            kd_latency_rel=latency_rel[joint][1] if joint in latency_rel else 0.0,
         )
         if math.isfinite(relative) and relative > cfg.max_heldout_relative_rms:
             raise ResidualTooLargeError(

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from r2s2r_calibration.sysid import (
     JointStateLog,
+    SegmentSimulator,
     SysIdConfig,
     SysIdLogError,
+    _Fitter,
     check_log,
     identify_controller,
     merge_segments,
@@ -88,6 +90,31 @@ def test_off_grid_latency_and_damping_extremes(nominal, latency_s, kp_factor, da
     for joint, (kp, kd) in gains.items():
         assert result.joints[joint].kp == pytest.approx(kp, rel=0.02), joint
         assert result.joints[joint].kd == pytest.approx(kd, rel=0.02), joint
+
+
+@pytest.mark.parametrize("latency_shift_s", [5e-5, 2e-3], ids=["linear", "refit"])
+def test_latency_sensitivity_matches_a_refit(nominal, measured, latency_shift_s):
+    # The gains' change with the latency (what the latency's uncertainty adds to the gains'
+    # intervals) is one linearized step for a small shift, and a refit for a large one.
+    segments, log = measured
+    fitter = _Fitter(SegmentSimulator(nominal), log, SysIdConfig(), nominal.joint_gains())
+    calls = {"fit": 0}
+    fit = fitter.fit
+    for segment in (s for s in segments if s.kind == "step"):
+        base = fit(segment, TRUE_LATENCY_S)
+        refit = fit(segment, TRUE_LATENCY_S + latency_shift_s)
+        expected = (refit.kp / base.kp - 1.0, refit.kd / base.kd - 1.0)
+
+        def counting_fit(*args, **kwargs):
+            calls["fit"] += 1
+            return fit(*args, **kwargs)
+
+        fitter.fit = counting_fit  # type: ignore[method-assign]
+        got = fitter.latency_sensitivity(segment, base, TRUE_LATENCY_S + latency_shift_s)
+        fitter.fit = fit  # type: ignore[method-assign]
+        assert abs(expected[0]) > 1e-4, "the shift must move the gains for the test to mean much"
+        np.testing.assert_allclose(got, expected, rtol=0.05, atol=2e-5)
+    assert calls["fit"] == (0 if latency_shift_s < 1e-3 else 2)
 
 
 def test_plan_starts_and_ends_at_rest():

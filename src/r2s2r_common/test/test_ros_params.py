@@ -1,7 +1,5 @@
 """Parameters declared from a typed schema: descriptors, start-up failure, runtime refusal."""
 
-from collections.abc import Iterator
-
 import pytest
 import rclpy
 from pydantic import Field
@@ -23,16 +21,8 @@ class Example(ConfigModel):
     camera: Inner = Field(default_factory=Inner)
 
 
-@pytest.fixture
-def context() -> Iterator[rclpy.Context]:
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
-
-
-def test_declares_every_leaf_with_type_range_and_description(context: rclpy.Context) -> None:
-    node = rclpy.create_node("params_test", context=context)
+def test_declares_every_leaf_with_type_range_and_description(ros_context: rclpy.Context) -> None:
+    node = rclpy.create_node("params_test", context=ros_context)
     config = declare_config(node, Example)
     assert config == Example()
     descriptor = node.describe_parameter("camera.width_px")
@@ -44,10 +34,10 @@ def test_declares_every_leaf_with_type_range_and_description(context: rclpy.Cont
     node.destroy_node()
 
 
-def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) -> None:
+def test_overrides_apply_and_bad_values_fail_at_startup(ros_context: rclpy.Context) -> None:
     node = rclpy.create_node(
         "params_test",
-        context=context,
+        context=ros_context,
         parameter_overrides=[Parameter("camera.width_px", value=640)],
     )
     assert declare_config(node, Example).camera.width_px == 640
@@ -55,7 +45,7 @@ def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) 
 
     bad = rclpy.create_node(
         "params_bad",
-        context=context,
+        context=ros_context,
         parameter_overrides=[Parameter("rate_hz", value=-1.0)],
     )
     with pytest.raises(ConfigError, match=r"parameter rate_hz: .*-1.0"):
@@ -64,7 +54,7 @@ def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) 
 
     wrong_type = rclpy.create_node(
         "params_type",
-        context=context,
+        context=ros_context,
         parameter_overrides=[Parameter("enabled", value="yes")],
     )
     with pytest.raises(ConfigError, match=r"parameter enabled: "):
@@ -72,9 +62,9 @@ def test_overrides_apply_and_bad_values_fail_at_startup(context: rclpy.Context) 
     wrong_type.destroy_node()
 
 
-def test_runtime_changes_validated_or_refused(context: rclpy.Context) -> None:
+def test_runtime_changes_validated_or_refused(ros_context: rclpy.Context) -> None:
     seen: list[Example] = []
-    node = rclpy.create_node("params_runtime", context=context)
+    node = rclpy.create_node("params_runtime", context=ros_context)
     declare_config(node, Example, on_change=seen.append)
     ok = node.set_parameters([Parameter("rate_hz", value=50.0)])[0]
     assert ok.successful and seen[-1].rate_hz == 50.0

@@ -9,7 +9,6 @@ through the ``record_demos`` graph (``r2s2r record-demos``) is
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +87,8 @@ class ScriptedCell:
 
 
 @pytest.fixture
-def context() -> Iterator[Any]:
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
+def context(ros_context: Any) -> Any:
+    return ros_context
 
 
 def _bag_messages(bag: Path) -> dict[str, list[Any]]:

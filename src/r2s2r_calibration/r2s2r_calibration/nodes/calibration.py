@@ -128,9 +128,10 @@ class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
         return super().on_activate(state)
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        """Release the camera streams."""
+        """Release the cell's streams."""
         if self.client is not None:
-            self.client.release_streams(from_executor=True)
+            self.client.close()
+            self.client = None
         return TransitionCallbackReturn.SUCCESS
 
     def _say(self, message: str) -> None:

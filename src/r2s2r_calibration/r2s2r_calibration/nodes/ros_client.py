@@ -24,6 +24,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from r2s2r_common.camera_info import from_camera_info_msg
 from r2s2r_common.image_conversion import from_image_msg
+from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
@@ -44,6 +45,10 @@ from tf2_msgs.msg import TFMessage
 
 BOARD_POSE_TOPIC = "/twin/operator/board_pose"
 """The operator stand-in's board topic (geometry_msgs/PoseStamped; empty frame_id: remove)."""
+JOINT_BATCH_PERIOD_S = 0.01
+"""How often queued joint states are taken (s): the cell clock seen here lags by at most this."""
+ENCODER_BATCH_PERIOD_S = 0.05
+"""How often queued belt encoder readings are taken (s)."""
 
 
 class CellTimeoutError(CalibrationError):
@@ -113,24 +118,38 @@ class RosCellClient:
         self._subscriptions: dict[str, Any] = {}
         self._releases: list[tuple[list[Any], threading.Event]] = []
         self._release_guard = node.create_guard_condition(self._on_release)
-        # Joint states arrive at the control rate (500 Hz): a deep reader queue and their own
-        # callback group, so that image callbacks never make the sysid log drop samples. The
-        # group is mutually exclusive: callbacks of one stream run one at a time, in order.
-        # Spin the node on a SingleThreadedExecutor: rclpy's MultiThreadedExecutor cannot keep
-        # up with 500 Hz (it spends a core and drops most samples). Order is also restored
-        # from the stamps (the log is sorted on stop; the latest position only moves forward).
+        # Joint states arrive at the control rate (500 Hz): a deep reader queue (4 s) taken in
+        # batches every JOINT_BATCH_PERIOD_S (one executor wake-up per batch, not per message:
+        # per message, rclpy's executor cost most of a core), in their own callback group so
+        # that image callbacks never delay them. The group is mutually exclusive: batches of
+        # one stream are handled one at a time, in order. Spin the node on a
+        # SingleThreadedExecutor (rclpy's MultiThreadedExecutor spends more on dispatch than
+        # the callbacks cost). Order is also restored from the stamps (the log is sorted on
+        # stop; the latest position only moves forward).
         streams = MutuallyExclusiveCallbackGroup()
         joint_qos = QoSProfile(
             depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
         )
-        node.create_subscription(
-            JointState, "/joint_states", self._on_joints, joint_qos, callback_group=streams
+        self._joint_stream = BatchedSubscription(
+            node,
+            JointState,
+            "/joint_states",
+            self._on_joint_batch,
+            joint_qos,
+            JOINT_BATCH_PERIOD_S,
+            callback_group=streams,
         )
         encoder_qos = QoSProfile(
             depth=200, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST
         )
-        node.create_subscription(
-            JointState, "/belt/encoder", self._on_encoder, encoder_qos, callback_group=streams
+        self._encoder_stream = BatchedSubscription(
+            node,
+            JointState,
+            "/belt/encoder",
+            self._on_encoder_batch,
+            encoder_qos,
+            ENCODER_BATCH_PERIOD_S,
+            callback_group=streams,
         )
         node.create_subscription(TFMessage, "/tf_static", self._on_tf_static, LATCHED_QOS)
         self._trajectory = {
@@ -150,36 +169,43 @@ class RosCellClient:
             self._board = RosBoardOperator(self._board_publisher.publish)
 
     # -- callbacks (executor thread) -----------------------------------------------------------
-    def _on_joints(self, msg: JointState) -> None:
-        if len(msg.name) != len(msg.position):
+    def _on_joint_batch(self, messages: list[JointState]) -> None:
+        states: list[tuple[float, FloatArray, FloatArray]] = []
+        for msg in messages:
+            if len(msg.name) != len(msg.position):
+                continue
+            positions = np.full(len(ALL_JOINT_NAMES), np.nan)
+            velocities = np.zeros(len(ALL_JOINT_NAMES))
+            for k, name in enumerate(msg.name):
+                index = self._index.get(name)
+                if index is not None:
+                    positions[index] = msg.position[k]
+                    if k < len(msg.velocity):
+                        velocities[index] = msg.velocity[k]
+            states.append((stamp_to_s(msg.header.stamp), positions, velocities))
+        if not states:
             return
-        stamp = stamp_to_s(msg.header.stamp)
-        positions = np.full(len(ALL_JOINT_NAMES), np.nan)
-        velocities = np.zeros(len(ALL_JOINT_NAMES))
-        for k, name in enumerate(msg.name):
-            index = self._index.get(name)
-            if index is not None:
-                positions[index] = msg.position[k]
-                if k < len(msg.velocity):
-                    velocities[index] = msg.velocity[k]
         with self._cond:
             first = self._positions is None
-            if stamp >= self._time_s:
-                self._time_s = stamp
-                self._positions = positions
+            for stamp, positions, _ in states:
+                if stamp >= self._time_s:
+                    self._time_s = stamp
+                    self._positions = positions
             if self._logging:
-                self._log.append((stamp, positions, velocities))
+                self._log.extend(states)
             # Wake a waiter only when what it waits for may have come (the first state, or the
-            # cell time it waits for): at 500 Hz, waking it for every state makes three threads
-            # take turns at the GIL for every message.
+            # cell time it waits for), not for every batch.
             if first or self._time_s >= self._wake_at_s:
                 self._cond.notify_all()
 
-    def _on_encoder(self, msg: JointState) -> None:
-        if len(msg.position) < 1:
-            return
+    def _on_encoder_batch(self, messages: list[JointState]) -> None:
+        readings = [
+            (stamp_to_s(msg.header.stamp), float(msg.position[0]))
+            for msg in messages
+            if len(msg.position) >= 1
+        ]
         with self._cond:
-            self._encoder.append((stamp_to_s(msg.header.stamp), float(msg.position[0])))
+            self._encoder.extend(readings)
 
     def _on_tf_static(self, msg: TFMessage) -> None:
         with self._cond:
@@ -302,6 +328,12 @@ class RosCellClient:
                 f"waited {self.timeout_s:.0f} s for the executor to release the camera streams; "
                 "is the node being spun?"
             )
+
+    def close(self) -> None:
+        """Executor thread: release every stream, joint states and encoder included."""
+        self.release_streams(from_executor=True)
+        self._joint_stream.destroy()
+        self._encoder_stream.destroy()
 
     def _on_release(self) -> None:
         """Executor thread: destroy the subscriptions handed over by :meth:`release_streams`."""
