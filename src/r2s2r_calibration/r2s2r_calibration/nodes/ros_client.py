@@ -26,6 +26,7 @@ from r2s2r_common.camera_info import from_camera_info_msg
 from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.services import ServiceNoAnswerError, call_service, wait_in_other_thread
 from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
@@ -49,6 +50,8 @@ JOINT_BATCH_PERIOD_S = 0.01
 """How often queued joint states are taken (s): the cell clock seen here lags by at most this."""
 ENCODER_BATCH_PERIOD_S = 0.05
 """How often queued belt encoder readings are taken (s)."""
+RESEND_AFTER_S = 2.0
+"""Seconds without an answer after which ``/trial/reset`` (repeatable) is sent again."""
 
 
 class CellTimeoutError(CalibrationError):
@@ -513,15 +516,17 @@ class RosCellClient:
             current = parent
         return pose
 
-    def _call(self, client: Any, request: Any, what: str) -> Any:
+    def _call(
+        self, client: Any, request: Any, what: str, resend_after_s: float | None = None
+    ) -> Any:
         if not client.wait_for_service(timeout_sec=self.timeout_s):
             raise CellTimeoutError(f"{what}: service not available; is the cell running?")
-        future = client.call_async(request)
-        done = threading.Event()
-        future.add_done_callback(lambda _future: done.set())
-        if not done.wait(self.timeout_s):
-            raise CellTimeoutError(f"{what}: no answer within {self.timeout_s:.0f} s")
-        return future.result()
+        try:
+            return call_service(
+                client, request, what, self.timeout_s, wait_in_other_thread, resend_after_s
+            )
+        except ServiceNoAnswerError as error:
+            raise CellTimeoutError(str(error)) from error
 
     def start_trial(self, seed: int) -> None:
         """Start a trial through ``/trial/start``."""
@@ -531,6 +536,6 @@ class RosCellClient:
 
     def reset_cell(self) -> None:
         """Reset the cell through ``/trial/reset``."""
-        response = self._call(self._reset, Trigger.Request(), "/trial/reset")
+        response = self._call(self._reset, Trigger.Request(), "/trial/reset", RESEND_AFTER_S)
         if not response.success:
             raise CalibrationError(f"/trial/reset refused: {response.message}")

@@ -26,6 +26,7 @@ from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
 from r2s2r_common.ros.qos import OUTCOME_QOS
+from r2s2r_common.ros.services import ServiceNoAnswerError, call_service
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -105,31 +106,24 @@ class EvaluationHarness:
         """Call a service and wait for its answer (``service_timeout_s`` in all).
 
         ``resend_after_s`` (for requests that may be repeated: queries, a reset): send the
-        request again when no answer came within this. Fast DDS drops a service's response
-        when the server has not yet matched the client's response reader (the server logs
-        "failed to send response (timeout): client will not receive response"; its maintainers
-        leave the retry to the caller, ros2/rmw_fastrtps#704), which can happen to the first
-        call after a node starts even though ``wait_for_service`` saw the request side.
+        request again when no answer came within this (see ``r2s2r_common.ros.services``:
+        Fast DDS can drop the first response after a node starts).
         """
         if not client.wait_for_service(timeout_sec=0.0) and not self.spin_until(
             lambda: client.service_is_ready(), self.service_timeout_s
         ):
             raise HarnessError(f"{what}: service {client.srv_name} not available")
-        deadline = time.monotonic() + self.service_timeout_s
-        sent = 0
-        while True:
-            future = client.call_async(request)
-            sent += 1
-            left_s = max(deadline - time.monotonic(), 0.0)
-            wait_s = left_s if resend_after_s is None else min(resend_after_s, left_s)
-            if self.spin_until(future.done, wait_s):
-                return future.result()
-            client.remove_pending_request(future)
-            if resend_after_s is None or time.monotonic() >= deadline:
-                raise HarnessError(
-                    f"{what}: no answer from {client.srv_name} in {self.service_timeout_s} s "
-                    f"({sent} request{'s' if sent > 1 else ''})"
-                )
+        try:
+            return call_service(
+                client,
+                request,
+                what,
+                self.service_timeout_s,
+                lambda future, timeout_s: self.spin_until(future.done, timeout_s),
+                resend_after_s,
+            )
+        except ServiceNoAnswerError as error:
+            raise HarnessError(str(error)) from error
 
     def wait_for_graph(self, timeout_s: float = 60.0) -> None:
         """Wait until the cell's services and the policy node's lifecycle services exist.
