@@ -60,11 +60,11 @@ from r2s2r_world.grounding import load_world_overrides
 from tf2_msgs.msg import TFMessage
 
 TF_QOS = QoSProfile(depth=100)
+"""``/tf``: reliable, volatile, deep enough for bursts of joint states (as tf2_ros uses)."""
 JOINT_STATE_QOS = QoSProfile(depth=100)
 """Reliable, 100 deep: 0.2 s of 500 Hz joint states, ten batch periods."""
 MAX_BATCH_PERIOD_S = 0.02
 """Longest wait between two batches of joint states (s): the most /tf lags behind them."""
-"""``/tf``: reliable, volatile, deep enough for bursts of joint states (as tf2_ros uses)."""
 
 
 class CellStatePublisherConfig(ConfigModel):
