@@ -70,9 +70,10 @@ TIERS = ("unit", "node", "graph")
 
 TIER_KEY = pytest.StashKey[str]()
 
-# Programs that libraries run for themselves (ctypes.util.find_library, platform probes); they
+# Programs that libraries run for themselves (ctypes.util.find_library, platform probes,
+# matplotlib building its font cache on a fresh machine with fc-list); they
 # are not processes a test starts.
-_HELPER_PROGRAMS = {"ldconfig", "gcc", "cc", "ld", "objdump", "uname", "lscpu", "nproc"}
+_HELPER_PROGRAMS = {"ldconfig", "gcc", "cc", "ld", "objdump", "uname", "lscpu", "nproc", "fc-list"}
 
 
 class TierError(AssertionError):

@@ -2,7 +2,8 @@
 # The workspace's test command: format + lint (ruff), type check (mypy), then the whole test
 # suite in its three tiers (pytest: unit = plain Python, node = in-process rclpy, graph =
 # separate processes; see conftest.py). CI runs this.
-#   scripts/test.sh --fast   ruff, then the unit tier without the tests marked slow (< 1 min)
+#   scripts/test.sh --fast   ruff, then the unit tier without the tests marked slow (< 1 min), on
+#                            min(cores, 4) pytest-xdist workers (R2S2R_TEST_WORKERS overrides; 0 = serial)
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k launch`, `scripts/test.sh --tier node`.
 set -eo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,8 +22,15 @@ ruff format --check --quiet . || { echo "ruff format: run 'ruff format .'" >&2; 
 ruff check --quiet .
 
 if [ "$FAST" = 1 ]; then
-  echo "== pytest (unit tier, not slow)"
-  python -m pytest -q --tier unit -m "not slow" tests src "$@"
+  WORKERS="${R2S2R_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+  PARALLEL=()
+  if [ "$WORKERS" -gt 1 ]; then
+    # Unit tests share nothing (no ROS graph, no processes, tmp_path each); loadscope keeps a
+    # module's tests (and its module-scoped fixtures) on one worker.
+    PARALLEL=(-n "$WORKERS" --dist loadscope)
+  fi
+  echo "== pytest (unit tier, not slow, ${WORKERS} worker(s))"
+  python -m pytest -q --tier unit -m "not slow" "${PARALLEL[@]}" tests src "$@"
   echo "== fast tests finished in $(( $(date +%s) - STARTED )) s"
   exit 0
 fi

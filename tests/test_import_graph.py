@@ -10,6 +10,7 @@ is an edge to ``pkg.mod.name`` when that is a module, else to ``pkg.mod``.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
@@ -40,9 +41,15 @@ def modules(name: str, folder: Path) -> dict[str, Path]:
     return result
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a source file, parsed once per test session (several checks read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def imported_names(module: str, path: Path, is_package: bool) -> Iterator[str]:
     """Absolute dotted names each import statement of the module refers to."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parsed(path)
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -215,7 +222,7 @@ def test_the_world_contract_has_one_home() -> None:
     wrong: list[str] = []
     for module, path in workspace_sources():
         where = path.relative_to(REPO)
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parsed(path)
         for node in tree.body:
             defined: list[str] = []
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -245,7 +252,7 @@ def test_the_world_contract_has_one_home() -> None:
 
 def bring_up_imports(path: Path) -> list[str]:
     """Names of the bring-up package (``r2s2r``, ``r2s2r.*``) a file imports, anywhere in it."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -62,8 +62,12 @@ def test_a_refused_belt_fails_the_step_but_keeps_the_bins(
     assert sorted(strict.artifact.scene) == ["bin_0", "bin_1", "bin_2"]
 
 
+@pytest.mark.slow
 def test_hand_camera_views_refine_moved_bins() -> None:
-    """Registration then the ``bins`` step on a cell whose bins stand off the drawing."""
+    """Registration then the ``bins`` step on a cell whose bins stand off the drawing.
+
+    Slow (~12 s): both steps run end to end through a rendered simulated cell, every hand view.
+    """
     nominal = load_world(NOMINAL)
     moved = {
         "bin_0": ((-0.394, -0.324, 0.75), 0.02),
