@@ -204,6 +204,9 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert capacity_config["sim_ratio"] == 1.0 and capacity_config["real_dataset"] is None
     summary = json.loads((out / "summary.json").read_text())
     assert summary["capacity"]["trials"] == 1 and summary["command"] == "r2s2r experiment ..."
+    # The wall time is the stages' (what making the results took), this session's beside it.
+    assert summary["wall_s"] == pytest.approx(sum(summary["stage_wall_s"].values()), abs=0.1)
+    assert 0 < summary["wall_s"] <= summary["session_wall_s"]
     assert set(summary["policies"]) == set(names)
     # The code that ran is named, the same one for every stage this session ran.
     assert summary["commit"] == current_commit(Path(runner_module.__file__).parent)
@@ -230,6 +233,9 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert again.metadata["stages_run_this_session"] == []
     assert len(again.metadata["stages_skipped_this_session"]) == 12
     assert again.table() == results.table()
+    # A cached rerun (e.g. one that only publishes) keeps the wall time of the stages.
+    assert again.summary()["wall_s"] == summary["wall_s"]
+    assert again.summary()["session_wall_s"] < summary["wall_s"]
     # Its console: one line per stage, then the table.
     assert [line for line in lines if line.startswith("[")] == [
         f"[{stage}] up to date" for stage in again.metadata["stages_skipped_this_session"]

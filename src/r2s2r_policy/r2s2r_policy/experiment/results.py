@@ -491,8 +491,11 @@ class ExperimentResults:
         {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "effects"}``;
         a policy that did not run has ``{"not_run": reason}``. ``commit`` is the code that ran
         this session; ``stage_commit`` names the code of each stage (a resumed experiment reuses
-        stages made by earlier code when their inputs did not change).
+        stages made by earlier code when their inputs did not change). ``wall_s`` is the wall
+        time the results took to make: the sum of the stages' walls, whichever session ran them
+        (a cached rerun that only publishes keeps it); ``session_wall_s`` is this session's.
         """
+        stage_wall_s: dict[str, float] = self.metadata.get("stage_wall_s") or {}
         policies: dict[str, Any] = {}
         for policy in self.policies:
             policies[policy.name] = (
@@ -510,8 +513,13 @@ class ExperimentResults:
         return {
             "commit": self.commit,
             "command": self.command,
-            "wall_s": self.metadata.get("session_wall_s"),
-            "stage_wall_s": self.metadata.get("stage_wall_s", {}),
+            "wall_s": (
+                round(sum(stage_wall_s.values()), 1)
+                if stage_wall_s
+                else self.metadata.get("session_wall_s")
+            ),
+            "session_wall_s": self.metadata.get("session_wall_s"),
+            "stage_wall_s": stage_wall_s,
             "stage_commit": self.metadata.get("stage_commit", {}),
             "capacity": capacity,
             "policies": policies,
