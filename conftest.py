@@ -23,6 +23,7 @@ is not using it.)
 """
 
 import fcntl
+import gc
 import multiprocessing.process
 import os
 import random
@@ -175,6 +176,26 @@ def _tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
         monkeypatch.setattr(context_module.Context, "init", guarded_init)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _ros_garbage_collected_after_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Finalize a node/graph test's unreachable rclpy objects once its contexts are shut down.
+
+    An rclpy handle that something in a reference cycle still holds (a node whose destruction
+    was deferred while in use, an entity keeping its node alive) is finalized when the cyclic
+    garbage collector gets to it; the last one of a context destroys its DDS participant. At a
+    random moment in a later test, that participant's destruction can deadlock Fast DDS with
+    another participant of this process that is delivering discovery data to it (seen in a CI
+    rehearsal: the main thread spinning in ``DomainParticipant::set_listener`` with the GIL
+    held, a discovery thread in ``EDPSimplePUBListener`` waiting for the participant's mutex;
+    no timeout could fire). Collecting here, after the test's own context fixtures were torn
+    down (autouse fixtures are set up first and torn down last), finalizes them while no other
+    participant of the test is alive.
+    """
+    yield
+    if request.node.stash.get(TIER_KEY, "unit") != "unit":
+        gc.collect()
 
 
 @pytest.fixture

@@ -336,6 +336,26 @@ def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) ->
         node.destroy_node()
 
 
+def test_destroying_the_node_removes_its_reader_node(context: Context) -> None:
+    """The hidden node that takes /joint_states in batches goes with its owner, not later."""
+    node = make(context)
+    listener = Node("listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(listener)
+    try:
+
+        def readers() -> list[str]:
+            return [n for n in listener.get_node_names() if n.startswith("_cell_state_publisher")]
+
+        spin_until(executor, lambda: len(readers()) == 1)
+        node.destroy_node()
+        node.destroy_node()  # a second destroy is harmless
+        spin_until(executor, lambda: not readers())
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+
+
 def test_header_stamp_is_read_from_the_serialized_message() -> None:
     from r2s2r_common.stamps import serialized_stamp_ns as cdr_header_stamp_ns
     from rclpy.serialization import serialize_message

@@ -62,6 +62,7 @@ class BatchedSubscription:
         # context (and so its DDS participant): no extra discovery. The owner resolves the
         # topic (its namespace and remappings); the reader takes no command-line arguments,
         # or a `__node:=` remapping would give it the owner's name.
+        self._destroyed = False
         self._reader = Node(
             f"_{node.get_name()}_reader_{next(_reader_ids)}",
             context=node.context,
@@ -105,7 +106,10 @@ class BatchedSubscription:
         self.drain()
 
     def destroy(self) -> None:
-        """Stop the timer and remove the reader node."""
+        """Stop the timer and remove the reader node (a second call does nothing)."""
+        if self._destroyed:
+            return
+        self._destroyed = True
         self._node.destroy_timer(self._timer)
         self._reader.destroy_node()
 

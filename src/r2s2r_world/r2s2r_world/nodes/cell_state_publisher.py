@@ -267,6 +267,13 @@ class CellStatePublisher(Node):
             self.published += 1
             self._last_published_ns = stamp_ns
 
+    def destroy_node(self) -> None:
+        """Destroy the node and the hidden reader node its joint-state batches come from."""
+        stream = getattr(self, "_joint_stream", None)  # absent when __init__ failed early
+        if stream is not None:
+            stream.destroy()
+        super().destroy_node()
+
     def _due(self, stamp_ns: int) -> bool:
         """Whether a joint state stamped ``stamp_ns`` is due on /tf (publish_frequency)."""
         frequency = self.config.publish_frequency
