@@ -77,6 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-seed", type=int, default=VALIDATION_BASE_SEED)
     parser.add_argument("--world", default=None, help="World to evaluate in (default: twin).")
     parser.add_argument("--steps", type=int, default=None, help="Override the preset's steps.")
+    parser.add_argument(
+        "--execution",
+        choices=["receding", "temporal_ensemble"],
+        default=None,
+        help="Chunk execution in evaluation (default: the preset's).",
+    )
+    parser.add_argument(
+        "--executed-steps", type=int, default=None, help="receding: steps per chunk (preset's)."
+    )
     parser.add_argument("--out", required=True, help="Folder for runs and the summary.")
     args = parser.parse_args(argv)
 
@@ -100,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             condition, _, count = item.partition("=")
             counts[condition] = int(count)
     protocol = EvaluationConfig(trials_per_condition=counts, base_seed=args.base_seed)
-    inference = InferenceConfig(execution=preset.execution, executed_steps=preset.executed_steps)
+    inference = InferenceConfig(
+        execution=args.execution or preset.execution,
+        executed_steps=args.executed_steps or preset.executed_steps,
+    )
     real = Dataset(args.real, "") if args.real else None
     sim = Dataset(args.sim, "") if args.sim else None
     out = Path(args.out)
@@ -163,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             for row in rows
         ],
         "protocol": protocol.model_dump(mode="json"),
+        "execution": inference.execution,
+        "executed_steps": inference.executed_steps,
         "preset": args.preset,
         "real": args.real,
         "sim": args.sim,

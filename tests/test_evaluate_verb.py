@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
 
-from r2s2r.cli.evaluate import evaluate_command
+from r2s2r.cli.evaluate import deployed_inference_config, evaluate_command
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 REPO = Path(__file__).resolve().parents[1]
@@ -51,3 +51,42 @@ def test_evaluate_command_in_process(tmp_path: Path) -> None:
     assert data["summary"]["all"]["trials"] == 1
     bad = CliRunner().invoke(evaluate_command, [str(checkpoint), "--in-process", "--trials", "x"])
     assert bad.exit_code != 0 and "CONDITION=COUNT" in bad.output
+
+
+def test_in_process_evaluation_executes_chunks_as_the_node_does(tmp_path: Path) -> None:
+    node = yaml.safe_load((REPO / "config" / "nodes" / "policy_inference.yaml").read_text())
+    params = node["policy_inference"]["ros__parameters"]
+    deployed = deployed_inference_config()
+    assert deployed.execution == params["execution"]
+    assert deployed.executed_steps == params["executed_steps"]
+    assert deployed.ensemble_weight_decay == params["ensemble_weight_decay"]
+    chosen = deployed_inference_config("receding", 5)
+    assert (chosen.execution, chosen.executed_steps) == ("receding", 5)
+    torch.set_num_threads(1)
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
+    checkpoint = save_checkpoint(tmp_path / "ckpt", policy)
+    result = CliRunner().invoke(
+        evaluate_command,
+        [
+            str(checkpoint),
+            "--in-process",
+            "--execution",
+            "receding",
+            "--executed-steps",
+            "2",
+            "--trials",
+            "nominal=1",
+            "--twin-config",
+            str(short_twin(tmp_path, 0.3)),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    metadata = json.loads((tmp_path / "out" / "evaluation.json").read_text())["metadata"]
+    assert (metadata["execution"], metadata["executed_steps"]) == ("receding", 2)
+    # A running graph's node keeps its parameters: asking to change them is refused.
+    refused = CliRunner().invoke(
+        evaluate_command, [str(checkpoint), "--no-launch", "--execution", "receding"]
+    )
+    assert refused.exit_code == 2 and "keeps its own parameters" in refused.output

@@ -18,8 +18,33 @@ import click
 from r2s2r_common.config import load_config, parse_config
 from r2s2r_policy.evaluation.report import EvaluationReport
 from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialRecord
+from r2s2r_policy.inference import InferenceConfig
 
 DEFAULT_PROTOCOL = "evaluation/default.yaml"
+POLICY_NODE_CONFIG = "nodes/policy_inference.yaml"
+
+
+def deployed_inference_config(
+    execution: str | None = None, executed_steps: int | None = None
+) -> InferenceConfig:
+    """Return the policy_inference node's engine settings (``config/nodes/``), options applied.
+
+    The in-process evaluator runs the engine with these, so that it executes chunks as the
+    node does on the cell unless told otherwise.
+    """
+    from r2s2r_common.config import resolve_config_path
+    from r2s2r_policy.nodes.policy_inference import PolicyInferenceParams
+
+    params = load_config(
+        PolicyInferenceParams, resolve_config_path(POLICY_NODE_CONFIG), "policy_inference"
+    )
+    config = params.inference_config()
+    update: dict[str, object] = {}
+    if execution is not None:
+        update["execution"] = execution
+    if executed_steps is not None:
+        update["executed_steps"] = executed_steps
+    return parse_config(InferenceConfig, config.model_dump() | update, "engine options")
 
 
 def _load_protocol(
@@ -71,6 +96,18 @@ def _echo(record: TrialRecord) -> None:
 @click.option("--base-seed", type=int, default=None, help="Override the seed of trial 0.")
 @click.option("--in-process", is_flag=True, help="Fast evaluator without ROS (same trials).")
 @click.option(
+    "--execution",
+    type=click.Choice(["receding", "temporal_ensemble"]),
+    default=None,
+    help="How chunks become commands (default: the policy_inference node's config).",
+)
+@click.option(
+    "--executed-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="receding: chunk steps run before the next inference (default: the node's config).",
+)
+@click.option(
     "--launch/--no-launch",
     default=True,
     show_default=True,
@@ -104,6 +141,8 @@ def evaluate_command(
     trials: tuple[str, ...],
     base_seed: int | None,
     in_process: bool,
+    execution: str | None,
+    executed_steps: int | None,
     launch: bool,
     twin_config: str,
     real_time_factor: float,
@@ -113,6 +152,12 @@ def evaluate_command(
     from r2s2r_policy.checkpoint import load_checkpoint
 
     config = _load_protocol(protocol, trials, base_seed)
+    if not in_process and not launch and (execution or executed_steps):
+        raise click.UsageError(
+            "--execution/--executed-steps set the engine of a launched graph or of --in-process; "
+            "a running graph's policy_inference node keeps its own parameters"
+        )
+    inference = deployed_inference_config(execution, executed_steps)
     # The whole checkpoint (config and weights) is read before anything starts.
     load_checkpoint(checkpoint)
     click.echo(
@@ -123,7 +168,7 @@ def evaluate_command(
         from r2s2r_policy.evaluation.in_process import evaluate_in_process
 
         report = evaluate_in_process(
-            checkpoint, config, twin_config_path=twin_config, progress=_echo
+            checkpoint, config, twin_config_path=twin_config, inference=inference, progress=_echo
         )
     else:
         from r2s2r.pipeline.evaluate import evaluate_over_ros
@@ -140,6 +185,10 @@ def evaluate_command(
             launch=launch,
             twin_config=twin_config,
             real_time_factor=real_time_factor,
+            policy_overrides={
+                "execution": inference.execution,
+                "executed_steps": inference.executed_steps,
+            },
             log_dir=Path(out_dir) / "logs",
             graph_timeout_s=graph_timeout_s,
             progress=_echo,

@@ -17,6 +17,7 @@ step-based loop:
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -156,6 +157,15 @@ class TrainConfig(ConfigModel):
         default="cosine", description="LR after warm-up: cosine decay to 0 or constant."
     )
     grad_clip_norm: float = Field(default=10.0, gt=0.0, description="Gradient norm clip.")
+    ema_decay: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Exponential moving average of the weights (Polyak averaging, as Diffusion "
+        "Policy trains): checkpoints and held-out scores use the average, decay "
+        "min(ema_decay, (1 + step) / (10 + step)) per step; the raw weights are kept for "
+        "resuming (0 = off: checkpoints hold the raw weights).",
+    )
     fused_optimizer: bool = Field(
         default=True,
         description="AdamW as one fused kernel over all parameters (CPU and CUDA; ~4x faster "
@@ -450,6 +460,14 @@ def train(
         policy.load_state_dict(load_file(str(checkpoint_dir / "model.safetensors")))
         optimizer.load_state_dict(training_state["optimizer"])
         _LOG.info("resuming from %s at step %d", checkpoint_dir, start_step)
+    # The averaged copy is what checkpoints and held-out scores see; the raw weights train.
+    averaged = WeightAverage(policy, config.ema_decay) if config.ema_decay > 0 else None
+    if averaged is not None and checkpoint_dir is not None and training_state is not None:
+        if "raw_model" not in training_state:
+            raise ResumeError(f"{checkpoint_dir}: no raw weights to resume the weight average from")
+        averaged.policy.load_state_dict(policy.state_dict())
+        policy.load_state_dict(training_state["raw_model"])
+    published = averaged.policy if averaged is not None else policy
     model: torch.nn.Module = policy
     if world_size > 1:
         model = DistributedDataParallel(policy)
@@ -512,6 +530,8 @@ def train(
             torch.nn.utils.clip_grad_norm_(policy.parameters(), config.grad_clip_norm)
             optimizer.step()
             step += 1
+            if averaged is not None:
+                averaged.update(policy, step)
             result.losses.append(float(losses["loss"].detach()))
             elapsed = time.perf_counter() - started
             result.samples_per_s = (step - start_step) * config.batch_size * world_size / elapsed
@@ -526,7 +546,9 @@ def train(
                 )
             progress.update(1)
             if held_out and (step % config.validate_every_steps == 0 or step == total_steps):
-                scores = validation_loss(policy, held_out, config.validation_samples, config.seed)
+                scores = validation_loss(
+                    published, held_out, config.validation_samples, config.seed
+                )
                 entry = {"step": float(step), **scores}
                 result.validation.append(entry)
                 if rank == 0:
@@ -544,12 +566,15 @@ def train(
                     "sources": source_meta,
                     "config": config.model_dump(mode="json"),
                 }
+                state: dict[str, Any] = {"optimizer": optimizer.state_dict(), "step": step}
+                if averaged is not None:
+                    state["raw_model"] = policy.state_dict()
                 if rank == 0:
                     result.checkpoint = save_checkpoint(
                         run_path / "checkpoints" / checkpoint_name(step),
-                        policy,
+                        published,
                         training=meta,
-                        training_state={"optimizer": optimizer.state_dict(), "step": step},
+                        training_state=state,
                     )
                     for old in list_checkpoints(run_path)[: -config.keep_last_checkpoints]:
                         shutil.rmtree(old, ignore_errors=True)
@@ -560,8 +585,37 @@ def train(
         if initialized_here:
             dist.destroy_process_group()
     result.step = step
-    result.policy = policy
+    result.policy = published
     return result
+
+
+class WeightAverage:
+    """Exponential moving average of a policy's parameters (buffers are copied as they are).
+
+    Args:
+        policy: The policy being trained (its current weights start the average).
+        decay: Largest decay; early steps use ``(1 + step) / (10 + step)`` when smaller, so
+            the average is not dominated by the initial weights.
+
+    """
+
+    def __init__(self, policy: Policy, decay: float) -> None:
+        self.policy: Policy = copy.deepcopy(policy)
+        self.policy.requires_grad_(False)
+        self.decay = decay
+
+    def decay_at(self, step: int) -> float:
+        """Decay applied after optimizer step ``step`` (1-based)."""
+        return min(self.decay, (1.0 + step) / (10.0 + step))
+
+    @torch.no_grad()
+    def update(self, policy: Policy, step: int) -> None:
+        """Move the average towards ``policy``'s weights after optimizer step ``step``."""
+        weight = 1.0 - self.decay_at(step)
+        averaged: list[torch.Tensor] = list(self.policy.parameters())
+        torch._foreach_lerp_(averaged, [p.detach() for p in policy.parameters()], weight)
+        for mine, theirs in zip(self.policy.buffers(), policy.buffers(), strict=True):
+            mine.copy_(theirs)
 
 
 def validation_loss(
@@ -609,6 +663,7 @@ __all__: Sequence[str] = [
     "ResumeError",
     "TrainConfig",
     "TrainResult",
+    "WeightAverage",
     "learning_rate_at",
     "make_spec",
     "open_sources",

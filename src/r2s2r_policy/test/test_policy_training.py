@@ -64,6 +64,42 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(tmp_path: Path) ->
         )
 
 
+def test_weight_average_checkpoints_the_average_and_resumes_exactly(tmp_path: Path) -> None:
+    import torch
+    from r2s2r_policy.checkpoint import load_training_state
+    from r2s2r_policy.training import WeightAverage
+
+    config = tiny_config(steps=8, checkpoint_every_steps=4, ema_decay=0.5)
+    src, weights = sources()
+    full = train(config, tmp_path / "full", sources=src, weights=weights)
+    first = train(config, tmp_path / "split", sources=src, weights=weights, stop_at_step=4)
+    second = train(config, tmp_path / "split", sources=src, weights=weights)
+    assert first.losses + second.losses == pytest.approx(full.losses, abs=1e-6)
+    final = tmp_path / "full/checkpoints/step_00000008"
+    averaged = load_file(str(final / "model.safetensors"))
+    resumed = load_file(str(tmp_path / "split/checkpoints/step_00000008/model.safetensors"))
+    raw = load_training_state(final)["raw_model"]
+    moved = 0
+    for key, value in averaged.items():
+        np.testing.assert_allclose(value, resumed[key], atol=1e-6)
+        moved += not np.allclose(value, raw[key].numpy())
+    assert moved > 0  # the checkpoint holds the average, not the last raw weights
+    # The average itself: decay min(0.5, (1 + step) / (10 + step)) towards each new weight.
+    layer = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        layer.weight.fill_(0.0)
+    average = WeightAverage(layer, 0.5)  # type: ignore[arg-type]
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    average.update(layer, 1)  # decay 2/11
+    assert float(average.policy.weight[0, 0]) == pytest.approx(9 / 11)
+    average.update(layer, 100)  # decay 0.5, towards 1 again
+    assert float(average.policy.weight[0, 0]) == pytest.approx(1 - 0.5 * 2 / 11)
+    # A run started without the average cannot resume with it.
+    with pytest.raises(ResumeError, match="ema_decay"):
+        train(tiny_config(steps=10, checkpoint_every_steps=4), tmp_path / "split", src, weights)
+
+
 def test_hdf5_adapter_feeds_training(tmp_path: Path) -> None:
     real = HDF5EpisodeSource(write_hdf5(tmp_path / "real.hdf5", "real", [0, 1]))
     assert real.name == "real" and real.num_episodes() == 2 and real.control_rate_hz == 10.0

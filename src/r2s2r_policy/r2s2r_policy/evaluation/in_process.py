@@ -229,7 +229,12 @@ def evaluate_in_process(
         policy=name,
         mode="in_process",
         config=config,
-        metadata={"twin_config": twin_path.name, "engine_period_s": engine.period_s},
+        metadata={
+            "twin_config": twin_path.name,
+            "engine_period_s": engine.period_s,
+            "execution": engine.config.execution,
+            "executed_steps": engine.config.executed_steps,
+        },
     )
     started = time.perf_counter()
     try:

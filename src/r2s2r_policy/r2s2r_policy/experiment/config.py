@@ -96,10 +96,10 @@ class ExperimentConfig(ConfigModel):
     )
     evaluation_base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0.")
     execution: Literal["receding", "temporal_ensemble"] = Field(
-        default="receding", description="How the inference engine executes chunks."
+        default="temporal_ensemble", description="How the inference engine executes chunks."
     )
     executed_steps: int = Field(
-        default=1, ge=1, le=256, description="receding: chunk steps run before the next chunk."
+        default=3, ge=1, le=256, description="receding: chunk steps run before the next chunk."
     )
     capacity_configuration: str = Field(
         default="nominal_planner",

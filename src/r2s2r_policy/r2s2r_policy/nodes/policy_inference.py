@@ -116,9 +116,10 @@ class PolicyInferenceParams(ConfigModel):
         "tracked-object input offered from /objects/tracks); empty: no tracker in the graph.",
     )
     execution: Literal["receding", "temporal_ensemble"] = Field(
-        default="receding",
+        default="temporal_ensemble",
         description="receding: a new chunk every executed_steps control steps replaces the "
-        "last; temporal_ensemble: a chunk every step, targets averaged over chunks (ACT).",
+        "last; temporal_ensemble: a chunk every step, targets averaged over chunks (ACT; "
+        "chosen on validation seeds, results/policy_validation_execution.json).",
     )
     executed_steps: int = Field(
         default=1, ge=1, le=256, description="receding: chunk steps run before the next chunk."
