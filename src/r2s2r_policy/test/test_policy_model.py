@@ -7,7 +7,7 @@ from policy_fixtures import IMAGE_PX, JOINTS, make_episode, make_source, tiny_co
 from r2s2r_common.config import ConfigError
 from r2s2r_policy.data import ChunkDataset, compute_normalization
 from r2s2r_policy.models import build_policy, model_types
-from r2s2r_policy.models.conv_keypoint import random_shift
+from r2s2r_policy.models.conv_keypoint import photometric_jitter, random_shift
 from r2s2r_policy.spec import ModelConfig
 from r2s2r_policy.training import make_spec, train
 
@@ -108,6 +108,20 @@ def test_model_registry_and_param_validation() -> None:
     bad = ModelConfig(type="conv_keypoint", params={"num_keypionts": 8})
     with pytest.raises(ConfigError, match="num_keypionts: unknown key"):
         build_policy(spec.model_copy(update={"model": bad}), stats)
+
+
+def test_photometric_jitter_scales_brightness_and_contrast_per_image() -> None:
+    torch.manual_seed(0)
+    images = torch.rand(64, 3, IMAGE_PX, IMAGE_PX) * 0.5 - 0.25  # unit values in [0.25, 0.75]
+    jittered = photometric_jitter(images, 0.4)
+    assert jittered.shape == images.shape
+    assert float(jittered.min()) >= -0.5 and float(jittered.max()) <= 0.5
+    brightness = (jittered + 0.5).mean(dim=(1, 2, 3)) / (images + 0.5).mean(dim=(1, 2, 3))
+    assert float(brightness.min()) >= 0.6 - 1e-5 and float(brightness.max()) <= 1.4 + 1e-5
+    assert float(brightness.max() - brightness.min()) > 0.3  # factors differ per image
+    contrast = (jittered + 0.5).std(dim=(1, 2, 3)) / ((images + 0.5).std(dim=(1, 2, 3)))
+    assert float(contrast.min()) >= 0.36 - 1e-3 and float(contrast.max()) <= 1.96 + 1e-3
+    assert torch.allclose(photometric_jitter(images, 0.0), images, atol=1e-6)
 
 
 def test_random_shift_moves_content_within_bounds() -> None:

@@ -49,6 +49,13 @@ class ConvKeypointParams(ConfigModel):
     random_shift_px: int = Field(
         default=4, ge=0, le=32, description="Max random image shift in training (0 = off)."
     )
+    photometric_jitter: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Training augmentation: each image's brightness and contrast scaled by "
+        "independent factors drawn from U[1 - j, 1 + j] (0 = off).",
+    )
     state_noise_std: float = Field(
         default=0.0,
         ge=0.0,
@@ -147,6 +154,18 @@ class ImageEncoder(nn.Module):
         return self.keypoints(self.convs(images))
 
 
+def photometric_jitter(images: torch.Tensor, amount: float) -> torch.Tensor:
+    """Scale each image's brightness and contrast by factors from ``U[1 - amount, 1 + amount]``.
+
+    Images are ``(B, 3, H, W)`` in [-0.5, 0.5] and stay in that range. Uses the global torch RNG.
+    """
+    batch = images.shape[0]
+    factors = 1.0 + amount * (2.0 * torch.rand(2, batch, 1, 1, 1) - 1.0)
+    unit = (images + 0.5) * factors[0]
+    mean = unit.mean(dim=(1, 2, 3), keepdim=True)
+    return ((unit - mean) * factors[1] + mean).clamp_(0.0, 1.0).sub_(0.5)
+
+
 def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
     """Shift each image by a random integer offset in ``[-pad_px, pad_px]`` (edge padding).
 
@@ -205,6 +224,8 @@ class ConvKeypointPolicy(Policy):
         floats = images.permute(0, 3, 1, 2).float().mul_(1.0 / 255.0).sub_(0.5)
         if self.training and self.params.random_shift_px > 0:
             floats = random_shift(floats, self.params.random_shift_px)
+        if self.training and self.params.photometric_jitter > 0:
+            floats = photometric_jitter(floats, self.params.photometric_jitter)
         return floats
 
     def predict_normalized(self, batch: Batch) -> torch.Tensor:
