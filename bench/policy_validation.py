@@ -142,11 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         for record in report.records:
             if not record.success:
                 reasons[record.reason] = reasons.get(record.reason, 0) + 1
+        by_condition: dict[str, list[int]] = {}
+        for record in report.records:
+            counts_here = by_condition.setdefault(record.condition, [0, 0])
+            counts_here[0] += int(record.success)
+            counts_here[1] += 1
         row = {
             "variant": name,
             "overrides": overrides,
             "successes": successes,
             "trials": len(report.records),
+            "by_condition": by_condition,
             "failures": reasons,
             "final_loss": float(sum(result.losses[-50:]) / max(len(result.losses[-50:]), 1)),
             "train_s": round(train_s, 1),
@@ -156,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         (run_dir / "validation.json").write_text(json.dumps(row, indent=1))
         print(
             f"{name:<24} {successes:>3}/{len(report.records):<3} loss {row['final_loss']:.4f} "
-            f"train {train_s:5.0f} s eval {eval_s:5.0f} s failures {reasons}",
+            f"train {train_s:5.0f} s eval {eval_s:5.0f} s by condition {by_condition} "
+            f"failures {reasons}",
             flush=True,
         )
     print()

@@ -259,6 +259,43 @@ def test_smoke_pipeline_end_to_end_and_cached_rerun(
     assert "--preset smoke" in third["command"] and "--trials nominal=1" in third["command"]
 
 
+def test_validation_seeds_of_the_execution_selection_stay_apart_from_the_evaluation() -> None:
+    reduced = load_preset("reduced").model_dump()
+    ExperimentConfig.model_validate(reduced | {"execution_selection_trials": 20})
+    with pytest.raises(ValueError, match="overlap the evaluation"):
+        ExperimentConfig.model_validate(
+            reduced | {"execution_selection_trials": 20, "validation_base_seed": 10_040}
+        )
+
+
+@pytest.mark.graph
+def test_execution_is_chosen_per_policy_on_validation_seeds(
+    tmp_path: Path, smoke_config: ExperimentConfig
+) -> None:
+    config = ExperimentConfig.model_validate(
+        smoke_config.model_dump()
+        | {"configurations": ["nominal_planner"], "execution_selection_trials": 1}
+    )
+    out = tmp_path / "exp"
+    results = run_experiment(config, out, "r2s2r experiment ...", lambda line: None, False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["execution"]) == {"capacity", "real_only", "nominal_planner"}
+    for name, entry in summary["execution"].items():
+        selection = json.loads((out / "selection" / name / "selection.json").read_text())
+        counts = selection["validation_successes"]
+        assert list(counts) == ["temporal_ensemble", "receding_3"]  # the preset's first
+        assert all(trials == 1 for _, trials in counts.values())
+        best = max(counts, key=lambda label: counts[label][0])
+        assert selection["chosen"] == best and entry["chosen"] == selection["settings"]
+        assert selection["validation_base_seed"] == config.validation_base_seed
+        evaluated = json.loads((out / "evaluation" / name / "evaluation.json").read_text())
+        assert evaluated["metadata"]["execution"] == entry["chosen"]["execution"]
+    assert "selection/real_only" in results.metadata["stages_run_this_session"]
+    again = run_experiment(config, out, "r2s2r experiment ...", lambda line: None, False)
+    assert again.metadata["stages_run_this_session"] == []
+    assert again.summary()["execution"] == summary["execution"]
+
+
 @pytest.mark.graph
 def test_unavailable_inputs_are_reported_not_faked(
     tmp_path: Path, smoke_config: ExperimentConfig

@@ -109,6 +109,8 @@ class ExperimentState:
         stage_commit: Stage name -> git commit of the code that produced it ('' if unknown).
         training: Policy -> training info (steps, loss, samples/s).
         generation: Configuration -> generation info (episodes, yield, episodes/min).
+        execution: Policy -> the execution it was evaluated with and, when chosen on
+            validation seeds, each candidate's validation successes.
 
     """
 
@@ -117,6 +119,7 @@ class ExperimentState:
     stage_commit: dict[str, str] = field(default_factory=dict)
     training: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    execution: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def note(self, name: str, outcome: StageOutcome) -> None:
         """Remember a stage's wall time and whether it was cached."""
@@ -461,12 +464,129 @@ class Experiment:
         return Dataset(outcome.outputs["checkpoint"], outcome.fingerprint)
 
     def inference_config(self) -> Any:
-        """Return the engine settings every evaluation uses."""
+        """Return the engine settings of the preset (``execution``, ``executed_steps``)."""
         from r2s2r_policy.inference import InferenceConfig
 
         return InferenceConfig(
             execution=self.config.execution, executed_steps=self.config.executed_steps
         )
+
+    def execution_candidates(self) -> dict[str, Any]:
+        """Label -> engine settings the selection compares (the preset's own first)."""
+        preset = self.inference_config()
+        receding = preset.model_copy(update={"execution": "receding"})
+        ensemble = preset.model_copy(update={"execution": "temporal_ensemble"})
+        candidates = {
+            f"receding_{receding.executed_steps}": receding,
+            "temporal_ensemble": ensemble,
+        }
+        first = next(k for k, v in candidates.items() if v.execution == preset.execution)
+        return {first: candidates[first]} | candidates
+
+    def select_execution(self, name: str, checkpoint: Dataset, world: Path) -> Any:
+        """Choose how ``checkpoint``'s chunks are executed, on validation seeds.
+
+        With ``execution_selection_trials`` = 0 the preset's settings. Otherwise each candidate
+        runs that many nominal trials from ``validation_base_seed`` in ``world`` (in process,
+        whatever the evaluator) and the one with more successes is returned (ties: the
+        preset's). Stage ``selection/<name>``.
+
+        Raises:
+            StageError: The evaluator failed.
+
+        """
+        from r2s2r_policy.inference import InferenceConfig
+
+        trials = self.config.execution_selection_trials
+        preset = self.inference_config()
+        if trials == 0:
+            self.state.execution[name] = {"chosen": preset.model_dump(mode="json")}
+            return preset
+        candidates = self.execution_candidates()
+        protocol = EvaluationConfig(
+            trials_per_condition={NOMINAL: trials}, base_seed=self.config.validation_base_seed
+        )
+        inputs: dict[str, Any] = {
+            "checkpoint": checkpoint.fingerprint,
+            "protocol": protocol.model_dump(mode="json"),
+            "twin": content_hash(world),
+            "candidates": {k: v.model_dump(mode="json") for k, v in candidates.items()},
+            "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
+            "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
+            "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
+        }
+
+        def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+            successes = {
+                label: self._validation_successes(
+                    f"selection/{name} {label}", checkpoint, protocol, world, candidate
+                )
+                for label, candidate in candidates.items()
+            }
+            chosen = max(candidates, key=lambda label: successes[label][0])  # first on ties
+            record = {
+                "validation_successes": successes,
+                "validation_base_seed": self.config.validation_base_seed,
+                "chosen": chosen,
+                "settings": candidates[chosen].model_dump(mode="json"),
+            }
+            path = folder / "selection.json"
+            path.write_text(json.dumps(record, indent=1))
+            self.log(
+                f"[selection/{name}] "
+                + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in successes.items())
+                + f": {chosen}"
+            )
+            return {"selection": str(path)}, record
+
+        stage = f"selection/{name}"
+        outcome = self.stages.run(stage, inputs, body)
+        self.state.note(stage, outcome)
+        data: dict[str, Any] = json.loads(Path(outcome.outputs["selection"]).read_text())
+        self.state.execution[name] = {
+            "chosen": data["settings"],
+            "validation_successes": data["validation_successes"],
+            "validation_base_seed": data["validation_base_seed"],
+        }
+        return parse_config(InferenceConfig, data["settings"], str(outcome.outputs["selection"]))
+
+    def _validation_successes(
+        self,
+        label: str,
+        checkpoint: Dataset,
+        protocol: EvaluationConfig,
+        world: Path,
+        inference: Any,
+    ) -> list[int]:
+        """``[successes, trials]`` of ``checkpoint`` on validation ``protocol`` (in process).
+
+        Raises:
+            StageError: The evaluator failed.
+
+        """
+        from r2s2r_policy.evaluation.in_process import evaluate_in_process
+
+        trials = sum(protocol.trials_per_condition.values())
+        bar = progress_reporter(label, trials, self.progress_bars, unit="trial")
+        done = [0]
+
+        def echo(record: Any) -> None:
+            done[0] += 1
+            bar.update(done[0], "")
+
+        try:
+            report = evaluate_in_process(
+                checkpoint.path,
+                protocol,
+                twin_config_path=world,
+                inference=inference,
+                progress=echo,
+            )
+        except (RuntimeError, ValueError) as error:
+            raise StageError(f"{label}: {error}") from None
+        finally:
+            bar.close()
+        return [sum(r.success for r in report.records), len(report.records)]
 
     def evaluate_policy(
         self,
@@ -474,6 +594,7 @@ class Experiment:
         checkpoint: Dataset,
         world_path: Path | None = None,
         protocol: EvaluationConfig | None = None,
+        inference: Any = None,
     ) -> dict[str, Any]:
         """Evaluate one checkpoint on the protocol; returns the ``evaluation.json`` content.
 
@@ -482,6 +603,7 @@ class Experiment:
             checkpoint: The checkpoint.
             world_path: World to evaluate in (default: the twin's).
             protocol: Trials (default: the experiment's protocol).
+            inference: Engine settings (default: the preset's).
 
         Raises:
             StageError: The evaluator failed (graph not up, checkpoint refused, ...).
@@ -489,7 +611,7 @@ class Experiment:
         """
         protocol = protocol or evaluation_protocol(self.config)
         world = world_path or self.twin_path
-        inference = self.inference_config()
+        inference = inference or self.inference_config()
         inputs: dict[str, Any] = {
             "checkpoint": checkpoint.fingerprint,
             "protocol": protocol.model_dump(mode="json"),
@@ -576,7 +698,8 @@ class Experiment:
             return PolicyResult.not_run(name, sim.reason, world, behavior)
         try:
             checkpoint = self.train_policy(name, real, sim)
-            data = self.evaluate_policy(name, checkpoint)
+            inference = self.select_execution(name, checkpoint, self.twin_path)
+            data = self.evaluate_policy(name, checkpoint, inference=inference)
         except StageError as error:
             self.log(f"[{name}] NOT RUN: {error}")
             return PolicyResult.not_run(name, str(error), world, behavior)
@@ -601,9 +724,9 @@ class Experiment:
         )
         try:
             checkpoint = self.train_policy(name, None, sim, sim_ratio=1.0)
-            data = self.evaluate_policy(
-                name, checkpoint, _resolve_config(self.config.capacity_world), protocol
-            )
+            world = _resolve_config(self.config.capacity_world)
+            inference = self.select_execution(name, checkpoint, world)
+            data = self.evaluate_policy(name, checkpoint, world, protocol, inference)
         except StageError as error:
             self.log(f"[{name}] NOT RUN: {error}")
             return PolicyResult.not_run(name, str(error))
@@ -660,6 +783,7 @@ class Experiment:
                 "stage_commit": self.state.stage_commit,
                 "training": self.state.training,
                 "generation": self.state.generation,
+                "execution": self.state.execution,
                 "stages_run_this_session": list(self.stages.ran),
                 "stages_skipped_this_session": list(self.stages.skipped),
                 "groups": {NOMINAL: "nominal trials", SHIFTED: "shifted trials", ALL: "all"},

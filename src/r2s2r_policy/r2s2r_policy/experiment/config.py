@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigModel, load_config
 
 from ..evaluation.trials import DEFAULT_CONDITION_COUNTS
@@ -101,6 +101,23 @@ class ExperimentConfig(ConfigModel):
     executed_steps: int = Field(
         default=3, ge=1, le=256, description="receding: chunk steps run before the next chunk."
     )
+    execution_selection_trials: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="0: every policy is evaluated with `execution`. N > 0: each trained policy "
+        "first runs N nominal validation trials (from validation_base_seed, in its evaluation "
+        "world, in process) under each execution (receding with executed_steps, temporal "
+        "ensembling) and is evaluated with the one that succeeded more often (ties: "
+        "`execution`): a choice made per checkpoint on validation seeds, never on the "
+        "evaluation's.",
+    )
+    validation_base_seed: int = Field(
+        default=20_000,
+        ge=0,
+        description="Seed of validation trial 0 (execution selection); its range must not "
+        "overlap the evaluation's or the capacity check's seeds.",
+    )
     capacity_configuration: str = Field(
         default="nominal_planner",
         description="Capacity check: a policy trained only on this configuration's simulated "
@@ -145,6 +162,23 @@ class ExperimentConfig(ConfigModel):
     command_timeout_s: float = Field(
         default=7200.0, gt=0.0, description="Wall-clock limit of the demos/ground commands."
     )
+
+    @model_validator(mode="after")
+    def _validation_seeds_apart(self) -> ExperimentConfig:
+        if self.execution_selection_trials == 0:
+            return self
+        evaluation = max(sum(self.trials_per_condition.values()), self.capacity_trials)
+        first, last = (
+            self.validation_base_seed,
+            self.validation_base_seed + (self.execution_selection_trials),
+        )
+        if first < self.evaluation_base_seed + evaluation and self.evaluation_base_seed < last:
+            raise ValueError(
+                f"validation seeds [{first}, {last}) overlap the evaluation's "
+                f"[{self.evaluation_base_seed}, {self.evaluation_base_seed + evaluation}): "
+                "choices made on them would be tuned to the evaluation"
+            )
+        return self
 
     @field_validator("configurations")
     @classmethod

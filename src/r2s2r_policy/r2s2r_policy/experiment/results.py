@@ -488,7 +488,8 @@ class ExperimentResults:
         """Return the compact result record committed under ``results/`` (one JSON).
 
         ``{"commit", "command", "wall_s", "capacity": {"successes", "trials"}, "policies":
-        {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "effects"}``;
+        {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "execution":
+        {name: {"chosen", ...}}, "effects"}``;
         a policy that did not run has ``{"not_run": reason}``. ``commit`` is the code that ran
         this session; ``stage_commit`` names the code of each stage (a resumed experiment reuses
         stages made by earlier code when their inputs did not change). ``wall_s`` is the wall
@@ -523,6 +524,7 @@ class ExperimentResults:
             "stage_commit": self.metadata.get("stage_commit", {}),
             "capacity": capacity,
             "policies": policies,
+            "execution": self.metadata.get("execution", {}),
             "effects": {k: v.to_dict() for k, v in self.effects.items()},
         }
 
