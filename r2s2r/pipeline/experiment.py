@@ -78,6 +78,19 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def evaluator_config_hashes() -> dict[str, str]:
+    """Content hashes of what the evaluators read besides the twin (cache inputs of a stage).
+
+    The published nominal world and the belt_speed and object_tracker parameters: the
+    in-process evaluator runs the same perception cores as the graph.
+    """
+    return {
+        "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
+        "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
+        "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
+    }
+
+
 def split_world_behavior(configuration: str) -> tuple[str, str]:
     """``grounded_mimicgen`` -> ``("grounded", "mimicgen")``."""
     world, _, behavior = configuration.partition("_")
@@ -511,9 +524,7 @@ class Experiment:
             "protocol": protocol.model_dump(mode="json"),
             "twin": content_hash(world),
             "candidates": {k: v.model_dump(mode="json") for k, v in candidates.items()},
-            "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
-            "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
-            "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
+            **evaluator_config_hashes(),
         }
 
         def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
@@ -618,10 +629,7 @@ class Experiment:
             "evaluator": self.config.evaluator,
             "twin": content_hash(world),
             "inference": inference.model_dump(mode="json"),
-            # What the evaluators read besides the twin: the published world, belt estimator.
-            "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
-            "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
-            "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
+            **evaluator_config_hashes(),
         }
         if self.config.evaluator == "ros":
             inputs["real_time_factor"] = self.config.real_time_factor
