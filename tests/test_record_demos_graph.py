@@ -85,12 +85,16 @@ def test_record_demos_end_to_end_and_reuse(tmp_path: Path) -> None:
         for topic in ("/arm_controller/joint_trajectory", "/hand_controller/joint_trajectory")
         for m in messages[topic]
     )
-    # The episode starts with the sensors (the wait before the first command is kept) ...
+    # The episode starts with the sensors (the wait before the first command is kept) and
+    # ends with them: all four (joints, both cameras, the belt speed) must be there, so a
+    # belt_speed node that starts late on a loaded machine shortens the episode.
+    belt_stamps = [_stamp_s(m) for m in messages["/belt/speed"]]
     first_sensor = max(
         joint_stamps[0],
+        belt_stamps[0],
         *(_stamp_s(messages[t][0]) for t in ("/head_camera/image_raw", "/hand_camera/image_raw")),
     )
-    span_s = min(joint_stamps[-1], _last_image_s(messages)) - first_sensor
+    span_s = min(joint_stamps[-1], belt_stamps[-1], _last_image_s(messages)) - first_sensor
     assert episode.num_frames == pytest.approx(span_s * 10.0, abs=3.0)
     # ... and before the first command the action is the measured position (holding).
     before = episode.timestamps_s + episode.metadata.provenance["start_time_ns"] * 1e-9 < (
