@@ -528,12 +528,18 @@ class Experiment:
         }
 
         def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
-            successes = {
-                label: self._validation_successes(
-                    f"selection/{name} {label}", checkpoint, protocol, world, candidate
+            successes = {}
+            for label, candidate in candidates.items():
+                report = self._run_trials(
+                    f"selection/{name} {label}",
+                    checkpoint,
+                    protocol,
+                    world,
+                    candidate,
+                    "in_process",
+                    folder / "logs",
                 )
-                for label, candidate in candidates.items()
-            }
+                successes[label] = [sum(r.success for r in report.records), len(report.records)]
             chosen = max(candidates, key=lambda label: successes[label][0])  # first on ties
             record = {
                 "validation_successes": successes,
@@ -561,32 +567,64 @@ class Experiment:
         }
         return parse_config(InferenceConfig, data["settings"], str(outcome.outputs["selection"]))
 
-    def _validation_successes(
+    def _run_trials(
         self,
         label: str,
         checkpoint: Dataset,
         protocol: EvaluationConfig,
         world: Path,
         inference: Any,
-    ) -> list[int]:
-        """``[successes, trials]`` of ``checkpoint`` on validation ``protocol`` (in process).
+        evaluator: str,
+        log_dir: Path,
+    ) -> Any:
+        """Run ``protocol``'s trials of ``checkpoint`` with a progress bar; the report.
+
+        Args:
+            label: Progress bar and error prefix.
+            checkpoint: The checkpoint.
+            protocol: Trials.
+            world: World (twin file) to run them in.
+            inference: Engine settings.
+            evaluator: ``in_process``, or ``ros`` (the evaluate graph, launched).
+            log_dir: Folder for the graph's logs (``ros``).
 
         Raises:
-            StageError: The evaluator failed.
+            StageError: The evaluator failed (graph not up, checkpoint refused, ...).
 
         """
-        from r2s2r_policy.evaluation.in_process import evaluate_in_process
-
-        trials = sum(protocol.trials_per_condition.values())
-        bar = progress_reporter(label, trials, self.progress_bars, unit="trial")
-        done = [0]
+        bar = progress_reporter(
+            label, sum(protocol.trials_per_condition.values()), self.progress_bars, unit="trial"
+        )
+        counts = {"done": 0, "successes": 0}
 
         def echo(record: Any) -> None:
-            done[0] += 1
-            bar.update(done[0], "")
+            # Every trial is in the report; the console shows the count so far.
+            counts["done"] += 1
+            counts["successes"] += bool(record.success)
+            bar.update(counts["done"], f"{counts['successes']} succeeded")
 
         try:
-            report = evaluate_in_process(
+            if evaluator == "ros":
+                from r2s2r.pipeline.evaluate import evaluate_over_ros
+
+                # The evaluate graph's policy node gets the checkpoint's image size (as the
+                # in-process evaluator resizes to the spec) and the engine settings.
+                return evaluate_over_ros(
+                    checkpoint.path,
+                    protocol,
+                    launch=True,
+                    twin_config=str(world),
+                    real_time_factor=self.config.real_time_factor,
+                    policy_overrides={
+                        "execution": inference.execution,
+                        "executed_steps": inference.executed_steps,
+                    },
+                    log_dir=log_dir,
+                    progress=echo,
+                )
+            from r2s2r_policy.evaluation.in_process import evaluate_in_process
+
+            return evaluate_in_process(
                 checkpoint.path,
                 protocol,
                 twin_config_path=world,
@@ -597,7 +635,6 @@ class Experiment:
             raise StageError(f"{label}: {error}") from None
         finally:
             bar.close()
-        return [sum(r.success for r in report.records), len(report.records)]
 
     def evaluate_policy(
         self,
@@ -635,58 +672,18 @@ class Experiment:
             inputs["real_time_factor"] = self.config.real_time_factor
 
         def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
-            from r2s2r_policy.evaluation.report import EvaluationReport
-
-            bar = progress_reporter(
+            report = self._run_trials(
                 f"evaluation/{name}",
-                sum(protocol.trials_per_condition.values()),
-                self.progress_bars,
-                unit="trial",
+                checkpoint,
+                protocol,
+                world,
+                inference,
+                evaluator=self.config.evaluator,
+                log_dir=folder / "logs",
             )
-            counts = {"done": 0, "successes": 0}
-
-            def echo(record: Any) -> None:
-                # Every trial is in evaluation.json; the console shows the count so far.
-                counts["done"] += 1
-                counts["successes"] += bool(record.success)
-                bar.update(counts["done"], f"{counts['successes']} succeeded")
-
-            report: EvaluationReport
-            try:
-                if self.config.evaluator == "ros":
-                    from r2s2r.pipeline.evaluate import evaluate_over_ros
-
-                    # The evaluate graph's policy node gets the checkpoint's image size (as the
-                    # in-process evaluator resizes to the spec) and the engine settings.
-                    report = evaluate_over_ros(
-                        checkpoint.path,
-                        protocol,
-                        launch=True,
-                        twin_config=str(world),
-                        real_time_factor=self.config.real_time_factor,
-                        policy_overrides={
-                            "execution": inference.execution,
-                            "executed_steps": inference.executed_steps,
-                        },
-                        log_dir=folder / "logs",
-                        progress=echo,
-                    )
-                else:
-                    from r2s2r_policy.evaluation.in_process import evaluate_in_process
-
-                    report = evaluate_in_process(
-                        checkpoint.path,
-                        protocol,
-                        twin_config_path=world,
-                        inference=inference,
-                        progress=echo,
-                    )
-            except (RuntimeError, ValueError) as error:
-                raise StageError(f"evaluation of {name}: {error}") from None
-            finally:
-                bar.close()
             json_path, _ = report.save(folder, "evaluation")
-            self.log(f"[evaluation/{name}] {counts['successes']}/{counts['done']} trials succeeded")
+            successes = sum(r.success for r in report.records)
+            self.log(f"[evaluation/{name}] {successes}/{len(report.records)} trials succeeded")
             return {"evaluation": str(json_path)}, {"wall_s": report.wall_s}
 
         stage = f"evaluation/{name}"
