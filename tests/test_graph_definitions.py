@@ -240,3 +240,29 @@ def test_every_node_parameter_file_is_in_config_nodes_named_after_its_node() -> 
         assert path.parent == CONFIG / "nodes", f"{path}: node parameter files live in config/nodes"
         nodes = list(yaml.safe_load(path.read_text(encoding="utf-8")))
         assert nodes == [path.stem], f"{path}: expected one node named {path.stem!r}, got {nodes}"
+
+
+def test_real_deploy_runs_a_policy_only_when_asked() -> None:
+    spec = load_graph("real_deploy", CONFIG)
+    assert "policy_inference" not in {n.name for n in resolve_graph(spec, {}, CONFIG)}
+    given = {
+        "policy": "true",
+        "checkpoint": "/runs/exp/policies/grounded_mimicgen/checkpoints/step_00006000",
+        "image_height_px": "64",
+        "image_width_px": "64",
+        "execution": "receding",
+        "executed_steps": "3",
+    }
+    nodes = {n.name: n for n in resolve_graph(spec, given, CONFIG)}
+    policy = nodes["policy_inference"]
+    overrides = policy.parameter_overrides
+    assert overrides["checkpoint_path"] == given["checkpoint"]
+    assert overrides["image_height_px"] == overrides["image_width_px"] == 64
+    assert overrides["execution"] == "receding" and overrides["executed_steps"] == 3
+    assert overrides["has_object_tracks"] is True
+    # A stopped policy leaves the cell's drivers up; the node configures itself (no manager).
+    assert policy.required is False
+    params = yaml.safe_load(policy.parameter_files[0].read_text())["policy_inference"]
+    assert params["ros__parameters"]["autostart"] is True
+    with pytest.raises(GraphError, match=r"execution:=fast is not allowed"):
+        resolve_graph(spec, {**given, "execution": "fast"}, CONFIG)
