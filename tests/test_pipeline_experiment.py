@@ -19,6 +19,7 @@ from r2s2r_policy.experiment import ExperimentConfig, load_preset
 
 import r2s2r.pipeline.experiment as runner_module
 from r2s2r.cli.experiment import config_from_options, experiment_command, reproduce_command
+from r2s2r.graph import load_graph, parse_launch_arguments, resolve_graph
 from r2s2r.pipeline.cache import StageError, StageRunner, current_commit
 from r2s2r.pipeline.experiment import run_experiment
 
@@ -291,6 +292,17 @@ def test_execution_is_chosen_per_policy_on_validation_seeds(
         assert selection["validation_base_seed"] == config.validation_base_seed
         evaluated = json.loads((out / "evaluation" / name / "evaluation.json").read_text())
         assert evaluated["metadata"]["execution"] == entry["chosen"]["execution"]
+        # The line that deploys this checkpoint as evaluated, valid for the real_deploy graph.
+        launch, _, arguments = entry["deploy"].partition(" real_deploy.launch.py ")
+        assert launch == "ros2 launch r2s2r"
+        values = parse_launch_arguments(shlex.split(arguments))
+        policy = {n.name: n for n in resolve_graph(load_graph("real_deploy"), values)}[
+            "policy_inference"
+        ].parameter_overrides
+        assert Path(policy["checkpoint_path"]).is_relative_to((out / "policies" / name).resolve())
+        assert policy["execution"] == entry["chosen"]["execution"]
+        assert policy["executed_steps"] == entry["chosen"]["executed_steps"]
+        assert policy["image_height_px"] == config.image_px
     assert "selection/real_only" in results.metadata["stages_run_this_session"]
     again = run_experiment(config, out, "r2s2r experiment ...", lambda line: None, False)
     assert again.metadata["stages_run_this_session"] == []

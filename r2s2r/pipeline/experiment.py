@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -76,6 +77,16 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def deploy_command(checkpoint: str | Path, inference: Any) -> str:
+    """Return the ``ros2 launch`` line that runs ``checkpoint`` on the cell, as ``inference``."""
+    from r2s2r_policy.evaluation.ros import deploy_graph_arguments
+
+    arguments = deploy_graph_arguments(checkpoint, inference.execution, inference.executed_steps)
+    return "ros2 launch r2s2r real_deploy.launch.py " + " ".join(
+        f"{name}:={shlex.quote(value)}" for name, value in arguments.items()
+    )
 
 
 def evaluator_config_hashes() -> dict[str, str]:
@@ -513,7 +524,10 @@ class Experiment:
         trials = self.config.execution_selection_trials
         preset = self.inference_config()
         if trials == 0:
-            self.state.execution[name] = {"chosen": preset.model_dump(mode="json")}
+            self.state.execution[name] = {
+                "chosen": preset.model_dump(mode="json"),
+                "deploy": deploy_command(checkpoint.path, preset),
+            }
             return preset
         candidates = self.execution_candidates()
         protocol = EvaluationConfig(
@@ -560,12 +574,14 @@ class Experiment:
         outcome = self.stages.run(stage, inputs, body)
         self.state.note(stage, outcome)
         data: dict[str, Any] = json.loads(Path(outcome.outputs["selection"]).read_text())
+        chosen = parse_config(InferenceConfig, data["settings"], str(outcome.outputs["selection"]))
         self.state.execution[name] = {
             "chosen": data["settings"],
             "validation_successes": data["validation_successes"],
             "validation_base_seed": data["validation_base_seed"],
+            "deploy": deploy_command(checkpoint.path, chosen),
         }
-        return parse_config(InferenceConfig, data["settings"], str(outcome.outputs["selection"]))
+        return chosen
 
     def _run_trials(
         self,

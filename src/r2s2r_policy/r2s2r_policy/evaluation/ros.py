@@ -294,6 +294,35 @@ def evaluation_graph_arguments(
     }
 
 
+def deploy_graph_arguments(
+    checkpoint: str | Path, execution: str, executed_steps: int
+) -> dict[str, str]:
+    """Launch arguments that run ``checkpoint`` on the cell (``real_deploy``'s policy node).
+
+    The checkpoint's image size and tracked-object input, and the chunk execution (e.g. the
+    one the experiment chose for it on validation seeds).
+
+    Args:
+        checkpoint: Policy checkpoint directory.
+        execution: ``receding`` or ``temporal_ensemble``.
+        executed_steps: Chunk steps run before the next chunk (receding).
+
+    """
+    from ..checkpoint import read_checkpoint_config
+
+    spec = read_checkpoint_config(checkpoint).spec
+    image = spec.images[0]
+    return {
+        "policy": "true",
+        "checkpoint": str(Path(checkpoint).resolve()),
+        "image_height_px": str(image.height_px),
+        "image_width_px": str(image.width_px),
+        "policy_object_tracks": str(spec.uses_object_track).lower(),
+        "execution": execution,
+        "executed_steps": str(executed_steps),
+    }
+
+
 class NodeWatch(Protocol):
     """What the harness asks of a graph started for it: whether a node has died."""
 
