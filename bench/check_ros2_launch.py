@@ -10,7 +10,9 @@ with the real twin, and checks it from outside, over DDS and the process table:
   every node of the graph still running at the end, ``/joint_states``, ``/belt/speed`` and
   ``/objects/tracks`` flowing, every parameter override in the running nodes of the type and
   value ``r2s2r launch`` gives (read back with the parameter services), and after the signal
-  every process of the launch gone and exit code 0;
+  every process of the launch gone and exit code 0; and with ``policy:=true`` and an untrained
+  32 px checkpoint: the same, plus chunk trajectories flowing on
+  ``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``;
 * ``record_demos trials:=1`` and ``sim_generate episodes:=1 workers:=1``: the job finishes by
   itself (required node exits 0: the launch shuts down, exit code 0, its output on disk);
 * ``sim_generate`` with more episodes for ~30 s, then Ctrl-C: the node and all the worker
@@ -77,6 +79,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "r2s2r"
 TOPICS = ("/joint_states", "/belt/speed", "/objects/tracks")
+COMMAND_TOPICS = ("/arm_controller/joint_trajectory", "/hand_controller/joint_trajectory")
 STARTUP_TIMEOUT_S = 120.0
 
 
@@ -245,9 +248,14 @@ class Observer:
 
         self.node = Node(f"check_ros2_launch_{os.getpid()}")
         self._lock = threading.Lock()
-        self._stamps: dict[str, list[float]] = {topic: [] for topic in TOPICS}
+        from trajectory_msgs.msg import JointTrajectory
+
+        topics = TOPICS + COMMAND_TOPICS
+        self._stamps: dict[str, list[float]] = {topic: [] for topic in topics}
         for topic, message in zip(
-            TOPICS, (JointState, TwistStamped, ObjectTrackArray), strict=True
+            topics,
+            (JointState, TwistStamped, ObjectTrackArray, JointTrajectory, JointTrajectory),
+            strict=True,
         ):
             self.node.create_subscription(
                 message, topic, self._counter(topic), qos_profile_sensor_data
@@ -556,6 +564,19 @@ def write_broken_graph(work: Path) -> Path:
     return launch_file
 
 
+def tiny_checkpoint(work: Path) -> Path:
+    """An untrained policy checkpoint for this robot (32 px images, no tracked object)."""
+    from r2s2r_policy.checkpoint import save_checkpoint
+    from r2s2r_policy.evaluation.baseline import (
+        TINY_MODEL_PARAMS,
+        robot_policy_spec,
+        untrained_policy,
+    )
+
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=4)
+    return save_checkpoint(work / "tiny_checkpoint", policy)
+
+
 def cases(duration_s: float, work: Path, observer: Observer) -> dict[str, Callable[[], Result]]:
     """Every case by name (run in this order)."""
     bad_twin = work / "bad_twin.yaml"
@@ -585,6 +606,23 @@ def cases(duration_s: float, work: Path, observer: Observer) -> dict[str, Callab
             duration_s,
             "group",
             TOPICS,
+            work,
+            observer,
+        ),
+        "real_deploy_policy": lambda: run_for(
+            "real_deploy_policy",
+            "real_deploy",
+            [
+                "policy:=true",
+                f"checkpoint:={tiny_checkpoint(work)}",
+                "image_height_px:=32",
+                "image_width_px:=32",
+                "policy_object_tracks:=false",
+                "execution:=receding",
+            ],
+            duration_s,
+            "service",
+            TOPICS + COMMAND_TOPICS,
             work,
             observer,
         ),
