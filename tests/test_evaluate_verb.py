@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
 
@@ -28,23 +28,36 @@ def short_twin(tmp_path: Path, timeout_s: float) -> Path:
     return path
 
 
-def test_evaluate_command_in_process(tmp_path: Path) -> None:
+def tiny_checkpoint(tmp_path: Path) -> Path:
+    """An untrained 32 px checkpoint for this robot."""
     torch.set_num_threads(1)
     policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
-    checkpoint = save_checkpoint(tmp_path / "ckpt", policy)
-    result = CliRunner().invoke(
+    return save_checkpoint(tmp_path / "ckpt", policy)
+
+
+def evaluate_in_process_one_trial(
+    tmp_path: Path, checkpoint: Path, timeout_s: float, *options: str
+) -> Result:
+    """``r2s2r evaluate CHECKPOINT --in-process`` on one nominal trial of a short twin."""
+    return CliRunner().invoke(
         evaluate_command,
         [
             str(checkpoint),
             "--in-process",
+            *options,
             "--trials",
             "nominal=1",
             "--twin-config",
-            str(short_twin(tmp_path, 0.5)),
+            str(short_twin(tmp_path, timeout_s)),
             "--out",
             str(tmp_path / "out"),
         ],
     )
+
+
+def test_evaluate_command_in_process(tmp_path: Path) -> None:
+    checkpoint = tiny_checkpoint(tmp_path)
+    result = evaluate_in_process_one_trial(tmp_path, checkpoint, 0.5)
     assert result.exit_code == 0, result.output
     assert "nominal" in result.output and (tmp_path / "out" / "evaluation.png").is_file()
     data = json.loads((tmp_path / "out" / "evaluation.json").read_text())
@@ -62,25 +75,9 @@ def test_in_process_evaluation_executes_chunks_as_the_node_does(tmp_path: Path) 
     assert deployed.ensemble_weight_decay == params["ensemble_weight_decay"]
     chosen = deployed_inference_config("receding", 5)
     assert (chosen.execution, chosen.executed_steps) == ("receding", 5)
-    torch.set_num_threads(1)
-    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
-    checkpoint = save_checkpoint(tmp_path / "ckpt", policy)
-    result = CliRunner().invoke(
-        evaluate_command,
-        [
-            str(checkpoint),
-            "--in-process",
-            "--execution",
-            "receding",
-            "--executed-steps",
-            "2",
-            "--trials",
-            "nominal=1",
-            "--twin-config",
-            str(short_twin(tmp_path, 0.3)),
-            "--out",
-            str(tmp_path / "out"),
-        ],
+    checkpoint = tiny_checkpoint(tmp_path)
+    result = evaluate_in_process_one_trial(
+        tmp_path, checkpoint, 0.3, "--execution", "receding", "--executed-steps", "2"
     )
     assert result.exit_code == 0, result.output
     metadata = json.loads((tmp_path / "out" / "evaluation.json").read_text())["metadata"]
