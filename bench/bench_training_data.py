@@ -1,18 +1,31 @@
-"""Training data path: samples/s with per-sample HDF5 reads vs the in-memory image cache.
+"""Training throughput: the trainer when issue 13 was filed vs today, and the data path alone.
 
-Run: ``python bench/bench_training_data.py [--dataset PATH] [--image-px 64] [--steps 150]``.
+Run: ``python bench/bench_training_data.py [--image-px PX] [--steps 150] [--repeats 2]
+[--baseline fd8935d] [--dataset PATH]``.
 
-Trains the experiment's model (``config/policy/cotrain.yaml``, images at ``--image-px``) on one
-HDF5 dataset twice, side by side in one process: with ``cache_images: false`` (every sample
-reads its two images from the gzip-compressed HDF5 chunks and resizes them, the data path
-before the cache) and with the cache (images decoded and resized once when the dataset is
-built). Without ``--dataset`` a dataset of generated-size episodes (128 px images, 120 frames,
-compressed as generation writes them) is written to a temporary folder. Prints a table, then
-one JSON line ``{"benchmark": "training_data", "figures": [...]}``.
+Trains the experiment's model (each tree's own ``config/policy/cotrain.yaml``, images at
+``--image-px``, default the preset's, one torch thread as the reduced experiment trains) on one
+HDF5 dataset along three paths, each in its own process, interleaved over ``--repeats`` rounds
+so that machine noise falls on all of them alike:
 
-Figures: samples/s of each path (steady state, the trainer's own counter), their ratio (goal
->= 5x), the data path's share of a training step with the cache (goal < 30 %), the one-time
-cache build time and memory.
+- ``baseline``: the trainer at commit ``--baseline`` (``git archive`` of its ``src`` and
+  ``config`` into a temporary folder): per-sample HDF5 reads, a Python loop for the random
+  shift, unfused preprocessing. Default: the commit issue 13 was filed against.
+- ``hdf5_reads``: today's trainer with ``cache_images: false`` (every sample reads its two
+  images from the gzip-compressed HDF5 chunks and resizes them): the data path before the
+  cache, today's training step.
+- ``cached``: today's trainer as configured (images decoded and resized once, into memory).
+
+Without ``--dataset`` each tree writes a dataset of generated-size episodes (128 px images,
+120 frames, compressed as generation writes them) with its own writer, so every path reads
+data in the schema it knows. Prints a table, then one JSON line
+``{"benchmark": "training_data", "figures": [...]}``.
+
+Figures: steady-state samples/s of each path (the trainer's own counter, after 5 warm-up
+steps; the best round), ``cached`` / ``baseline`` (goal >= 5x: the issue's "training samples/s
+>= 5x the current data path"), ``cached`` / ``hdf5_reads`` (the cache's share of it), the
+data path's share of a step with the cache (goal < 30 %), the one-time cache build time and
+memory.
 """
 
 from __future__ import annotations
@@ -20,131 +33,254 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
-from r2s2r_common.config import load_config
-from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_policy.data import ChunkDataset, HDF5EpisodeSource
-from r2s2r_policy.training import TrainConfig, make_spec, train
-from r2s2r_recorder.dataset import (
-    OBJECT_TRACK_KEY,
-    TRACKER_SOURCE,
-    Episode,
-    EpisodeMetadata,
-    EpisodeWriter,
-    object_track_fields,
-)
 
-CONFIG = Path(__file__).resolve().parents[1] / "config" / "policy" / "cotrain.yaml"
+REPO = Path(__file__).resolve().parents[1]
+PRESET = Path("config") / "policy" / "cotrain.yaml"
+ISSUE_13_BASE = "fd8935d"  # main when issue 13 ("policies that do the task") was filed
+CAMERAS = ("head_camera_rgb", "hand_camera_rgb")
+WARMUP_STEPS = 5
 
 
-def write_dataset(path: Path, episodes: int, frames: int) -> Path:
-    """Episodes with generation's sizes: 128 px images (smooth, compressible), 18 joints."""
+def _use_tree(tree: Path) -> None:
+    """Import the Python packages of ``tree/src`` ahead of the installed ones."""
+    packages = [
+        str(package)
+        for package in sorted((tree / "src").iterdir())
+        if (package / package.name / "__init__.py").exists()
+    ]
+    sys.path[:0] = packages
+
+
+def write_dataset(path: Path, episodes: int, frames: int) -> None:
+    """Episodes with generation's sizes (128 px smooth images, 18 joints), any schema version.
+
+    Uses whichever ``r2s2r_recorder`` is imported; the object-track columns are written where
+    that version has them (today's preset feeds them to the policy).
+    """
+    import r2s2r_recorder.dataset as dataset
+    from r2s2r_description.robot import ALL_JOINT_NAMES
+
     rng = np.random.default_rng(0)
     joints = list(ALL_JOINT_NAMES)
-    fields = object_track_fields(["cube", "cylinder", "block", "sphere"])
     grid = np.linspace(0, 255, 128, dtype=np.float32)
     base = ((grid[None, :, None] + grid[:, None, None]) / 2).astype(np.uint8).repeat(3, axis=2)
-    with EpisodeWriter(path, compression_level=1) as writer:
+    metadata: dict[str, Any] = {
+        "source": "sim",
+        "world_config_id": "bench",
+        "behavior_source": "planner",
+        "task": "pick_sort",
+        "object_type": "cube",
+        "belt_speed_mps": 0.1,
+        "outcome": "success",
+        "joint_names": joints,
+        "action_names": joints,
+        "control_rate_hz": 10.0,
+    }
+    track_fields: list[str] = []
+    if hasattr(dataset, "object_track_fields"):
+        track_fields = dataset.object_track_fields(["cube", "cylinder", "block", "sphere"])
+        metadata.update(
+            belt_speed_source="belt_speed",
+            object_track_source=dataset.TRACKER_SOURCE,
+            object_track_fields=track_fields,
+        )
+    with dataset.EpisodeWriter(path, compression_level=1) as writer:
         for _ in range(episodes):
-            images = {}
-            for key in ("head_camera_rgb", "hand_camera_rgb"):
-                noise = rng.integers(0, 12, (frames, 128, 128, 3), dtype=np.uint8)
-                images[key] = base[None] + noise
+            images = {
+                key: base[None] + rng.integers(0, 12, (frames, 128, 128, 3), dtype=np.uint8)
+                for key in CAMERAS
+            }
             trajectory = np.cumsum(rng.normal(0, 0.01, (frames, len(joints))), axis=0)
+            extra = {}
+            if track_fields:
+                track = rng.normal(size=(frames, len(track_fields))).astype(np.float32)
+                extra = {dataset.OBJECT_TRACK_KEY: track}
             writer.append(
-                Episode(
-                    metadata=EpisodeMetadata(
-                        source="sim",
-                        world_config_id="bench",
-                        behavior_source="planner",
-                        task="pick_sort",
-                        object_type="cube",
-                        belt_speed_mps=0.1,
-                        outcome="success",
-                        joint_names=joints,
-                        action_names=joints,
-                        control_rate_hz=10.0,
-                        belt_speed_source="belt_speed",
-                        object_track_source=TRACKER_SOURCE,
-                        object_track_fields=fields,
-                    ),
+                dataset.Episode(
+                    metadata=dataset.EpisodeMetadata(**metadata),
                     timestamps_s=np.arange(frames) * 0.1,
                     images=images,
                     joint_pos_rad=trajectory.astype(np.float32),
                     belt_speed_mps=np.full(frames, 0.1, np.float32),
                     actions=trajectory.astype(np.float32),
-                    extra_obs={
-                        OBJECT_TRACK_KEY: rng.normal(size=(frames, len(fields))).astype(np.float32)
-                    },
+                    extra_obs=extra,
                 )
             )
-    return path
 
 
-def run(config: TrainConfig, dataset: Path, cache: bool, steps: int) -> tuple[float, float]:
-    """Steady-state samples/s and data fraction of one training run (after 5 warm-up steps)."""
-    run_config = config.model_copy(
-        update={
-            "steps": steps + 5,
-            "checkpoint_every_steps": 100_000,
-            "progress_bar": False,
-            "cache_images": cache,
-            "sim_ratio": 1.0,
-        }
+def measure(
+    tree: Path, dataset: Path, image_px: int | None, cache: bool, steps: int
+) -> dict[str, float]:
+    """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
+    import torch
+    from r2s2r_common.config import load_config
+    from r2s2r_policy.data import HDF5EpisodeSource
+    from r2s2r_policy.training import TrainConfig, train
+
+    torch.set_num_threads(1)
+    config = load_config(TrainConfig, tree / PRESET)
+    if image_px is not None:
+        size = {"image_height_px": image_px, "image_width_px": image_px}
+        config = config.model_copy(update={"policy": config.policy.model_copy(update=size)})
+    update: dict[str, Any] = {
+        "steps": steps + WARMUP_STEPS,
+        "checkpoint_every_steps": 100_000,
+        "progress_bar": False,
+        "sim_ratio": 1.0,
+        "num_threads": 1,
+        "cache_images": cache,
+    }
+    config = config.model_copy(
+        update={key: value for key, value in update.items() if key in TrainConfig.model_fields}
     )
+    figures = {"image_px": float(config.policy.image_height_px)}
     source = HDF5EpisodeSource(dataset, name="sim")
+    if cache:
+        from r2s2r_policy.data import ChunkDataset
+        from r2s2r_policy.training import make_spec
+
+        spec = make_spec(config.policy, source, source.control_rate_hz)
+        started = time.perf_counter()
+        cached = ChunkDataset(source, spec, cache_images=True)
+        figures["cache_build_s"] = time.perf_counter() - started
+        figures["cache_memory_mb"] = cached.image_cache_bytes / 2**20
+        figures["frames"] = float(len(cached))
+        del cached
     with tempfile.TemporaryDirectory() as run_dir:
-        train(run_config, run_dir, {"sim": source}, {"sim": 1.0}, stop_at_step=5)
-        result = train(run_config, run_dir, {"sim": source}, {"sim": 1.0})
+        # The first call stops after the warm-up and checkpoints; the second resumes and is timed.
+        train(config, run_dir, {"sim": source}, {"sim": 1.0}, stop_at_step=WARMUP_STEPS)
+        result = train(config, run_dir, {"sim": source}, {"sim": 1.0})
     source.close()
-    return result.samples_per_s, result.data_fraction
+    figures["samples_per_s"] = result.samples_per_s
+    figures["data_fraction"] = getattr(result, "data_fraction", float("nan"))
+    return figures
+
+
+def _worker(args: argparse.Namespace) -> None:
+    """One path in this process: write the dataset or measure, print one JSON line."""
+    tree = Path(args.tree)
+    if tree != REPO:
+        _use_tree(tree)
+    if args.write:
+        write_dataset(Path(args.dataset), args.episodes, args.frames)
+        return
+    figures = measure(tree, Path(args.dataset), args.image_px, args.cache, args.steps)
+    print(json.dumps(figures))
+
+
+def _run_worker(tree: Path, *options: str) -> dict[str, float]:
+    """Run this file as a worker for ``tree``; the figures of its last output line."""
+    command = [sys.executable, __file__, "--worker", "--tree", str(tree), *options]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"worker for {tree} failed ({' '.join(command)}):\n{done.stderr}")
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _extract(commit: str, folder: Path) -> Path:
+    """``src`` and ``config`` of ``commit`` under ``folder``; a clear error without git."""
+    tree = folder / f"tree_{commit}"
+    tree.mkdir()
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", commit, "src", "config"],
+            capture_output=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", b"") or str(error).encode()
+        raise SystemExit(
+            f"--baseline {commit}: cannot read it from {REPO} ({detail.decode().strip()}); "
+            "run from a git clone with that commit, or pass --baseline none"
+        ) from error
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, help="HDF5 dataset (default: a generated one)")
+    parser.add_argument("--dataset", type=Path, help="HDF5 dataset every path reads")
     parser.add_argument("--episodes", type=int, default=20, help="generated episodes")
     parser.add_argument("--frames", type=int, default=120, help="frames per generated episode")
-    parser.add_argument("--image-px", type=int, default=64, help="model image size")
-    parser.add_argument("--steps", type=int, default=150, help="timed steps per path")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = load_config(TrainConfig, CONFIG)
-    policy = config.policy.model_copy(
-        update={"image_height_px": args.image_px, "image_width_px": args.image_px}
+    parser.add_argument("--image-px", type=int, help="model image size (default: the preset's)")
+    parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds (best kept)")
+    parser.add_argument(
+        "--baseline",
+        default=ISSUE_13_BASE,
+        help=f"commit of the 'before' trainer (default {ISSUE_13_BASE}); 'none' skips it",
     )
-    config = config.model_copy(update={"policy": policy, "num_threads": args.threads})
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", default=str(REPO), help=argparse.SUPPRESS)
+    parser.add_argument("--write", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be >= 1")
+    if args.dataset is not None and not args.dataset.is_file():
+        parser.error(f"--dataset {args.dataset}: no such file")
     with tempfile.TemporaryDirectory() as folder:
-        dataset = args.dataset or write_dataset(
-            Path(folder) / "bench.hdf5", args.episodes, args.frames
-        )
-        source = HDF5EpisodeSource(dataset, name="sim")
-        spec = make_spec(config.policy, source, source.control_rate_hz)
-        started = time.perf_counter()
-        cached = ChunkDataset(source, spec, cache_images=True)
-        build_s = time.perf_counter() - started
-        cache_mb = cached.image_cache_bytes / 2**20
-        frames = len(cached)
-        source.close()
-        del cached
-        before_sps, before_data = run(config, dataset, cache=False, steps=args.steps)
-        after_sps, after_data = run(config, dataset, cache=True, steps=args.steps)
-    rows = [
-        ("samples_per_s_hdf5_reads", before_sps, "samples/s", None, "per-sample HDF5 + resize"),
-        ("samples_per_s_cached", after_sps, "samples/s", None, "images cached in memory"),
-        ("speedup", after_sps / before_sps, "x", ">= 5", "cached / per-sample"),
-        ("data_fraction_hdf5_reads", 100 * before_data, "%", None, "of the loop's time"),
-        ("data_fraction_cached", 100 * after_data, "%", "< 30", "of the loop's time"),
-        ("cache_build_s", build_s, "s", None, f"{frames} frames, once per dataset"),
-        ("cache_memory_mb", cache_mb, "MiB", None, f"2 cameras at {args.image_px} px"),
-        ("load_average_1min", os.getloadavg()[0], "procs", None, "during the run (2 cores)"),
+        trees = {"today": REPO}
+        if args.baseline != "none":
+            trees["baseline"] = _extract(args.baseline, Path(folder))
+        datasets: dict[str, Path] = {}
+        for name, tree in trees.items():
+            if args.dataset is not None:
+                datasets[name] = args.dataset
+                continue
+            datasets[name] = Path(folder) / f"{name}.hdf5"
+            sizes = ["--episodes", str(args.episodes), "--frames", str(args.frames)]
+            _run_worker(tree, "--write", "--dataset", str(datasets[name]), *sizes)
+        paths = {"hdf5_reads": ("today", False), "cached": ("today", True)}
+        if "baseline" in trees:
+            paths = {"baseline": ("baseline", False), **paths}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+        size = [] if args.image_px is None else ["--image-px", str(args.image_px)]
+        for round_index in range(args.repeats):
+            for name, (tree_name, cache) in paths.items():
+                options = ["--dataset", str(datasets[tree_name]), "--steps", str(args.steps)]
+                options += size + (["--cache"] if cache else [])
+                runs[name].append(_run_worker(trees[tree_name], *options))
+                sps = runs[name][-1]["samples_per_s"]
+                print(f"round {round_index + 1}/{args.repeats} {name:10s} {sps:8.1f} samples/s")
+    best = {name: max(rounds, key=lambda r: r["samples_per_s"]) for name, rounds in runs.items()}
+    cached = best["cached"]
+    image_px = int(cached["image_px"])
+    rows: list[tuple[str, float, str, str | None, str]] = []
+    if "baseline" in best:
+        note = f"trainer at {args.baseline} (issue 13 filed)"
+        rows.append(("samples_per_s_baseline", best["baseline"]["samples_per_s"], "", None, note))
+    rows += [
+        ("samples_per_s_hdf5_reads", best["hdf5_reads"]["samples_per_s"], "", None, "no cache"),
+        ("samples_per_s_cached", cached["samples_per_s"], "", None, "images cached in memory"),
     ]
+    if "baseline" in best:
+        speedup = cached["samples_per_s"] / best["baseline"]["samples_per_s"]
+        rows.append(("speedup_vs_baseline", speedup, "x", ">= 5", "cached / baseline"))
+    cache_gain = cached["samples_per_s"] / best["hdf5_reads"]["samples_per_s"]
+    rows += [
+        ("speedup_vs_hdf5_reads", cache_gain, "x", None, "cached / no cache (data path)"),
+        ("data_fraction_hdf5_reads", 100 * best["hdf5_reads"]["data_fraction"], "%", None, ""),
+        ("data_fraction_cached", 100 * cached["data_fraction"], "%", "< 30", "of the loop"),
+        ("cache_build_s", cached["cache_build_s"], "s", None, f"{cached['frames']:.0f} frames"),
+        ("cache_memory_mb", cached["cache_memory_mb"], "MiB", None, f"2 cameras, {image_px} px"),
+        ("image_px", float(image_px), "px", None, "model input (preset unless --image-px)"),
+        ("load_average_1min", os.getloadavg()[0], "procs", None, "after the runs (2 cores)"),
+    ]
+    units = {"samples_per_s_baseline", "samples_per_s_hdf5_reads", "samples_per_s_cached"}
+    rows = [(n, v, "samples/s" if n in units else u, g, note) for n, v, u, g, note in rows]
     print(f"{'figure':28s} {'value':>12s} {'unit':10s} {'goal':8s} note")
     for name, value, unit, goal, note in rows:
         print(f"{name:28s} {value:12.3f} {unit:10s} {goal or '-':8s} {note}")
