@@ -1,10 +1,11 @@
 """Training throughput: the trainer when issue 13 was filed vs today, and the data path alone.
 
-Run: ``python bench/bench_training_data.py [--image-px PX] [--steps 150] [--repeats 2]
+Run: ``python bench/bench_training_data.py [--image-px 64 128] [--steps 150] [--repeats 2]
 [--baseline fd8935d] [--dataset PATH]``.
 
-Trains the experiment's model (each tree's own ``config/policy/cotrain.yaml``, images at
-``--image-px``, default the preset's, one torch thread as the reduced experiment trains) on one
+Trains the experiment's model (each tree's own ``config/policy/cotrain.yaml``, images at each
+``--image-px``: by default the reduced experiment's 64 px and the training preset's 128 px; one
+torch thread, as the reduced experiment trains) on one
 HDF5 dataset along three paths, each in its own process, interleaved over ``--repeats`` rounds
 so that machine noise falls on all of them alike:
 
@@ -47,6 +48,7 @@ PRESET = Path("config") / "policy" / "cotrain.yaml"
 ISSUE_13_BASE = "fd8935d"  # main when issue 13 ("policies that do the task") was filed
 CAMERAS = ("head_camera_rgb", "hand_camera_rgb")
 WARMUP_STEPS = 5
+DEFAULT_IMAGE_PX = (64, 128)  # config/experiment/reduced.yaml, config/policy/cotrain.yaml
 
 
 def _use_tree(tree: Path) -> None:
@@ -116,9 +118,7 @@ def write_dataset(path: Path, episodes: int, frames: int) -> None:
             )
 
 
-def measure(
-    tree: Path, dataset: Path, image_px: int | None, cache: bool, steps: int
-) -> dict[str, float]:
+def measure(tree: Path, dataset: Path, image_px: int, cache: bool, steps: int) -> dict[str, float]:
     """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
     import torch
     from r2s2r_common.config import load_config
@@ -127,9 +127,8 @@ def measure(
 
     torch.set_num_threads(1)
     config = load_config(TrainConfig, tree / PRESET)
-    if image_px is not None:
-        size = {"image_height_px": image_px, "image_width_px": image_px}
-        config = config.model_copy(update={"policy": config.policy.model_copy(update=size)})
+    size = {"image_height_px": image_px, "image_width_px": image_px}
+    config = config.model_copy(update={"policy": config.policy.model_copy(update=size)})
     update: dict[str, Any] = {
         "steps": steps + WARMUP_STEPS,
         "checkpoint_every_steps": 100_000,
@@ -141,7 +140,7 @@ def measure(
     config = config.model_copy(
         update={key: value for key, value in update.items() if key in TrainConfig.model_fields}
     )
-    figures = {"image_px": float(config.policy.image_height_px)}
+    figures: dict[str, float] = {}
     source = HDF5EpisodeSource(dataset, name="sim")
     if cache:
         from r2s2r_policy.data import ChunkDataset
@@ -172,7 +171,7 @@ def _worker(args: argparse.Namespace) -> None:
     if args.write:
         write_dataset(Path(args.dataset), args.episodes, args.frames)
         return
-    figures = measure(tree, Path(args.dataset), args.image_px, args.cache, args.steps)
+    figures = measure(tree, Path(args.dataset), args.image_px[0], args.cache, args.steps)
     print(json.dumps(figures))
 
 
@@ -206,12 +205,66 @@ def _extract(commit: str, folder: Path) -> Path:
     return tree
 
 
+def _figures(
+    runs: dict[str, list[dict[str, float]]], image_px: int, baseline: str
+) -> list[tuple[str, float, str, str | None, str]]:
+    """Table rows of one resolution: the best round of each path, their ratios, the cache."""
+    best = {name: max(rounds, key=lambda r: r["samples_per_s"]) for name, rounds in runs.items()}
+    cached, reads = best["cached"], best["hdf5_reads"]
+    px = f"_{image_px}px"
+    rows: list[tuple[str, float, str, str | None, str]] = []
+    if "baseline" in best:
+        note = f"trainer at {baseline} (issue 13 filed)"
+        rows.append(
+            (
+                f"samples_per_s_baseline{px}",
+                best["baseline"]["samples_per_s"],
+                "samples/s",
+                None,
+                note,
+            )
+        )
+    rows += [
+        (f"samples_per_s_hdf5_reads{px}", reads["samples_per_s"], "samples/s", None, "no cache"),
+        (f"samples_per_s_cached{px}", cached["samples_per_s"], "samples/s", None, "image cache"),
+    ]
+    if "baseline" in best:
+        speedup = cached["samples_per_s"] / best["baseline"]["samples_per_s"]
+        rows.append((f"speedup_vs_baseline{px}", speedup, "x", ">= 5", "cached / baseline"))
+    rows += [
+        (
+            f"speedup_vs_hdf5_reads{px}",
+            cached["samples_per_s"] / reads["samples_per_s"],
+            "x",
+            None,
+            "cached / no cache (the data path alone)",
+        ),
+        (f"data_fraction_hdf5_reads{px}", 100 * reads["data_fraction"], "%", None, "of the loop"),
+        (f"data_fraction_cached{px}", 100 * cached["data_fraction"], "%", "< 30", "of the loop"),
+        (
+            f"cache_build_s{px}",
+            cached["cache_build_s"],
+            "s",
+            None,
+            f"{cached['frames']:.0f} frames",
+        ),
+        (f"cache_memory_mb{px}", cached["cache_memory_mb"], "MiB", None, "2 cameras"),
+    ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, help="HDF5 dataset every path reads")
     parser.add_argument("--episodes", type=int, default=20, help="generated episodes")
     parser.add_argument("--frames", type=int, default=120, help="frames per generated episode")
-    parser.add_argument("--image-px", type=int, help="model image size (default: the preset's)")
+    parser.add_argument(
+        "--image-px",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_IMAGE_PX),
+        help="model image sizes (default: the reduced experiment's 64, the training preset's 128)",
+    )
     parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds (best kept)")
     parser.add_argument(
@@ -227,10 +280,11 @@ def main() -> None:
     if args.worker:
         _worker(args)
         return
-    if args.steps < 1 or args.repeats < 1:
-        parser.error("--steps and --repeats must be >= 1")
+    if args.steps < 1 or args.repeats < 1 or min(args.image_px) < 16:
+        parser.error("--steps and --repeats must be >= 1, --image-px >= 16")
     if args.dataset is not None and not args.dataset.is_file():
         parser.error(f"--dataset {args.dataset}: no such file")
+    rows: list[tuple[str, float, str, str | None, str]] = []
     with tempfile.TemporaryDirectory() as folder:
         trees = {"today": REPO}
         if args.baseline != "none":
@@ -246,44 +300,25 @@ def main() -> None:
         paths = {"hdf5_reads": ("today", False), "cached": ("today", True)}
         if "baseline" in trees:
             paths = {"baseline": ("baseline", False), **paths}
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
-        size = [] if args.image_px is None else ["--image-px", str(args.image_px)]
-        for round_index in range(args.repeats):
-            for name, (tree_name, cache) in paths.items():
-                options = ["--dataset", str(datasets[tree_name]), "--steps", str(args.steps)]
-                options += size + (["--cache"] if cache else [])
-                runs[name].append(_run_worker(trees[tree_name], *options))
-                sps = runs[name][-1]["samples_per_s"]
-                print(f"round {round_index + 1}/{args.repeats} {name:10s} {sps:8.1f} samples/s")
-    best = {name: max(rounds, key=lambda r: r["samples_per_s"]) for name, rounds in runs.items()}
-    cached = best["cached"]
-    image_px = int(cached["image_px"])
-    rows: list[tuple[str, float, str, str | None, str]] = []
-    if "baseline" in best:
-        note = f"trainer at {args.baseline} (issue 13 filed)"
-        rows.append(("samples_per_s_baseline", best["baseline"]["samples_per_s"], "", None, note))
-    rows += [
-        ("samples_per_s_hdf5_reads", best["hdf5_reads"]["samples_per_s"], "", None, "no cache"),
-        ("samples_per_s_cached", cached["samples_per_s"], "", None, "images cached in memory"),
-    ]
-    if "baseline" in best:
-        speedup = cached["samples_per_s"] / best["baseline"]["samples_per_s"]
-        rows.append(("speedup_vs_baseline", speedup, "x", ">= 5", "cached / baseline"))
-    cache_gain = cached["samples_per_s"] / best["hdf5_reads"]["samples_per_s"]
-    rows += [
-        ("speedup_vs_hdf5_reads", cache_gain, "x", None, "cached / no cache (data path)"),
-        ("data_fraction_hdf5_reads", 100 * best["hdf5_reads"]["data_fraction"], "%", None, ""),
-        ("data_fraction_cached", 100 * cached["data_fraction"], "%", "< 30", "of the loop"),
-        ("cache_build_s", cached["cache_build_s"], "s", None, f"{cached['frames']:.0f} frames"),
-        ("cache_memory_mb", cached["cache_memory_mb"], "MiB", None, f"2 cameras, {image_px} px"),
-        ("image_px", float(image_px), "px", None, "model input (preset unless --image-px)"),
-        ("load_average_1min", os.getloadavg()[0], "procs", None, "after the runs (2 cores)"),
-    ]
-    units = {"samples_per_s_baseline", "samples_per_s_hdf5_reads", "samples_per_s_cached"}
-    rows = [(n, v, "samples/s" if n in units else u, g, note) for n, v, u, g, note in rows]
-    print(f"{'figure':28s} {'value':>12s} {'unit':10s} {'goal':8s} note")
+        for image_px in args.image_px:
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
+            for round_index in range(args.repeats):
+                for name, (tree_name, cache) in paths.items():
+                    options = ["--dataset", str(datasets[tree_name]), "--steps", str(args.steps)]
+                    options += ["--image-px", str(image_px)] + (["--cache"] if cache else [])
+                    runs[name].append(_run_worker(trees[tree_name], *options))
+                    sps = runs[name][-1]["samples_per_s"]
+                    print(
+                        f"{image_px} px, round {round_index + 1}/{args.repeats}: "
+                        f"{name:10s} {sps:8.1f} samples/s"
+                    )
+            rows += _figures(runs, image_px, args.baseline)
+    rows.append(
+        ("load_average_1min", os.getloadavg()[0], "procs", None, "after the runs (2 cores)")
+    )
+    print(f"{'figure':32s} {'value':>12s} {'unit':10s} {'goal':8s} note")
     for name, value, unit, goal, note in rows:
-        print(f"{name:28s} {value:12.3f} {unit:10s} {goal or '-':8s} {note}")
+        print(f"{name:32s} {value:12.3f} {unit:10s} {goal or '-':8s} {note}")
     figures = [
         {"name": name, "value": round(value, 4), "unit": unit, "goal": goal}
         for name, value, unit, goal, _ in rows
