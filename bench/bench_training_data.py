@@ -1,12 +1,12 @@
 """Training throughput: the trainer when issue 13 was filed vs today, and the data path alone.
 
 Run: ``python bench/bench_training_data.py [--image-px 64 128] [--steps 150] [--repeats 2]
-[--baseline fd8935d] [--dataset PATH]``.
+[--threads 1] [--baseline fd8935d] [--dataset PATH]``.
 
 Trains the experiment's model (each tree's own ``config/policy/cotrain.yaml``, images at each
-``--image-px``: by default the reduced experiment's 64 px and the training preset's 128 px; one
-torch thread, as the reduced experiment trains) on one
-HDF5 dataset along three paths, each in its own process, interleaved over ``--repeats`` rounds
+``--image-px``: by default the reduced experiment's 64 px and the training preset's 128 px;
+``--threads`` torch threads, default 1 as the reduced experiment trains) on one HDF5 dataset
+along three paths, each in its own process, interleaved over ``--repeats`` rounds
 so that machine noise falls on all of them alike:
 
 - ``baseline``: the trainer at commit ``--baseline`` (``git archive`` of its ``src`` and
@@ -118,14 +118,16 @@ def write_dataset(path: Path, episodes: int, frames: int) -> None:
             )
 
 
-def measure(tree: Path, dataset: Path, image_px: int, cache: bool, steps: int) -> dict[str, float]:
+def measure(
+    tree: Path, dataset: Path, image_px: int, cache: bool, steps: int, threads: int = 1
+) -> dict[str, float]:
     """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
     import torch
     from r2s2r_common.config import load_config
     from r2s2r_policy.data import HDF5EpisodeSource
     from r2s2r_policy.training import TrainConfig, train
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     config = load_config(TrainConfig, tree / PRESET)
     size = {"image_height_px": image_px, "image_width_px": image_px}
     config = config.model_copy(update={"policy": config.policy.model_copy(update=size)})
@@ -134,7 +136,7 @@ def measure(tree: Path, dataset: Path, image_px: int, cache: bool, steps: int) -
         "checkpoint_every_steps": 100_000,
         "progress_bar": False,
         "sim_ratio": 1.0,
-        "num_threads": 1,
+        "num_threads": threads,
         "cache_images": cache,
     }
     config = config.model_copy(
@@ -171,7 +173,9 @@ def _worker(args: argparse.Namespace) -> None:
     if args.write:
         write_dataset(Path(args.dataset), args.episodes, args.frames)
         return
-    figures = measure(tree, Path(args.dataset), args.image_px[0], args.cache, args.steps)
+    figures = measure(
+        tree, Path(args.dataset), args.image_px[0], args.cache, args.steps, args.threads
+    )
     print(json.dumps(figures))
 
 
@@ -268,6 +272,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds (best kept)")
     parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of every path (reduced preset: 1)"
+    )
+    parser.add_argument(
         "--baseline",
         default=ISSUE_13_BASE,
         help=f"commit of the 'before' trainer (default {ISSUE_13_BASE}); 'none' skips it",
@@ -280,8 +287,8 @@ def main() -> None:
     if args.worker:
         _worker(args)
         return
-    if args.steps < 1 or args.repeats < 1 or min(args.image_px) < 16:
-        parser.error("--steps and --repeats must be >= 1, --image-px >= 16")
+    if args.steps < 1 or args.repeats < 1 or args.threads < 1 or min(args.image_px) < 16:
+        parser.error("--steps, --repeats and --threads must be >= 1, --image-px >= 16")
     if args.dataset is not None and not args.dataset.is_file():
         parser.error(f"--dataset {args.dataset}: no such file")
     rows: list[tuple[str, float, str, str | None, str]] = []
@@ -305,7 +312,8 @@ def main() -> None:
             for round_index in range(args.repeats):
                 for name, (tree_name, cache) in paths.items():
                     options = ["--dataset", str(datasets[tree_name]), "--steps", str(args.steps)]
-                    options += ["--image-px", str(image_px)] + (["--cache"] if cache else [])
+                    options += ["--image-px", str(image_px), "--threads", str(args.threads)]
+                    options += ["--cache"] if cache else []
                     runs[name].append(_run_worker(trees[tree_name], *options))
                     sps = runs[name][-1]["samples_per_s"]
                     print(
