@@ -186,7 +186,9 @@ def _run_worker(tree: Path, *options: str) -> dict[str, float]:
     if done.returncode != 0:
         raise SystemExit(f"worker for {tree} failed ({' '.join(command)}):\n{done.stderr}")
     lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {}
+    if not lines:
+        return {}  # a --write worker prints nothing
+    return json.loads(lines[-1])
 
 
 def _extract(commit: str, folder: Path) -> Path:
