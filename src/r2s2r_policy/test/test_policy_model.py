@@ -7,7 +7,12 @@ from policy_fixtures import IMAGE_PX, JOINTS, make_episode, make_source, tiny_co
 from r2s2r_common.config import ConfigError
 from r2s2r_policy.data import ChunkDataset, compute_normalization
 from r2s2r_policy.models import build_policy, model_types
-from r2s2r_policy.models.conv_keypoint import images_to_float, random_shift
+from r2s2r_policy.models.conv_keypoint import (
+    STANDARDIZATION_MIN_STD,
+    images_to_float,
+    random_shift,
+    standardize_images,
+)
 from r2s2r_policy.spec import ModelConfig
 from r2s2r_policy.training import make_spec, train
 
@@ -173,3 +178,52 @@ def test_shared_encoder_variant_predicts_chunks() -> None:
     assert len(policy.encoders) == 1
     chunk = policy.predict_chunk(observation(make_episode(0), 2))
     assert chunk.shape == (4, 4) and np.isfinite(chunk).all()
+
+
+def test_standardize_images_removes_gain_and_offset_per_image() -> None:
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(3, 3, 8, 10, generator=generator) - 0.5
+    standardized = standardize_images(images)
+    torch.testing.assert_close(standardized.mean(dim=(1, 2, 3)), torch.zeros(3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(standardized.std(dim=(1, 2, 3)), torch.ones(3))
+    # Colour ratios are kept: one mean and deviation over all channels, not one per channel.
+    reference = (images - images.mean(dim=(1, 2, 3), keepdim=True)) / images.std(
+        dim=(1, 2, 3), keepdim=True
+    )
+    torch.testing.assert_close(standardized, reference)
+    # Each image on its own: a different gain and offset per image gives the same result.
+    gains = torch.tensor([0.3, 1.0, 2.5]).view(3, 1, 1, 1)
+    offsets = torch.tensor([-0.2, 0.0, 0.1]).view(3, 1, 1, 1)
+    torch.testing.assert_close(standardize_images(images * gains + offsets), standardized)
+    # A uniform image does not blow up its rounding noise.
+    flat = torch.full((1, 3, 4, 4), 0.2) + 1e-4 * torch.rand(1, 3, 4, 4, generator=generator)
+    assert standardize_images(flat).abs().max() <= 1e-4 / STANDARDIZATION_MIN_STD
+
+
+def test_image_standardization_makes_the_policy_see_through_dimmer_light() -> None:
+    source = make_source("real", [0])
+    options = tiny_config().policy
+    chunks = {}
+    for standardize in (False, True):
+        params = {**options.model.params, "image_standardization": standardize}
+        spec = make_spec(options, source, 10.0)
+        spec = spec.model_copy(update={"model": ModelConfig(type="conv_keypoint", params=params)})
+        stats = compute_normalization([ChunkDataset(source, spec)], spec)
+        torch.manual_seed(0)
+        policy = build_policy(spec, stats)
+        obs = observation(make_episode(0), 2)
+        # The same scene under a third of the light (as the twin's lighting shift renders it),
+        # in the camera's 8 bits.
+        dim = {
+            key: (value.astype(np.float32) / 3.0).round().astype(np.uint8)
+            if key.endswith("_rgb")
+            else value
+            for key, value in obs.items()
+        }
+        chunks[standardize] = (policy.predict_chunk(obs), policy.predict_chunk(dim))
+    plain, plain_dim = chunks[False]
+    standardized, standardized_dim = chunks[True]
+    plain_change = float(np.abs(plain - plain_dim).max())
+    standardized_change = float(np.abs(standardized - standardized_dim).max())
+    # Only the 8-bit rounding of the dimmed image remains with standardisation.
+    assert standardized_change < 0.2 * plain_change

@@ -56,6 +56,13 @@ class ConvKeypointParams(ConfigModel):
         description="Training augmentation: each image's brightness and contrast scaled by "
         "independent factors drawn from U[1 - j, 1 + j] (0 = off).",
     )
+    image_standardization: bool = Field(
+        default=False,
+        description="Normalise each image by its own mean and standard deviation (over all "
+        "pixels and channels) before the encoder, in training and inference: the encoder sees "
+        "the same input whatever the global gain and offset of the image (dimmer or brighter "
+        "light, exposure), as a camera's auto-exposure would give it.",
+    )
     state_noise_std: float = Field(
         default=0.0,
         ge=0.0,
@@ -178,6 +185,23 @@ def images_to_float(images: torch.Tensor, jitter: float = 0.0) -> torch.Tensor:
     return floats.mul_(scale).add_(offset).clamp_(-0.5, 0.5)
 
 
+STANDARDIZATION_MIN_STD = 0.01
+"""Floor of an image's standard deviation in :func:`standardize_images` (2.55 grey levels): a
+uniform image stays near zero instead of amplifying its noise without bound."""
+
+
+def standardize_images(images: torch.Tensor) -> torch.Tensor:
+    """Each image of ``(B, C, H, W)`` minus its mean, over its standard deviation.
+
+    Both over all pixels and channels of the image (colour ratios are kept), the deviation
+    floored at :data:`STANDARDIZATION_MIN_STD`. Invariant to ``a x + b`` for ``a`` > 0 per
+    image, up to the floor and the clipping of the camera's 8 bits. Keeps the memory format.
+    """
+    mean = images.mean(dim=(1, 2, 3), keepdim=True)
+    std = images.std(dim=(1, 2, 3), keepdim=True).clamp_(min=STANDARDIZATION_MIN_STD)
+    return (images - mean).div_(std)
+
+
 def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
     """Shift each image by a random integer offset in ``[-pad_px, pad_px]`` (edge padding).
 
@@ -234,12 +258,17 @@ class ConvKeypointPolicy(Policy):
         self.head = nn.Sequential(*layers)
 
     def _prepare(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 ``(B, H, W, 3)`` → float ``(B, 3, H, W)`` in [-0.5, 0.5], augmented in training."""
+        """uint8 ``(B, H, W, 3)`` → float ``(B, 3, H, W)``, augmented in training.
+
+        In [-0.5, 0.5], or standardised per image with ``image_standardization``.
+        """
         if not self.training:
-            return images_to_float(images)
-        if self.params.random_shift_px > 0:
-            images = random_shift(images, self.params.random_shift_px)
-        return images_to_float(images, self.params.photometric_jitter)
+            floats = images_to_float(images)
+        else:
+            if self.params.random_shift_px > 0:
+                images = random_shift(images, self.params.random_shift_px)
+            floats = images_to_float(images, self.params.photometric_jitter)
+        return standardize_images(floats) if self.params.image_standardization else floats
 
     def predict_normalized(self, batch: Batch) -> torch.Tensor:
         """Normalised action chunk ``(B, H, A)``."""
