@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,19 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
             node = node.setdefault(part, {})
         node[parts[-1]] = parse_value(value)
     return name, overrides
+
+
+def tally(records: Sequence[Any]) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """Trial records -> ({condition: [successes, trials]}, {failure reason: count})."""
+    by_condition: dict[str, list[int]] = {}
+    reasons: dict[str, int] = {}
+    for record in records:
+        counts = by_condition.setdefault(record.condition, [0, 0])
+        counts[0] += int(record.success)
+        counts[1] += 1
+        if not record.success:
+            reasons[record.reason] = reasons.get(record.reason, 0) + 1
+    return by_condition, reasons
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,15 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         eval_s = time.monotonic() - started
         successes = sum(r.success for r in report.records)
-        reasons: dict[str, int] = {}
-        for record in report.records:
-            if not record.success:
-                reasons[record.reason] = reasons.get(record.reason, 0) + 1
-        by_condition: dict[str, list[int]] = {}
-        for record in report.records:
-            counts_here = by_condition.setdefault(record.condition, [0, 0])
-            counts_here[0] += int(record.success)
-            counts_here[1] += 1
+        by_condition, reasons = tally(report.records)
         row = {
             "variant": name,
             "overrides": overrides,

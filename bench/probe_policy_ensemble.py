@@ -1,8 +1,9 @@
 """Validation probe: several checkpoints' mean chunk, evaluated in process on validation seeds.
 
 Each control step every member predicts its chunk (joint targets, rad) and the engine executes
-their mean, with the preset's execution (temporal ensembling). Used to ask whether averaging
-independently trained real-only policies (different training seeds) makes them more precise.
+their mean, with the reduced experiment preset's twin and execution (as
+``policy_validation.py``). Used to ask whether averaging independently trained real-only
+policies (different training seeds) makes them more precise.
 
     python bench/probe_policy_ensemble.py OUT.json nominal=20,lighting=20 CKPT [CKPT ...] \
         [--base-seed 20000]
@@ -19,12 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from policy_validation import VALIDATION_BASE_SEED, tally
 from r2s2r_policy.checkpoint import load_checkpoint
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
 from r2s2r_policy.evaluation.trials import EvaluationConfig
+from r2s2r_policy.experiment.config import load_preset
 from r2s2r_policy.inference import InferenceConfig
-
-VALIDATION_BASE_SEED = 20_000
 
 
 def main() -> int:
@@ -47,21 +48,15 @@ def main() -> int:
     lead = members[0]
     lead.predict_chunk = mean_chunk  # type: ignore[method-assign]
     protocol = EvaluationConfig(trials_per_condition=counts, base_seed=args.base_seed)
+    preset = load_preset("reduced")
     started = time.monotonic()
     report = evaluate_in_process(
         lead,
         protocol,
-        twin_config_path="twin/default.yaml",
-        inference=InferenceConfig(execution="temporal_ensemble", executed_steps=3),
+        twin_config_path=preset.twin_config,
+        inference=InferenceConfig(execution=preset.execution, executed_steps=preset.executed_steps),
     )
-    by_condition: dict[str, list[int]] = {}
-    failures: dict[str, int] = {}
-    for record in report.records:
-        tally = by_condition.setdefault(record.condition, [0, 0])
-        tally[0] += int(record.success)
-        tally[1] += 1
-        if not record.success:
-            failures[record.reason] = failures.get(record.reason, 0) + 1
+    by_condition, failures = tally(report.records)
     row = {
         "members": args.checkpoints,
         "by_condition": by_condition,
