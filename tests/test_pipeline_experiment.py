@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -68,6 +69,25 @@ def test_stage_runner_skips_up_to_date_stages_and_resumes_partial_ones(tmp_path:
     cached_later = StageRunner(tmp_path, commit="2" * 40).run("c", {"n": 1}, body)
     assert by_old_code.record.commit == "1" * 40
     assert cached_later.cached and cached_later.record.commit == "1" * 40
+
+
+@pytest.mark.graph  # runs git
+def test_current_commit_marks_uncommitted_changes(tmp_path: Path) -> None:
+    assert current_commit(tmp_path) == ""  # not a git checkout
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "preset.yaml").write_text("palm: false\n")
+    git("add", "preset.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "preset")
+    clean = current_commit(tmp_path)
+    assert len(clean) == 40
+    (tmp_path / "untracked.txt").write_text("run output")  # untracked files do not count
+    assert current_commit(tmp_path) == clean
+    (tmp_path / "preset.yaml").write_text("palm: true\n")  # an edited tracked file does
+    assert current_commit(tmp_path) == clean + "-dirty"
 
 
 def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:
@@ -299,7 +319,9 @@ def test_execution_is_chosen_per_policy_on_validation_seeds(
         policy = {n.name: n for n in resolve_graph(load_graph("real_deploy"), values)}[
             "policy_inference"
         ].parameter_overrides
-        assert Path(policy["checkpoint_path"]).is_relative_to((out / "policies" / name).resolve())
+        assert Path(str(policy["checkpoint_path"])).is_relative_to(
+            (out / "policies" / name).resolve()
+        )
         assert policy["execution"] == entry["chosen"]["execution"]
         assert policy["executed_steps"] == entry["chosen"]["executed_steps"]
         assert policy["image_height_px"] == config.image_px

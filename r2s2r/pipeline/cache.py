@@ -43,20 +43,31 @@ def _read_text(path: Path) -> str | None:
 
 
 def current_commit(directory: str | Path = ".") -> str:
-    """Return the git commit of ``directory``'s checkout ('' outside a git checkout)."""
+    """Return the git commit of ``directory``'s checkout ('' outside a git checkout).
+
+    ``-dirty`` is appended when tracked files differ from that commit (as ``git describe
+    --dirty`` does), so a record never names a commit whose code it was not made with.
+    """
     import subprocess
 
-    try:
-        completed = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(
+                ["git", "-C", str(directory), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    head = git("rev-parse", "HEAD")
+    if head is None or head.returncode != 0:
         return ""
-    return completed.stdout.strip() if completed.returncode == 0 else ""
+    status = git("status", "--porcelain", "--untracked-files=no")
+    dirty = status is not None and status.returncode == 0 and bool(status.stdout.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def inputs_hash(inputs: Mapping[str, Any]) -> str:
