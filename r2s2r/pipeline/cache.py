@@ -46,7 +46,8 @@ def current_commit(directory: str | Path = ".") -> str:
     """Return the git commit of ``directory``'s checkout ('' outside a git checkout).
 
     ``-dirty`` is appended when tracked files differ from that commit (as ``git describe
-    --dirty`` does), so a record never names a commit whose code it was not made with.
+    --dirty`` does): a record made from uncommitted edits says so. An install built from an
+    older tree (``scripts/setup.sh`` not rerun) is not detected here.
     """
     import subprocess
 
