@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 
 from .models.palm_frame import PalmObjectFeatures
 from .normalization import NormalizationStats, RunningStats
@@ -612,6 +612,7 @@ class ChunkDataset(Dataset[Sample]):
         self._starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self._action_in_state = [spec.joint_names.index(n) for n in spec.action_names]
         self._images: dict[str, np.ndarray] | None = None
+        self._flat: dict[str, np.ndarray] | None = None
         if cache_images:
             self._images = {}
             total = int(self._starts[-1])
@@ -670,6 +671,58 @@ class ChunkDataset(Dataset[Sample]):
         sample[ACTIONS_KEY] = chunk
         sample[ACTION_MASK_KEY] = mask
         return sample
+
+    def batch(self, indices: Sequence[int] | np.ndarray) -> Sample:
+        """Return a whole batch at once, ``{key: (B, ...) array}``: the samples stacked.
+
+        The batched path the trainer takes (through :class:`BatchedDataset`): cached
+        images by one gather per camera, low-dimensional inputs and action chunks by index
+        arithmetic over all episodes (one Python call per batch instead of per sample; a
+        quarter of the cached trainer's data time was per-sample collation).
+
+        Raises:
+            IndexError: If an index is outside ``0 .. len(self) - 1``.
+
+        """
+        index = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if index.size and (index.min() < 0 or index.max() >= len(self)):
+            bad = index[(index < 0) | (index >= len(self))][0]
+            raise IndexError(f"sample index {int(bad)}: expected 0..{len(self) - 1}")
+        flat = self._flat_low_dim()
+        batch: Sample = {}
+        for image_spec in self.spec.images:
+            if self._images is not None:
+                batch[image_spec.key] = self._images[image_spec.key][index]
+                continue
+            size = (len(index), image_spec.height_px, image_spec.width_px, 3)
+            images = np.empty(size, dtype=np.uint8)
+            for row, sample_index in enumerate(index):
+                episode_index, frame = self.locate(int(sample_index))
+                image = self.source.image(episode_index, frame, image_spec.key)
+                images[row] = resize_image(image, image_spec.height_px, image_spec.width_px)
+            batch[image_spec.key] = images
+        batch[JOINT_POS_KEY] = flat[JOINT_POS_KEY][index]
+        if self.spec.use_belt_speed:
+            batch[BELT_SPEED_KEY] = flat[BELT_SPEED_KEY][index]
+        if self.spec.uses_object_track:
+            batch[OBJECT_TRACK_KEY] = flat[OBJECT_TRACK_KEY][index]
+        # Chunk step k of frame t is action t + 1 + k of its episode, the last one past the end.
+        episode = np.searchsorted(self._starts, index, side="right") - 1
+        last = self._starts[episode + 1] - 1
+        wanted = index[:, None] + 1 + np.arange(self.spec.chunk_length)
+        batch[ACTION_MASK_KEY] = wanted <= last[:, None]
+        chunk = flat[ACTIONS_KEY][np.minimum(wanted, last[:, None])]
+        if self.spec.action_representation == "delta":
+            chunk = chunk - batch[JOINT_POS_KEY][:, None, self._action_in_state]
+        batch[ACTIONS_KEY] = chunk.astype(np.float32, copy=False)
+        return batch
+
+    def _flat_low_dim(self) -> dict[str, np.ndarray]:
+        """Return the episodes' low-dimensional arrays end to end (built on first use)."""
+        if self._flat is None:
+            keys = self._low_dim[0].keys() if self._low_dim else ()
+            self._flat = {key: np.concatenate([low[key] for low in self._low_dim]) for key in keys}
+        return self._flat
 
     def update_stats(self, stats: dict[str, RunningStats]) -> None:
         """Add this source's inputs and action targets to running statistics."""
@@ -752,3 +805,56 @@ class MixtureDataset(Dataset[Sample]):
     def __getitem__(self, index: int) -> Sample:
         source = self.source_of(int(index))
         return self.datasets[source][int(index - self.offsets[source])]
+
+    def batch(self, indices: Sequence[int] | np.ndarray) -> Sample:
+        """Return a whole batch in the order of ``indices``, each source's part batched."""
+        index = np.asarray(indices, dtype=np.int64).reshape(-1)
+        sources = np.searchsorted(self.offsets, index, side="right") - 1
+        batch: Sample = {}
+        for source in np.unique(sources):
+            rows = np.flatnonzero(sources == source)
+            part = self.datasets[source].batch(index[rows] - self.offsets[source])
+            for key, values in part.items():
+                if key not in batch:
+                    batch[key] = np.empty((len(index), *values.shape[1:]), dtype=values.dtype)
+                batch[key][rows] = values
+        return batch
+
+
+def collate_batch(data: Sample | Sequence[Sample]) -> dict[str, torch.Tensor]:
+    """Turn a batch into tensors: the ``collate_fn`` of a DataLoader over these datasets.
+
+    A batch from a ``batch`` method (``{key: (B, ...) array}``) becomes tensors sharing its
+    memory; a list of samples is stacked as torch's default collation does.
+    """
+    if isinstance(data, Mapping):
+        return {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in data.items()}
+    return cast(dict[str, torch.Tensor], default_collate(list(data)))
+
+
+class BatchedDataset(Dataset[Sample]):
+    """A :class:`ChunkDataset` or :class:`MixtureDataset` whose DataLoader fetches whole batches.
+
+    A :class:`~torch.utils.data.DataLoader` with a ``batch_size`` calls ``__getitems__`` with
+    the batch's indices when a dataset has it; this adapter answers with the dataset's
+    ``batch`` (one dict of stacked arrays), so use it with ``collate_fn=``
+    :func:`collate_batch`. The datasets themselves keep torch's per-sample protocol (their
+    samples collate with the default collation).
+
+    Args:
+        dataset: The dataset.
+
+    """
+
+    def __init__(self, dataset: ChunkDataset | MixtureDataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Sample:
+        return self.dataset[index]
+
+    def __getitems__(self, indices: Sequence[int]) -> Sample:
+        """Return the batch of ``indices`` (the DataLoader's batched fetch)."""
+        return self.dataset.batch(indices)

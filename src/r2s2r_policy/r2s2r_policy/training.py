@@ -46,6 +46,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .data import (
+    BatchedDataset,
     ChunkDataset,
     EpisodeSource,
     EpisodeSubset,
@@ -53,6 +54,7 @@ from .data import (
     MissingFeatureError,
     MixtureDataset,
     check_source_features,
+    collate_batch,
     compute_normalization,
     split_episodes,
 )
@@ -484,10 +486,11 @@ def train(
         start_sample=start_step * config.batch_size,
     )
     loader = DataLoader(
-        mixture,
+        BatchedDataset(mixture),
         batch_size=config.batch_size,
         sampler=sampler,
         drop_last=True,
+        collate_fn=collate_batch,
         num_workers=config.num_workers,
         generator=torch.Generator().manual_seed(config.seed),
     )
@@ -527,7 +530,7 @@ def train(
             losses = model(batch)
             optimizer.zero_grad(set_to_none=True)
             losses["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.grad_clip_norm)
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.grad_clip_norm, foreach=True)
             optimizer.step()
             step += 1
             if averaged is not None:
@@ -635,11 +638,7 @@ def validation_loss(
             indices = rng.choice(len(dataset), size=count, replace=False)
             total, weight = 0.0, 0.0
             for start in range(0, count, 256):
-                items = [dataset[int(i)] for i in indices[start : start + 256]]
-                batch = {
-                    key: torch.from_numpy(np.stack([item[key] for item in items]))
-                    for key in items[0]
-                }
+                batch = collate_batch(dataset.batch(indices[start : start + 256]))
                 mask = batch[ACTION_MASK_KEY]
                 predicted = policy.unnormalize_actions(policy.predict_normalized(batch))
                 error = (predicted - batch[ACTIONS_KEY].float()).abs().mean(dim=-1)
