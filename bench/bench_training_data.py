@@ -28,7 +28,9 @@ steps; the best round), ``cached`` / ``baseline`` (goal >= 5x: the issue's "trai
 (the cache's share of it), the data path's share of a step with the cache (goal < 30 %), what
 the data path alone delivers (samples over the time spent fetching batches, with and without
 the cache, and their ratio: the other reading of the issue's figure), the one-time cache build
-time and memory.
+time and memory; the cached step in ms, the camera encoders' forward + backward alone on one
+batch (the model's floor: no data path can remove it) and the baseline step over that floor
+(``speedup_ceiling``: the most any data path could give this model on this machine).
 """
 
 from __future__ import annotations
@@ -144,8 +146,9 @@ def measure(
     config = config.model_copy(
         update={key: value for key, value in update.items() if key in TrainConfig.model_fields}
     )
-    figures: dict[str, float] = {}
+    figures: dict[str, float] = {"batch_size": float(config.batch_size)}
     source = HDF5EpisodeSource(dataset, name="sim")
+    cached = None
     if cache:
         from r2s2r_policy.data import ChunkDataset
         from r2s2r_policy.training import make_spec
@@ -156,15 +159,48 @@ def measure(
         figures["cache_build_s"] = time.perf_counter() - started
         figures["cache_memory_mb"] = cached.image_cache_bytes / 2**20
         figures["frames"] = float(len(cached))
-        del cached
     with tempfile.TemporaryDirectory() as run_dir:
         # The first call stops after the warm-up and checkpoints; the second resumes and is timed.
         train(config, run_dir, {"sim": source}, {"sim": 1.0}, stop_at_step=WARMUP_STEPS)
         result = train(config, run_dir, {"sim": source}, {"sim": 1.0})
-    source.close()
     figures["samples_per_s"] = result.samples_per_s
     figures["data_fraction"] = getattr(result, "data_fraction", float("nan"))
+    if cached is not None:
+        figures["encoder_ms"] = encoder_floor_ms(result.policy, cached, config.batch_size)
+    source.close()
     return figures
+
+
+def encoder_floor_ms(policy: Any, dataset: Any, batch_size: int, repeats: int = 30) -> float:
+    """Milliseconds of the camera encoders' forward + backward alone, on one training batch.
+
+    The part of a training step no data path can remove: images already decoded, resized and
+    converted to floats, no augmentation, no state, head, loss or optimizer. A baseline step
+    over this is the most any data path could speed this model's training up by on this machine.
+    """
+    import numpy as np
+    import torch
+    from r2s2r_policy.data import collate_batch
+    from r2s2r_policy.models.conv_keypoint import images_to_float
+
+    batch = collate_batch(dataset.batch(np.arange(batch_size) % len(dataset)))
+    keys = list(policy.spec.image_keys)
+    images = {key: images_to_float(batch[key]) for key in keys}
+    by_camera = dict(policy.encoders.items())  # a shared encoder has one entry
+    encoders = [by_camera.get(key, next(iter(by_camera.values()))) for key in keys]
+    policy.train()
+
+    def step() -> None:
+        policy.zero_grad(set_to_none=True)
+        sums = [encoder(images[key]).sum() for key, encoder in zip(keys, encoders, strict=True)]
+        torch.stack(sums).sum().backward()
+
+    for _ in range(5):
+        step()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    return 1000.0 * (time.perf_counter() - started) / repeats
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -274,6 +310,25 @@ def _figures(
         ),
         (f"cache_memory_mb{px}", cached["cache_memory_mb"], "MiB", None, "2 cameras"),
     ]
+    if "encoder_ms" in cached:
+        step_ms = {
+            name: 1000.0 * run.get("batch_size", cached["batch_size"]) / run["samples_per_s"]
+            for name, run in best.items()
+        }
+        rows += [
+            (f"step_ms_cached{px}", step_ms["cached"], "ms", None, "a training step, image cache"),
+            (f"encoder_floor_ms{px}", cached["encoder_ms"], "ms", None, "camera encoders alone"),
+        ]
+        if "baseline" in step_ms:
+            rows.append(
+                (
+                    f"speedup_ceiling{px}",
+                    step_ms["baseline"] / cached["encoder_ms"],
+                    "x",
+                    None,
+                    "baseline step / encoder floor: the most a free data path could give",
+                )
+            )
     return rows
 
 
