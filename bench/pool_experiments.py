@@ -36,9 +36,9 @@ def load_record(path: Path) -> dict[str, Any]:
         record = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise SystemExit(f"{path}: cannot read an experiment record ({error})") from None
-    missing = [key for key in ("policies", "capacity", "commit") if key not in record]
+    missing = [key for key in ("policies", "capacity", "commit") if not record.get(key)]
     if missing:
-        raise SystemExit(f"{path}: not an experiment record (no {', '.join(missing)})")
+        raise SystemExit(f"{path}: not a finished experiment record (no {', '.join(missing)})")
     return record
 
 
@@ -47,8 +47,9 @@ def pooled_groups(records: list[dict[str, Any]], name: str) -> dict[str, GroupRe
     totals = {group: [0, 0] for group in (NOMINAL, SHIFTED, ALL)}
     for record in records:
         conditions = record["policies"].get(name)
-        if not conditions:
-            raise SystemExit(f"record at {record['commit']} has no results for {name}")
+        if not conditions or "not_run" in conditions:
+            why = (conditions or {}).get("not_run", "no results")
+            raise SystemExit(f"record at {record['commit']}: {name} cannot be pooled ({why})")
         for condition, counts in conditions.items():
             groups = (NOMINAL, ALL) if condition == NOMINAL else (SHIFTED, ALL)
             for group in groups:
