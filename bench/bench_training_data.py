@@ -1,7 +1,7 @@
 """Training throughput: the trainer when issue 13 was filed vs today, and the data path alone.
 
 Run: ``python bench/bench_training_data.py [--image-px 64 128] [--steps 150] [--repeats 2]
-[--threads 1] [--baseline fd8935d] [--dataset PATH]``.
+[--threads 1] [--baseline fd8935d] [--dataset PATH] [--device cpu]``.
 
 Trains the experiment's model (each tree's own ``config/policy/cotrain.yaml``, images at each
 ``--image-px``: by default the reduced experiment's 64 px and the training preset's 128 px;
@@ -31,6 +31,11 @@ the cache, and their ratio: the other reading of the issue's figure), the one-ti
 time and memory; the cached step in ms, the camera encoders' forward + backward alone on one
 batch (the model's floor: no data path can remove it) and the baseline step over that floor
 (``speedup_ceiling``: the most any data path could give this model on this machine).
+
+``--device cuda`` trains today's two paths on the GPU (the trainer's ``device`` setting); the
+baseline, which had no device setting, is then left out rather than compared across
+hardware, and ``speedup_vs_hdf5_reads`` (same trainer, same GPU, only the data path differs)
+is the figure to read. Unverified here: the development machines have no GPU.
 """
 
 from __future__ import annotations
@@ -123,7 +128,13 @@ def write_dataset(path: Path, episodes: int, frames: int) -> None:
 
 
 def measure(
-    tree: Path, dataset: Path, image_px: int, cache: bool, steps: int, threads: int = 1
+    tree: Path,
+    dataset: Path,
+    image_px: int,
+    cache: bool,
+    steps: int,
+    threads: int = 1,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
     import torch
@@ -142,6 +153,7 @@ def measure(
         "sim_ratio": 1.0,
         "num_threads": threads,
         "cache_images": cache,
+        "device": device,
     }
     config = config.model_copy(
         update={key: value for key, value in update.items() if key in TrainConfig.model_fields}
@@ -185,7 +197,8 @@ def encoder_floor_ms(policy: Any, dataset: Any, batch_size: int, repeats: int = 
 
     batch = collate_batch(dataset.batch(np.arange(batch_size) % len(dataset)))
     keys = list(policy.spec.image_keys)
-    images = {key: images_to_float(batch[key]) for key in keys}
+    device = next(policy.parameters()).device
+    images = {key: images_to_float(batch[key].to(device)) for key in keys}
     by_camera = dict(policy.encoders.items())  # a shared encoder has one entry
     encoders = [by_camera.get(key, next(iter(by_camera.values()))) for key in keys]
     policy.train()
@@ -195,11 +208,17 @@ def encoder_floor_ms(policy: Any, dataset: Any, batch_size: int, repeats: int = 
         sums = [encoder(images[key]).sum() for key, encoder in zip(keys, encoders, strict=True)]
         torch.stack(sums).sum().backward()
 
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     for _ in range(5):
         step()
+    synchronize()
     started = time.perf_counter()
     for _ in range(repeats):
         step()
+    synchronize()
     return 1000.0 * (time.perf_counter() - started) / repeats
 
 
@@ -212,7 +231,13 @@ def _worker(args: argparse.Namespace) -> None:
         write_dataset(Path(args.dataset), args.episodes, args.frames)
         return
     figures = measure(
-        tree, Path(args.dataset), args.image_px[0], args.cache, args.steps, args.threads
+        tree,
+        Path(args.dataset),
+        args.image_px[0],
+        args.cache,
+        args.steps,
+        args.threads,
+        args.device,
     )
     print(json.dumps(figures))
 
@@ -354,6 +379,11 @@ def main() -> None:
         default=ISSUE_13_BASE,
         help=f"commit of the 'before' trainer (default {ISSUE_13_BASE}); 'none' skips it",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="today's trainer's device (cpu, cuda, cuda:N, auto); not cpu: no baseline",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=str(REPO), help=argparse.SUPPRESS)
     parser.add_argument("--write", action="store_true", help=argparse.SUPPRESS)
@@ -369,6 +399,12 @@ def main() -> None:
     rows: list[tuple[str, float, str, str | None, str]] = []
     with tempfile.TemporaryDirectory() as folder:
         trees = {"today": REPO}
+        if args.device != "cpu" and args.baseline != "none":
+            print(
+                f"--device {args.device}: the baseline ({args.baseline}) had no device "
+                "setting (CPU only); left out rather than compared across hardware"
+            )
+            args.baseline = "none"
         if args.baseline != "none":
             trees["baseline"] = _extract(args.baseline, Path(folder))
         datasets: dict[str, Path] = {}
@@ -388,6 +424,7 @@ def main() -> None:
                 for name, (tree_name, cache) in paths.items():
                     options = ["--dataset", str(datasets[tree_name]), "--steps", str(args.steps)]
                     options += ["--image-px", str(image_px), "--threads", str(args.threads)]
+                    options += ["--device", args.device]
                     options += ["--cache"] if cache else []
                     runs[name].append(_run_worker(trees[tree_name], *options))
                     sps = runs[name][-1]["samples_per_s"]

@@ -93,7 +93,8 @@ def save_checkpoint(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    tensors = {k: v.detach().contiguous().clone() for k, v in policy.state_dict().items()}
+    # On the CPU whatever the training device: a checkpoint loads on any machine.
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in policy.state_dict().items()}
     save_file(tensors, str(tmp / MODEL_FILE))
     config = CheckpointConfig(
         spec=policy.spec, normalization=policy.stats, training=dict(training or {})

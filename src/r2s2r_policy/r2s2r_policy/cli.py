@@ -1,18 +1,20 @@
 """Command line: ``python -m r2s2r_policy.cli train --config config/policy/cotrain.yaml ...``.
 
 Works unchanged under ``torchrun --nproc_per_node=N -m r2s2r_policy.cli train ...`` (DDP, gloo
-on CPU): every rank prints one ``rank R/W finished`` line; rank 0 writes the checkpoints.
+on CPU, NCCL on CUDA): every rank prints one ``rank R/W finished`` line; rank 0 writes the
+checkpoints.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 from r2s2r_common.config import load_config, parse_config
 
-from .training import TrainConfig, train
+from .training import TrainConfig, resolve_device, train
 
 
 @click.group()
@@ -39,6 +41,11 @@ def main() -> None:
 @click.option("--sim-ratio", type=float, default=None, help="Override sim_ratio (0..1).")
 @click.option("--steps", type=int, default=None, help="Override steps.")
 @click.option("--seed", type=int, default=None, help="Override seed.")
+@click.option(
+    "--device",
+    default=None,
+    help="Override device: auto, cpu, cuda, cuda:N (CUDA unverified: no GPU on the dev machines).",
+)
 @click.option("--no-resume", is_flag=True, help="Ignore existing checkpoints in --run-dir.")
 def train_command(
     config_path: str,
@@ -48,6 +55,7 @@ def train_command(
     sim_ratio: float | None,
     steps: int | None,
     seed: int | None,
+    device: str | None,
     no_resume: bool,
 ) -> None:
     """Train or resume a co-trained policy."""
@@ -60,6 +68,7 @@ def train_command(
             "sim_ratio": sim_ratio,
             "steps": steps,
             "seed": seed,
+            "device": device,
         }.items()
         if value is not None
     }
@@ -67,6 +76,10 @@ def train_command(
         config = parse_config(
             TrainConfig, {**config.model_dump(), **overrides}, source=f"{config_path} + options"
         )
+    try:
+        resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
     result = train(config, Path(run_dir), resume=not no_resume)
     summary = {
         "rank": result.rank,

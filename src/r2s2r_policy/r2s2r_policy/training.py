@@ -11,8 +11,14 @@ step-based loop:
   pure function of its config, and a resumed run equals an uninterrupted one;
 - progress bar (tqdm) with loss, samples/s and ETA on rank 0;
 - periodic checkpoints (rank 0 only) and resume from the newest one in the run directory;
-- DDP when started by ``torchrun`` (``WORLD_SIZE > 1``; gloo backend on CPU): the sampler is
-  sharded by rank, ``batch_size`` is per process.
+- DDP when started by ``torchrun`` (``WORLD_SIZE > 1``; gloo backend on CPU, NCCL on CUDA,
+  one GPU per process by ``LOCAL_RANK``): the sampler is sharded by rank, ``batch_size`` is per
+  process;
+- ``device``: ``auto`` trains on CUDA when this torch has it, else on the CPU. Batches are
+  built on the CPU (image cache, sampler) and copied to the device once per step, from pinned
+  memory on CUDA; augmentation runs on the device, inside the policy. Checkpoints hold CPU
+  tensors whatever the device. The CUDA path is written against torch's API but has not run
+  here (the development machines have no GPU; see bench/README).
 """
 
 from __future__ import annotations
@@ -83,6 +89,9 @@ _RESUME_FREE_FIELDS = frozenset(
         "cache_images",
         "validate_every_steps",
         "validation_samples",
+        # Another device changes results by float rounding only, like another machine: a job
+        # preempted on a GPU may resume on the CPU and the other way round.
+        "device",
     }
 )
 
@@ -173,6 +182,13 @@ class TrainConfig(ConfigModel):
         description="AdamW as one fused kernel over all parameters (CPU and CUDA; ~4x faster "
         "than the per-parameter loop on CPU). Off: torch's reference loop; the two agree to "
         "float rounding, not bit for bit, so a run resumes with the setting it started with.",
+    )
+    device: str = Field(
+        default="auto",
+        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
+        description="Where the policy trains: auto (CUDA when available, else CPU), cpu, cuda "
+        "(under torchrun: the GPU of LOCAL_RANK) or cuda:N. CUDA is unverified on the "
+        "development machines (no GPU there).",
     )
     checkpoint_every_steps: int = Field(default=500, ge=1, description="Checkpoint period.")
     keep_last_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept.")
@@ -333,14 +349,52 @@ def open_sources(config: TrainConfig) -> tuple[dict[str, EpisodeSource], dict[st
     return sources, weights
 
 
-def _distributed_context() -> tuple[int, int, bool]:
-    """Return ``(rank, world_size, initialized_here)``, starting gloo under torchrun."""
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """Return the torch device a ``TrainConfig.device`` value names on this machine.
+
+    ``auto`` is ``cuda:<local_rank>`` when this torch build sees a GPU, else ``cpu``; ``cuda``
+    is ``cuda:<local_rank>`` (one GPU per torchrun process).
+
+    Raises:
+        ValueError: If CUDA is asked for and this torch has none, or the GPU index is out of
+            range; the message says which torch build this is.
+
+    """
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if name not in ("auto", "cuda") and not name.startswith("cuda:"):
+        raise ValueError(f"device {name!r}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"device {name!r}: this torch ({torch.__version__}, CUDA build "
+            f"{torch.version.cuda or 'none'}) sees no GPU; use device: cpu or auto"
+        )
+    index = int(name.split(":", 1)[1]) if ":" in name else local_rank
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {name!r} (local rank {local_rank}): GPU {index} requested, "
+            f"{torch.cuda.device_count()} visible"
+        )
+    return torch.device("cuda", index)
+
+
+def batch_to_device(
+    batch: dict[str, torch.Tensor], device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Return the batch's tensors on ``device`` (on the CPU: the same dict, untouched)."""
+    if device.type == "cpu":
+        return batch
+    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
+def _distributed_context(backend: str) -> tuple[int, int, bool]:
+    """Return ``(rank, world_size, initialized_here)``, starting ``backend`` under torchrun."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return 0, 1, False
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), False
-    dist.init_process_group(backend="gloo")
+    dist.init_process_group(backend=backend)
     return dist.get_rank(), dist.get_world_size(), True
 
 
@@ -400,7 +454,12 @@ def train(
             f"sources {sorted(sources)}"
         )
     run_path = Path(run_dir)
-    rank, world_size, initialized_here = _distributed_context()
+    device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    rank, world_size, initialized_here = _distributed_context(
+        "nccl" if device.type == "cuda" else "gloo"
+    )
     if config.num_threads > 0:
         torch.set_num_threads(config.num_threads)
     names = list(sources)
@@ -449,7 +508,7 @@ def train(
         stats = compute_normalization(list(datasets.values()), spec)
 
     torch.manual_seed(config.seed)
-    policy = build_policy(spec, stats)
+    policy = build_policy(spec, stats).to(device)
     optimizer = torch.optim.AdamW(
         policy.parameters(),
         lr=config.learning_rate,
@@ -459,7 +518,9 @@ def train(
     if checkpoint_dir is not None and training_state is not None:
         from safetensors.torch import load_file
 
-        policy.load_state_dict(load_file(str(checkpoint_dir / "model.safetensors")))
+        policy.load_state_dict(
+            load_file(str(checkpoint_dir / "model.safetensors"), device=str(device))
+        )
         optimizer.load_state_dict(training_state["optimizer"])
         _LOG.info("resuming from %s at step %d", checkpoint_dir, start_step)
     # The averaged copy is what checkpoints and held-out scores see; the raw weights train.
@@ -472,7 +533,9 @@ def train(
     published = averaged.policy if averaged is not None else policy
     model: torch.nn.Module = policy
     if world_size > 1:
-        model = DistributedDataParallel(policy)
+        model = DistributedDataParallel(
+            policy, device_ids=[device.index] if device.type == "cuda" else None
+        )
 
     mixture = MixtureDataset(datasets)
     total_steps = config.steps if stop_at_step is None else min(stop_at_step, config.steps)
@@ -492,6 +555,7 @@ def train(
         drop_last=True,
         collate_fn=collate_batch,
         num_workers=config.num_workers,
+        pin_memory=device.type == "cuda",
         generator=torch.Generator().manual_seed(config.seed),
     )
     source_meta = {
@@ -522,7 +586,7 @@ def train(
     try:
         while step < total_steps:
             fetch_started = time.perf_counter()
-            batch = next(batches)
+            batch = batch_to_device(next(batches), device)
             data_s += time.perf_counter() - fetch_started
             torch.manual_seed(step_seed(config.seed, step, rank))
             for group in optimizer.param_groups:
@@ -630,6 +694,7 @@ def validation_loss(
     ``seed``), so successive values form a learning curve.
     """
     policy.eval()
+    device = next(policy.parameters()).device
     scores: dict[str, float] = {}
     with torch.no_grad():
         for name, dataset in datasets.items():
@@ -638,7 +703,9 @@ def validation_loss(
             indices = rng.choice(len(dataset), size=count, replace=False)
             total, weight = 0.0, 0.0
             for start in range(0, count, 256):
-                batch = collate_batch(dataset.batch(indices[start : start + 256]))
+                batch = batch_to_device(
+                    collate_batch(dataset.batch(indices[start : start + 256])), device
+                )
                 mask = batch[ACTION_MASK_KEY]
                 predicted = policy.unnormalize_actions(policy.predict_normalized(batch))
                 error = (predicted - batch[ACTIONS_KEY].float()).abs().mean(dim=-1)
@@ -663,9 +730,11 @@ __all__: Sequence[str] = [
     "TrainConfig",
     "TrainResult",
     "WeightAverage",
+    "batch_to_device",
     "learning_rate_at",
     "make_spec",
     "open_sources",
+    "resolve_device",
     "source_sample_counts",
     "step_seed",
     "train",

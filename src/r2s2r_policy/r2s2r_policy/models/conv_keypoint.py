@@ -176,7 +176,7 @@ def images_to_float(images: torch.Tensor, jitter: float = 0.0) -> torch.Tensor:
     if jitter <= 0.0:
         return floats.mul_(1.0 / 255.0).sub_(0.5)
     batch = images.shape[0]
-    factors = 1.0 + jitter * (2.0 * torch.rand(2, batch, 1, 1, 1) - 1.0)
+    factors = 1.0 + jitter * (2.0 * torch.rand(2, batch, 1, 1, 1, device=images.device) - 1.0)
     brightness, contrast = factors[0], factors[1]
     mean = floats.mean(dim=(1, 2, 3), keepdim=True) * (brightness / 255.0)
     # clip((x b / 255 - mean) c + mean) - 0.5 = clip(x (b c / 255) + mean (1 - c) - 0.5)
@@ -210,7 +210,8 @@ def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
     step by the trainer), one ``randint(B, 2)`` draw of (row, column) offsets.
     """
     batch, height, width, channels = images.shape
-    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2)) - pad_px
+    device = images.device
+    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2), device=device) - pad_px
     # Columns are edge-padded by three slice copies; then every output row is one contiguous
     # run of ``width`` pixels of the padded image (its row clamped, its start column shifted),
     # gathered at once from a strided view of all runs. The gather moves whole rows: a gather
@@ -220,8 +221,8 @@ def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
     padded[:, :, pad_px : pad_px + width] = images
     padded[:, :, :pad_px] = images[:, :, :1]
     padded[:, :, pad_px + width :] = images[:, :, width - 1 :]
-    rows = (offsets[:, 0:1] + torch.arange(height)).clamp_(0, height - 1)
-    first_row = torch.arange(batch).view(batch, 1) * height
+    rows = (offsets[:, 0:1] + torch.arange(height, device=device)).clamp_(0, height - 1)
+    first_row = torch.arange(batch, device=device).view(batch, 1) * height
     starts = (first_row + rows) * padded_width + (offsets[:, 1:2] + pad_px)
     runs = padded.view(-1).unfold(0, width * channels, channels)
     return runs.index_select(0, starts.view(-1)).view(batch, height, width, channels)
