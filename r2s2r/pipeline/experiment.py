@@ -454,7 +454,9 @@ class Experiment:
         from r2s2r_policy.training import TrainConfig, train
 
         train_data = train_config_for(self.config, real, sim, sim_ratio)
-        cache_free = {"progress_bar", "num_workers", "num_threads", "log_every_steps"}
+        # Settings that change how fast a policy trains, not what it learns (another device
+        # only by float rounding, as the trainer's resume rule has it): a trained policy is kept.
+        cache_free = {"progress_bar", "num_workers", "num_threads", "log_every_steps", "device"}
         inputs = {
             "config": {k: v for k, v in train_data.items() if k not in cache_free},
             "real": real.fingerprint if real is not None else "",
