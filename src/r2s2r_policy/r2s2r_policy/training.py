@@ -518,9 +518,7 @@ def train(
     if checkpoint_dir is not None and training_state is not None:
         from safetensors.torch import load_file
 
-        policy.load_state_dict(
-            load_file(str(checkpoint_dir / "model.safetensors"), device=str(device))
-        )
+        policy.load_state_dict(load_file(str(checkpoint_dir / "model.safetensors")))
         optimizer.load_state_dict(training_state["optimizer"])
         _LOG.info("resuming from %s at step %d", checkpoint_dir, start_step)
     # The averaged copy is what checkpoints and held-out scores see; the raw weights train.
