@@ -1,7 +1,7 @@
 """Object tracker benchmark on the real twin: position error vs simulator truth, type accuracy,
 processing time per frame against the camera rate.
 
-The twin's hidden world (config/twin/default.yaml) is rendered as reality: one object per run,
+The twin's hidden world (``--twin``, default config/twin/default.yaml) is rendered as reality: one object per run,
 type cycling over cube/cylinder/block/sphere, lateral offset and yaw from
 ``r2s2r_sim.task.sample_trial(seed)``, start position along the belt from the seed, riding the
 belt at the twin's speed for ``--frames`` frames at the camera rate. The same frames go through
@@ -158,9 +158,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40, help="Runs (one object each).")
     parser.add_argument("--frames", type=int, default=20, help="Frames per run.")
     parser.add_argument("--artifact", type=Path, help="Grounding artifact YAML to compare.")
+    parser.add_argument(
+        "--twin",
+        type=Path,
+        default=REPO / "config" / "twin" / "default.yaml",
+        help="The twin rendered as reality (any world file, e.g. a sampled family twin).",
+    )
     args = parser.parse_args()
     nominal = load_world(REPO / "config" / "world" / "nominal.yaml")
-    twin = load_world(REPO / "config" / "twin" / "default.yaml")
+    twin = load_world(args.twin)
     nominal_geometry = scene_geometry_from_world(nominal)
     true_geometry = scene_geometry_from_world(twin)
     conditions = {

@@ -135,6 +135,10 @@ def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:
 # ---- the pipeline end to end --------------------------------------------------------------
 
 
+GROUNDING_FIXTURE = REPO / "tests" / "data" / "grounding_default_twin.yaml"
+"""``r2s2r ground``'s artifact of the shipped twin (grounded in process)."""
+
+
 def short_twin(tmp_path: Path, timeout_s: float = 0.5) -> Path:
     """The shipped twin with a short trial limit and the object arriving at once."""
     data = yaml.safe_load((REPO / "config" / "twin" / "default.yaml").read_text())
@@ -336,12 +340,23 @@ def test_unavailable_inputs_are_reported_not_faked(
     tmp_path: Path, smoke_config: ExperimentConfig
 ) -> None:
     fail = [sys.executable, "-c", "import sys; print('no cell'); sys.exit(4)"]
+    # The ground command stands in for `r2s2r ground`: it writes a real artifact (of the
+    # default twin) where the experiment asks.
+    ground = [
+        sys.executable,
+        "-c",
+        "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])",
+        str(GROUNDING_FIXTURE),
+        "{artifact}",
+    ]
+    # The demos command records its command line, to show the cell it ran was grounded.
     make_demos = [
         sys.executable,
         "-c",
         f"import sys; sys.path.insert(0, {str(REPO / 'src/r2s2r_policy/test')!r}); "
         "from experiment_fixtures import write_robot_dataset; from pathlib import Path; "
-        "write_robot_dataset(Path(sys.argv[1]) / 'dataset.hdf5', 'real', int(sys.argv[2]))",
+        "write_robot_dataset(Path(sys.argv[1]) / 'dataset.hdf5', 'real', int(sys.argv[2])); "
+        "(Path(sys.argv[1]) / 'argv.txt').write_text(' '.join(sys.argv[3:]))",
         "{out_dir}",
         "{seed}",
     ]
@@ -350,8 +365,8 @@ def test_unavailable_inputs_are_reported_not_faked(
             "real_dataset": "",
             "demos_command": make_demos,
             "sim_datasets": {"nominal_planner": smoke_config.sim_datasets["nominal_planner"]},
-            "configurations": ["grounded_planner", "nominal_planner"],
-            "ground_command": fail,
+            "configurations": ["nominal_planner"],
+            "ground_command": ground,
             "trials_per_condition": {"nominal": 1},
         }
     )
@@ -359,14 +374,29 @@ def test_unavailable_inputs_are_reported_not_faked(
     results = run_experiment(config, tmp_path / "exp", "", lines.append, False)
     by_name = {p.name: p for p in results.policies}
     assert by_name["real_only"].ran and by_name["nominal_planner"].ran
-    grounded = by_name["grounded_planner"]
-    assert not grounded.ran and grounded.groups == {}
-    assert (
-        "grounding artifact not produced" in grounded.reason and "exited with 4" in grounded.reason
+    # Ground first, then record on the grounded cell, then evaluate on it.
+    demos_args = (tmp_path / "exp" / "demos" / "argv.txt").read_text()
+    artifact = tmp_path / "exp" / "grounding" / "artifact.yaml"
+    assert f"grounding_artifact:={artifact}" in demos_args
+    assert "tracker_anchor_to_belt:=false" in demos_args and "head_camera_info:=" in demos_args
+    evaluation = json.loads(
+        (tmp_path / "exp" / "evaluation" / "real_only" / "evaluation.json").read_text()
     )
+    assert evaluation["metadata"]["perception_knowledge"] == f"grounding artifact {artifact}"
     assert (tmp_path / "exp" / "demos" / "dataset.hdf5").is_file()
     assert results.effects["all"].world is None
-    assert "NOT RUN" in (tmp_path / "exp" / "table.txt").read_text()
+
+    # Grounding fails: nothing is recorded on an ungrounded cell, and nothing is faked.
+    ungrounded = config.model_copy(
+        update={"ground_command": fail, "configurations": ["grounded_planner", "nominal_planner"]}
+    )
+    none = run_experiment(ungrounded, tmp_path / "exp3", "", lines.append, False)
+    for policy in none.policies:
+        assert not policy.ran and policy.groups == {}
+        assert "grounding artifact not produced" in policy.reason, policy.reason
+        assert "exited with 4" in policy.reason
+    assert not (tmp_path / "exp3" / "demos").exists()
+    assert "NOT RUN" in (tmp_path / "exp3" / "table.txt").read_text()
 
     # No real demonstrations at all: nothing is trained.
     no_demos = config.model_copy(update={"demos_command": fail, "demo_seed": 1})

@@ -1,4 +1,4 @@
-"""The main job's prerequisites (record demos, then ground) with a fake command runner.
+"""The main job's prerequisites (ground, then record demos) with a fake command runner.
 
 Missing → produced, present → reused (a file given from outside, or one this job made from the
 same inputs: ``stage.json``), changed inputs → made again, failing → reported and its
@@ -30,8 +30,13 @@ def configurations_file(tmp_path: Path) -> Path:
     return write_configurations(tmp_path / "configurations.yaml")
 
 
+GROUNDING_FIXTURE = Path(__file__).resolve().parent / "data" / "grounding_default_twin.yaml"
+"""A real artifact (the shipped twin's) for the fake ``r2s2r ground`` to write."""
+TWIN = Path(__file__).resolve().parents[1] / "config" / "twin" / "perturbed.yaml"
+
+
 class FakeRunner:
-    """Plays the commands: writes the output file or fails."""
+    """Plays the commands: writes the output file (a real artifact for ground) or fails."""
 
     def __init__(self, code: int = 0, write: bool = True) -> None:
         self.code, self.write = code, write
@@ -45,7 +50,10 @@ class FakeRunner:
                 command.index("--dataset" if "--dataset" in command else "--output") + 1
             ]
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            Path(target).write_text("written by the command\n")
+            if command[3] == "ground":
+                Path(target).write_text(GROUNDING_FIXTURE.read_text())
+            else:
+                Path(target).write_text("written by the command\n")
             return 0, "bag2dataset → x: 6 converted (600 frames), 0 skipped {}, 0 errors"
         return self.code, "line 1\nrecord-demos: no episode converted; the dataset is empty"
 
@@ -232,17 +240,73 @@ def test_the_console_gets_one_stage_line_per_step(
     prepare_prerequisites(
         config, load_datagen_config(configurations_file), tmp_path, said.append, FakeRunner()
     )
-    assert said[0].startswith("[demos] running: recording 6 demonstrations (log ")
-    assert said[1].startswith("[demos] done in ")
-    assert said[2].startswith("[grounding] running: r2s2r ground against the twin (log ")
-    assert said[3].startswith("[grounding] done in ")
+    # Ground first, then record on the grounded cell.
+    assert said[0].startswith("[grounding] running: r2s2r ground against the twin (log ")
+    assert said[1].startswith("[grounding] done in ")
+    assert said[2].startswith("[demos] running: recording 6 demonstrations (log ")
+    assert said[3].startswith("[demos] done in ")
     assert len(said) == 4, said
 
     again: list[str] = []
+    runner = FakeRunner()
     prepare_prerequisites(
-        config, load_datagen_config(configurations_file), tmp_path, again.append, FakeRunner()
+        config, load_datagen_config(configurations_file), tmp_path, again.append, runner
     )
-    assert again == ["[demos] up to date", "[grounding] up to date"]
+    assert again == ["[grounding] up to date", "[demos] up to date"]
+    assert runner.commands == []
+
+
+def test_demos_are_recorded_on_the_grounded_cell(tmp_path: Path, configurations_file: Path) -> None:
+    artifact = tmp_path / "grounding" / "artifact.yaml"
+    config = _config(
+        tmp_path,
+        configurations_file,
+        configurations=["nominal_mimicgen"],
+        prepare_demos=True,
+        prepare_grounding=True,
+        grounding_artifact_path=str(artifact),
+        cell_launch_args=[f"twin_config:={TWIN}"],
+    )
+    runner = FakeRunner()
+    report = prepare_prerequisites(
+        config, load_datagen_config(configurations_file), tmp_path, print, runner
+    )
+    assert [(s.name, s.status) for s in report.steps] == [
+        ("grounding", "produced"),
+        ("demos", "produced"),
+    ]
+    ground, record = runner.commands
+    assert ground[3] == "ground" and record[3] == "record-demos"
+    launch_args = [record[i + 1] for i, word in enumerate(record) if word == "--launch-arg"]
+    export = artifact.parent / "export"
+    assert launch_args == [
+        f"twin_config:={TWIN}",
+        f"grounding_artifact:={artifact}",
+        "tracker_anchor_to_belt:=false",
+        f"head_camera_info:={export / 'head_camera.yaml'}",
+        f"hand_camera_info:={export / 'hand_camera.yaml'}",
+    ]
+    assert (export / "head_camera.yaml").is_file()
+
+    # Grounding fails: nothing is recorded on an ungrounded cell.
+    failing = _config(
+        tmp_path / "b",
+        configurations_file,
+        configurations=["nominal_mimicgen"],
+        prepare_demos=True,
+        prepare_grounding=True,
+        grounding_artifact_path=str(tmp_path / "b" / "grounding" / "artifact.yaml"),
+    )
+    runner = FakeRunner(code=1)
+    report = prepare_prerequisites(
+        failing, load_datagen_config(configurations_file), tmp_path / "b", print, runner
+    )
+    assert [(s.name, s.status) for s in report.steps] == [
+        ("grounding", "failed"),
+        ("demos", "failed"),
+    ]
+    assert "not grounded" in report.steps[1].detail
+    assert [c[3] for c in runner.commands] == ["ground"]
 
 
 @pytest.mark.graph

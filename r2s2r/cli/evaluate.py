@@ -127,6 +127,14 @@ def _echo(record: TrialRecord) -> None:
     help="Speed of a launched twin.",
 )
 @click.option(
+    "--artifact",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Evaluate on the cell grounded with this artifact (what `r2s2r ground` wrote): the "
+    "perception uses its camera_info, poses and roller radius, as the pipeline records and "
+    "evaluates (docs/architecture.md section 3). Default: a cell before grounding.",
+)
+@click.option(
     "--graph-timeout-s",
     type=click.FloatRange(min=0.1),
     default=90.0,
@@ -146,6 +154,7 @@ def evaluate_command(
     launch: bool,
     twin_config: str,
     real_time_factor: float,
+    artifact: Path | None,
     graph_timeout_s: float,
 ) -> None:
     """Evaluate CHECKPOINT: success per condition with 95% CIs and failure reasons."""
@@ -168,10 +177,20 @@ def evaluate_command(
         from r2s2r_policy.evaluation.in_process import evaluate_in_process
 
         report = evaluate_in_process(
-            checkpoint, config, twin_config_path=twin_config, inference=inference, progress=_echo
+            checkpoint,
+            config,
+            twin_config_path=twin_config,
+            inference=inference,
+            grounding_artifact=artifact,
+            progress=_echo,
         )
     else:
         from r2s2r.pipeline.evaluate import evaluate_over_ros
+        from r2s2r.pipeline.stages import grounded_cell_arguments
+
+        cell_arguments = None
+        if artifact is not None and launch:
+            cell_arguments = grounded_cell_arguments(artifact, Path(out_dir) / "grounding_export")
 
         click.echo(
             f"waiting up to {graph_timeout_s:.0f} s for the "
@@ -189,6 +208,7 @@ def evaluate_command(
                 "execution": inference.execution,
                 "executed_steps": inference.executed_steps,
             },
+            cell_arguments=cell_arguments,
             log_dir=Path(out_dir) / "logs",
             graph_timeout_s=graph_timeout_s,
             progress=_echo,

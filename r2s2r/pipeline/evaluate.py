@@ -32,6 +32,7 @@ def evaluate_over_ros(
     real_time_factor: float = 1.0,
     policy_node: str = "policy_inference",
     policy_overrides: dict[str, Any] | None = None,
+    cell_arguments: dict[str, str] | None = None,
     log_dir: str | Path = "runs/evaluation/logs",
     graph_timeout_s: float = 90.0,
     domain_id: int | None = None,
@@ -49,6 +50,8 @@ def evaluate_over_ros(
         policy_node: Policy node name ('' = do not switch its lifecycle).
         policy_overrides: policy_inference parameters of a launched graph (image size,
             execution settings; see ``evaluation_graph_arguments``).
+        cell_arguments: Launch arguments of how the cell runs (a grounded cell:
+            :func:`r2s2r.pipeline.stages.grounded_cell_arguments`).
         log_dir: Node logs of a launched graph.
         graph_timeout_s: Wall-clock limit for the graph to come up.
         domain_id: ROS_DOMAIN_ID of the harness and of launched nodes (None: the
@@ -70,7 +73,7 @@ def evaluate_over_ros(
         )
     else:
         arguments = evaluation_graph_arguments(
-            checkpoint, twin_config, real_time_factor, policy_overrides
+            checkpoint, twin_config, real_time_factor, policy_overrides, cell_arguments
         )
         env = {} if domain_id is None else {"ROS_DOMAIN_ID": str(domain_id)}
         with (

@@ -4,13 +4,18 @@ Stages (each in its own folder of the experiment directory, cached by the pipeli
 :mod:`r2s2r.pipeline.cache`; demos and grounding are the stages of :mod:`r2s2r.pipeline.stages`
 that the main job runs too)::
 
-    demos/                 real demonstrations on the twin (``r2s2r record-demos``)
-    grounding/             grounding artifact (``r2s2r ground`` against the twin)
+    grounding/             grounding artifact (``r2s2r ground`` against the twin), first
+    demos/                 real demonstrations on the grounded twin (``r2s2r record-demos``)
     generation/<config>/   simulated episodes of one configuration (world × behavior)
     policies/<policy>/     training: real_only, and real + each configuration
     evaluation/<policy>/   the 50-trial protocol on the real twin
 
-Every policy uses the same real demonstrations, the same training seed and the same trials.
+The cell is grounded before anything is recorded on it (docs/architecture.md section 3, "The
+order of work"): the demonstrations are recorded and every policy is evaluated on the cell run
+with the artifact (``grounded_cell_arguments``: grounded camera_info, ``/tf_static``, roller
+radius), so real data, simulated data (whose perception knows its simulated world) and
+deployment see the same, grounded perception. Every policy uses the same real demonstrations,
+the same training seed and the same trials.
 An input that cannot be produced (the demos command fails, grounding fails, a generator is
 unavailable or yields no episode) marks the policies that need it as *not run*, with the
 reason; nothing is substituted for it. The results (table, plot, JSON, the command that
@@ -56,7 +61,9 @@ from r2s2r.pipeline.stages import (
     DEMOS,
     GROUNDING,
     demos_stage,
+    grounded_cell_arguments,
     grounding_stage,
+    launch_arg_options,
     run_command_stage,
 )
 
@@ -267,6 +274,8 @@ class Experiment:
         self.command_runner = command_runner(self.log, progress_bars)
         self.state = ExperimentState()
         self.twin_path = _resolve_config(config.twin_config)
+        self.artifact: Dataset | Unavailable | None = None
+        self.cell_arguments: dict[str, str] = {}
 
     # ---- inputs -------------------------------------------------------------------------
     def real_demos(self) -> Dataset | Unavailable:
@@ -276,6 +285,11 @@ class Experiment:
             if not path.exists():
                 return Unavailable(f"real_dataset {path}: not found")
             return Dataset(str(path), file_fingerprint(path))
+        if not isinstance(self.artifact, Dataset):
+            why = self.artifact.reason if self.artifact is not None else "not run"
+            return Unavailable(
+                f"demonstrations are recorded on the grounded cell, and it is not grounded: {why}"
+            )
         folder = self.stages.folder(DEMOS)
         command = resolve_command(
             self.config.demos_command,
@@ -286,11 +300,13 @@ class Experiment:
                 "twin_config": str(self.twin_path),
             },
         )
+        command += launch_arg_options(self.cell_arguments)
         inputs = {
             "episodes": self.config.real_demos,
             "seed": self.config.demo_seed,
             "twin": content_hash(self.twin_path),
             "command": self.config.demos_command,
+            "artifact": self.artifact.fingerprint,
         }
         stage = demos_stage(
             command,
@@ -332,6 +348,18 @@ class Experiment:
             return Unavailable(f"grounding artifact not produced: {error}")
         self.state.note(GROUNDING, outcome)
         return Dataset(outcome.outputs["artifact"], content_hash(outcome.outputs["artifact"]))
+
+    def ground_cell(self) -> Dataset | Unavailable:
+        """Ground the cell (:meth:`grounding`) and derive the grounded cell's launch arguments."""
+        artifact = self.grounding()
+        if isinstance(artifact, Dataset):
+            export = self.directory / "grounded_cell"  # camera_info files of the artifact
+            try:
+                self.cell_arguments = grounded_cell_arguments(Path(artifact.path), export)
+            except (ConfigError, ValueError) as error:
+                artifact = Unavailable(f"grounding artifact {artifact.path} unusable: {error}")
+        self.artifact = artifact
+        return artifact
 
     def simulated(
         self,
@@ -539,6 +567,7 @@ class Experiment:
             "checkpoint": checkpoint.fingerprint,
             "protocol": protocol.model_dump(mode="json"),
             "twin": content_hash(world),
+            "cell": self.cell_knowledge(world),
             "candidates": {k: v.model_dump(mode="json") for k, v in candidates.items()},
             **evaluator_config_hashes(),
         }
@@ -584,6 +613,16 @@ class Experiment:
             "deploy": deploy_command(checkpoint.path, chosen),
         }
         return chosen
+
+    def cell_knowledge(self, world: Path) -> str:
+        """Return what the perception of a cell evaluated in ``world`` knows (a cache input).
+
+        The twin is the grounded cell (the artifact's fingerprint); any other world (the
+        capacity check's simulator world) is a simulated cell that knows itself.
+        """
+        if world == self.twin_path and isinstance(self.artifact, Dataset):
+            return f"grounded {self.artifact.fingerprint}"
+        return "ungrounded" if world == self.twin_path else "simulated world"
 
     def _run_trials(
         self,
@@ -637,6 +676,7 @@ class Experiment:
                         "execution": inference.execution,
                         "executed_steps": inference.executed_steps,
                     },
+                    cell_arguments=self.cell_arguments if world == self.twin_path else None,
                     log_dir=log_dir,
                     progress=echo,
                 )
@@ -647,6 +687,9 @@ class Experiment:
                 protocol,
                 twin_config_path=world,
                 inference=inference,
+                grounding_artifact=self.cell_arguments.get("grounding_artifact")
+                if world == self.twin_path
+                else None,
                 progress=echo,
             )
         except (RuntimeError, ValueError) as error:
@@ -683,6 +726,7 @@ class Experiment:
             "protocol": protocol.model_dump(mode="json"),
             "evaluator": self.config.evaluator,
             "twin": content_hash(world),
+            "cell": self.cell_knowledge(world),
             "inference": inference.model_dump(mode="json"),
             **evaluator_config_hashes(),
         }
@@ -770,16 +814,27 @@ class Experiment:
         self.directory.mkdir(parents=True, exist_ok=True)
         dump_yaml(self.config.model_dump(mode="json"), self.directory / "experiment.yaml")
         config = self.config
-        real = self.real_demos()
-        if isinstance(real, Unavailable):
-            self.log(f"[demos] NOT AVAILABLE: {real.reason}")
-        needs_artifact = any(
+        # The order of work (docs/architecture.md section 3): ground the cell, then record on
+        # it and evaluate on it with grounded perception.
+        needs_artifact = not config.real_dataset or any(
             split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
             for c in config.configurations
         )
-        artifact = self.grounding() if needs_artifact else None
-        if isinstance(artifact, Unavailable):
-            self.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
+        artifact: Dataset | Unavailable | None = None
+        if needs_artifact or config.grounding_artifact:
+            artifact = self.ground_cell()
+            if isinstance(artifact, Unavailable):
+                self.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
+        else:
+            self.log(
+                "note: grounding not run: the real dataset and every simulated dataset are given, "
+                "no grounding_artifact: the policies are evaluated on the cell before "
+                "grounding; give the artifact the cell was grounded with (--artifact) to "
+                "evaluate as the data was recorded"
+            )
+        real = self.real_demos()
+        if isinstance(real, Unavailable):
+            self.log(f"[demos] NOT AVAILABLE: {real.reason}")
         sims: dict[str, Dataset | Unavailable] = {}
         wanted = list(config.configurations)
         if config.capacity_configuration and config.capacity_configuration not in wanted:

@@ -1,12 +1,14 @@
-"""The main job: record demonstrations, then ground, then generate (``sim_generate``).
+"""The main job: ground, then record demonstrations on the grounded cell, then generate.
 
 :func:`run_main_job` is what ``r2s2r launch sim_generate`` (this module's ``sim_generate``
 executable, the node of ``config/graphs/sim_generate.yaml``) and ``r2s2r generate`` run:
 
-1. :func:`prepare_prerequisites`: the configurations that need them get the real
-   demonstrations (``prepare_demos``: the ``demos`` stage, ``r2s2r record-demos`` on the real
-   twin, cached in ``runs/demos``) and the grounding artifact (``prepare_grounding``: the
-   ``grounding`` stage, ``r2s2r ground --launch real_deploy``, cached in ``runs/grounding``),
+1. :func:`prepare_prerequisites`: the configurations that need them get the grounding
+   artifact (``prepare_grounding``: the ``grounding`` stage, ``r2s2r ground --launch
+   real_deploy``, cached in ``runs/grounding``; MimicGen needs it too, since its demonstrations
+   are recorded on the grounded cell) and then the real demonstrations (``prepare_demos``: the
+   ``demos`` stage, ``r2s2r record-demos`` on the real twin run with the artifact, cached in
+   ``runs/demos``),
    the stages of :mod:`r2s2r.pipeline.stages` with the pipeline's one caching rule
    (``stage.json``: the inputs, the outputs, the commit that made them). A file that is there
    without a record of this job (given from outside) is used as it is; one that a record says
@@ -50,6 +52,7 @@ from r2s2r.pipeline.stages import (
     demos_command,
     demos_stage,
     ground_command,
+    grounded_cell_arguments,
     grounding_stage,
     run_command_stage,
 )
@@ -141,7 +144,7 @@ def prepare_prerequisites(
     progress: bool = True,
     commit: str = "",
 ) -> PrerequisitesReport:
-    """Find or produce what the selected configurations need: demonstrations, then grounding.
+    """Find or produce what the selected configurations need: grounding, then demonstrations.
 
     Steps run only when enabled (``prepare_demos``, ``prepare_grounding``); disabled ones
     leave the configurations exactly as before (generation reports what is missing).
@@ -164,43 +167,19 @@ def prepare_prerequisites(
     steps: list[PrerequisiteStep] = []
     selected = selected_configurations(config, datagen)
     twin = _twin_file(config.cell_launch_args)
-    if config.prepare_demos:
-        affects = [c.name for c in selected if c.behavior == "mimicgen"]
-        path, origin = mimicgen_source_path(config, datagen)
-        if not affects:
-            step = PrerequisiteStep(DEMOS, "not_needed", str(path), "no mimicgen configuration")
-            say(step.stage_line())
-        elif "mimicgen" in config.overrides():
-            detail = "the mimicgen generator is overridden"
-            step = PrerequisiteStep(DEMOS, "not_needed", str(path), detail, affects)
-            say(step.stage_line())
-        else:
-            command = demos_command(
-                config.demos_episodes,
-                path.parent,
-                path,
-                config.demos_seed,
-                config.demos_real_time_factor,
-                config.cell_launch_args,
-            )
-            inputs = {
-                "episodes": config.demos_episodes,
-                "seed": config.demos_seed,
-                "twin": content_hash(twin),
-                "cell_launch_args": list(config.cell_launch_args),
-            }
-            stage = demos_stage(
-                command, path, log_dir / "record_demos.log", config.prepare_timeout_s, inputs
-            )
-            stages = StageRunner(path.parent, say, commit, {DEMOS: path.parent})
-            what = f"recording {config.demos_episodes} demonstrations"
-            step = _prepare(stage, stages, run, what, affects, say)
-            if step.status in ("present", "produced") and origin == "default":
-                datagen = with_source(datagen, path)
-        steps.append(step)
+    demo_users = [c.name for c in selected if c.behavior == "mimicgen"]
+    if "mimicgen" in config.overrides():
+        demo_users = []
+    record_demos = config.prepare_demos and bool(demo_users)
+    # The order of work (docs/architecture.md section 3): ground the cell first, then record
+    # on the grounded cell, so the demonstrations' tracked objects (MimicGen's source poses)
+    # come from grounded perception.
+    artifact = Path(config.grounding_artifact_path or datagen.grounding_artifact_path).resolve()
+    grounded = False
     if config.prepare_grounding:
         affects = [c.name for c in selected if c.world == "grounded"]
-        artifact = Path(config.grounding_artifact_path or datagen.grounding_artifact_path).resolve()
+        if record_demos:
+            affects += [DEMOS] + [c for c in demo_users if c not in affects]
         if not affects:
             step = PrerequisiteStep(
                 GROUNDING, "not_needed", str(artifact), "no grounded configuration"
@@ -217,6 +196,59 @@ def prepare_prerequisites(
             stages = StageRunner(artifact.parent, say, commit, {GROUNDING: artifact.parent})
             what = "r2s2r ground against the twin"
             step = _prepare(stage, stages, run, what, affects, say)
+            grounded = step.status in ("present", "produced")
+        steps.append(step)
+    if config.prepare_demos:
+        path, origin = mimicgen_source_path(config, datagen)
+        # With prepare_grounding off, the cell runs as cell_launch_args say; on, grounded.
+        cell_args, unusable = list(config.cell_launch_args), ""
+        if demo_users and grounded:
+            try:
+                grounded_args = grounded_cell_arguments(artifact, artifact.parent / "export")
+            except ValueError as error:  # ArtifactError: what grounding wrote is unusable
+                unusable = f"the grounded cell cannot be run: {error}"
+            else:
+                cell_args += [f"{name}:={value}" for name, value in grounded_args.items()]
+        elif demo_users and config.prepare_grounding:
+            unusable = (
+                f"the cell is not grounded ({artifact}): demonstrations are recorded on the "
+                "grounded cell"
+            )
+        if not demo_users:
+            detail = (
+                "the mimicgen generator is overridden"
+                if "mimicgen" in config.overrides()
+                else "no mimicgen configuration"
+            )
+            step = PrerequisiteStep(DEMOS, "not_needed", str(path), detail)
+            say(step.stage_line())
+        elif unusable:
+            step = PrerequisiteStep(DEMOS, "failed", str(path), unusable, demo_users)
+            say(step.stage_line())
+        else:
+            command = demos_command(
+                config.demos_episodes,
+                path.parent,
+                path,
+                config.demos_seed,
+                config.demos_real_time_factor,
+                cell_args,
+            )
+            inputs = {
+                "episodes": config.demos_episodes,
+                "seed": config.demos_seed,
+                "twin": content_hash(twin),
+                "cell_launch_args": list(config.cell_launch_args),
+                "artifact": content_hash(artifact) if grounded else "",
+            }
+            stage = demos_stage(
+                command, path, log_dir / "record_demos.log", config.prepare_timeout_s, inputs
+            )
+            stages = StageRunner(path.parent, say, commit, {DEMOS: path.parent})
+            what = f"recording {config.demos_episodes} demonstrations"
+            step = _prepare(stage, stages, run, what, demo_users, say)
+            if step.status in ("present", "produced") and origin == "default":
+                datagen = with_source(datagen, path)
         steps.append(step)
     return PrerequisitesReport(steps, datagen)
 

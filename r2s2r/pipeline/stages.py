@@ -132,6 +132,39 @@ def ground_command(artifact: Path, launch_args: Sequence[str] = ()) -> list[str]
     return command
 
 
+def grounded_cell_arguments(artifact: Path, export_dir: Path) -> dict[str, str]:
+    """Return the launch arguments that run a cell graph grounded by ``artifact``.
+
+    The cell's drivers publish the artifact's camera intrinsics as ``camera_info`` (its
+    camera_calibration files, written into ``export_dir`` by
+    :func:`r2s2r_calibration.export.export_artifact`), the cell state publisher puts its mounts
+    on ``/tf_static``, ``belt_speed`` takes its roller radius, and the object tracker trusts
+    those extrinsics instead of anchoring to the belt plane (2.6 mm vs 5.0 mm median on the
+    twin). The same arguments serve ``real_deploy``, ``record_demos`` and ``evaluate``: what
+    a lab runs once its cell is grounded (docs/architecture.md section 3).
+
+    Raises:
+        r2s2r_calibration.errors.ArtifactError: A missing or invalid artifact.
+
+    """
+    from r2s2r_calibration.export import export_artifact
+
+    written = export_artifact(artifact, export_dir)
+    arguments = {"grounding_artifact": str(artifact), "tracker_anchor_to_belt": "false"}
+    for camera in ("head_camera", "hand_camera"):
+        if camera in written:
+            arguments[f"{camera}_info"] = str(written[camera])
+    return arguments
+
+
+def launch_arg_options(arguments: dict[str, str]) -> list[str]:
+    """Return ``--launch-arg NAME:=VALUE`` options of a command that starts a graph."""
+    options: list[str] = []
+    for name, value in arguments.items():
+        options += ["--launch-arg", f"{name}:={value}"]
+    return options
+
+
 def failure_summary(tail: str) -> str:
     """Return the lines of a command's last output that say what failed, else its last line."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]

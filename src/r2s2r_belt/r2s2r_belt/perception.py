@@ -14,9 +14,15 @@ same configuration files and the same knowledge of the cell (a :class:`SceneGeom
 - data generation feeds it the simulator's encoder and rendered head frames, so simulated
   datasets hold tracker output on rendered images, never simulator truth.
 
-The knowledge is what the *deployed* cell publishes (the nominal world, or the grounded one when
-the cell is run with a grounding artifact), not what the simulator renders: a simulated world
-whose camera differs from the knowledge gives the tracker the same errors a real camera would.
+The knowledge (:class:`CellKnowledge`) is what the *deployed* cell publishes, not what the
+simulator renders. The workspace grounds a cell before it records on it (docs/architecture.md
+section 3, "The order of work"), so real demonstrations, evaluation and deployment run with a
+grounded cell's knowledge (the artifact's camera_info, ``/tf_static`` and roller radius, the
+tracker not anchored to the belt plane: ``real_deploy grounding_artifact:=...``), and simulated
+data with the simulated world's own (:meth:`CellKnowledge.exact`: a simulator knows its cell).
+:meth:`CellKnowledge.ungrounded` is a cell run before grounding (the datasheet camera_info and
+CAD poses): a world whose camera differs from it gives the tracker the errors a real
+uncalibrated camera gives (26 mm median on the default twin, ``bench/bench_tracker.py``).
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_common.config import load_config
+from r2s2r_common.config import load_config, resolve_config_path
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_recorder.dataset.object_track import TrackView
-from r2s2r_world.world import WorldParams
+from r2s2r_world.grounding import load_world_overrides
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 from r2s2r_belt.config import BeltSpeedConfig
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
@@ -80,6 +87,85 @@ def load_belt_speed_config(path: str | Path) -> BeltSpeedConfig:
 def load_tracker_config(path: str | Path) -> ObjectTrackerConfig:
     """Load the ``object_tracker`` node's parameter file (``config/nodes/object_tracker.yaml``)."""
     return load_config(ObjectTrackerConfig, path, node_name="object_tracker")
+
+
+@dataclass(frozen=True)
+class CellKnowledge:
+    """What the cell's perception knows of the cell: what its camera_info and ``/tf_static`` state.
+
+    Attributes:
+        world: The world whose head camera model, camera, belt and base poses and belt roller
+            radius the cell publishes.
+        grounded: The knowledge is measured (a grounding artifact, or a simulator's own world):
+            ``belt_speed`` takes the roller radius from it and the tracker trusts the extrinsics
+            (no anchoring to the belt plane), as ``real_deploy`` runs with
+            ``grounding_artifact:=A tracker_anchor_to_belt:=false``. Not grounded: the node
+            files' roller radius and anchoring, as a cell before grounding.
+        source: Where it came from, for logs and records (``nominal``, an artifact's path,
+            ``simulated world``).
+
+    """
+
+    world: WorldParams
+    grounded: bool
+    source: str
+
+    @classmethod
+    def ungrounded(cls, nominal_world_path: str | Path = "world/nominal.yaml") -> CellKnowledge:
+        """Return a cell before grounding: the nominal world's datasheet camera and CAD poses."""
+        path = resolve_config_path(nominal_world_path)
+        return cls(load_world(path), False, f"nominal ({path.name})")
+
+    @classmethod
+    def from_artifact(
+        cls, artifact_path: str | Path, nominal_world_path: str | Path = "world/nominal.yaml"
+    ) -> CellKnowledge:
+        """Return a grounded cell: the nominal world with the artifact's ``world_overrides``.
+
+        Raises:
+            r2s2r_common.config.ConfigError: A missing or invalid artifact or world.
+
+        """
+        nominal = load_world(resolve_config_path(nominal_world_path))
+        world = apply_grounding(nominal, load_world_overrides(artifact_path))
+        return cls(world, True, f"grounding artifact {artifact_path}")
+
+    @classmethod
+    def exact(cls, world: WorldParams) -> CellKnowledge:
+        """Return a simulated cell: it publishes its own world (a simulator knows its cell)."""
+        return cls(world, True, "simulated world")
+
+
+def perception_config(
+    knowledge: CellKnowledge,
+    belt_config_path: str | Path = "nodes/belt_speed.yaml",
+    tracker_config_path: str | Path = "nodes/object_tracker.yaml",
+) -> PerceptionConfig:
+    """Return the two nodes' configurations as a cell with ``knowledge`` runs them.
+
+    Relative paths resolve against ``config/``. A grounded knowledge replaces the belt roller
+    radius with the knowledge's and turns the tracker's belt-plane anchoring off (the nodes'
+    ``grounding_artifact`` and ``tracker_anchor_to_belt:=false``).
+
+    Raises:
+        r2s2r_common.config.ConfigError: A node file that cannot be loaded.
+
+    """
+    belt = load_belt_speed_config(resolve_config_path(belt_config_path))
+    tracker = load_tracker_config(resolve_config_path(tracker_config_path))
+    if knowledge.grounded:
+        radius = knowledge.world.belt.roller_radius_m
+        belt = belt.model_copy(
+            update={"encoder": belt.encoder.model_copy(update={"roller_radius_m": radius})}
+        )
+        tracker = tracker.model_copy(
+            update={
+                "detection": tracker.detection.model_copy(update={"anchor_to_belt_plane": False})
+            }
+        )
+    return PerceptionConfig(
+        belt=belt, tracker=tracker, geometry=scene_geometry_from_world(knowledge.world)
+    )
 
 
 @dataclass(frozen=True)

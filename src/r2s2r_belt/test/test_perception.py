@@ -90,3 +90,33 @@ def test_every_consumer_lists_the_trackers_catalogue() -> None:
 
     node = yaml.safe_load((CONFIG / "nodes" / "policy_inference.yaml").read_text())
     assert node["policy_inference"]["ros__parameters"]["object_track_types"] == names
+
+
+def test_cell_knowledge_sets_what_a_grounded_cell_runs_with() -> None:
+    from r2s2r_belt.perception import CellKnowledge
+    from r2s2r_belt.perception import perception_config as cell_perception_config
+
+    artifact = REPO / "tests" / "data" / "grounding_default_twin.yaml"
+    nominal = CellKnowledge.ungrounded()
+    grounded = CellKnowledge.from_artifact(artifact)
+    assert not nominal.grounded and grounded.grounded
+    before = cell_perception_config(nominal)
+    after = cell_perception_config(grounded)
+    # Before grounding: the node files as shipped (datasheet radius, belt-plane anchoring).
+    assert (
+        before.belt.encoder.roller_radius_m
+        == load_belt_speed_config(CONFIG / "nodes" / "belt_speed.yaml").encoder.roller_radius_m
+    )
+    assert before.tracker.detection.anchor_to_belt_plane
+    # Grounded: the artifact's radius and camera, extrinsics trusted (no anchoring).
+    twin = load_world(CONFIG / "twin" / "default.yaml")
+    assert after.belt.encoder.roller_radius_m == pytest.approx(twin.belt.roller_radius_m, rel=0.01)
+    assert after.belt.encoder.roller_radius_m != before.belt.encoder.roller_radius_m
+    assert not after.tracker.detection.anchor_to_belt_plane
+    fx_true = twin.cameras.head.fx_px
+    assert after.geometry.camera.camera_matrix[0, 0] == pytest.approx(fx_true, rel=0.01)
+    assert before.geometry.camera.camera_matrix[0, 0] == pytest.approx(120.0)
+    # A simulator's own world: exact, with the grounded settings.
+    exact = cell_perception_config(CellKnowledge.exact(twin))
+    assert exact.belt.encoder.roller_radius_m == twin.belt.roller_radius_m
+    assert not exact.tracker.detection.anchor_to_belt_plane

@@ -54,9 +54,12 @@ class RecordingConfig(ConfigModel):
         description="The object_tracker node's parameters (relative: against config/).",
     )
     cell_knowledge_world: str = Field(
-        default="world/nominal.yaml",
-        description="The world whose camera_info and /tf_static the deployed cell publishes "
-        "(what perception knows; nominal unless the cell runs with a grounding artifact).",
+        default="",
+        description="What perception knows of the simulated cell (its camera_info, /tf_static "
+        "and roller radius). Empty: the simulated world itself, with a grounded cell's "
+        "perception settings (no belt-plane anchoring), as the deployed cell runs once it is "
+        "grounded (docs/architecture.md section 3); a world file (relative: against config/): "
+        "that world, with the node files' settings, as a cell before grounding.",
     )
     encoder_rate_hz: float = Field(
         default=100.0, gt=0.0, le=1000.0, description="Belt encoder sampling rate (as the cell)."

@@ -12,7 +12,8 @@ dataset from a bag:
   belt; simulator truth, for MimicGen and analysis, never a policy input);
 - with ``recording.perception`` on (the default), belt speed and the tracked object come from
   the cell's perception (:class:`r2s2r_belt.perception.CellPerception`: the ``belt_speed`` and
-  ``object_tracker`` cores with their node configurations and the deployed cell's knowledge)
+  ``object_tracker`` cores with their node configurations and, by default, the simulated world
+  as the cell's knowledge, as a grounded cell publishes it)
   fed with the simulated belt encoder (at ``encoder_rate_hz``; the belt ran before the episode,
   so the estimator starts warmed up at the episode's speed) and the rendered head RGB-D frames,
   exactly as the deployed cell makes them; the tracked-object vector is
@@ -27,14 +28,12 @@ is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as i
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -63,32 +62,31 @@ PREROLL_S = 1.0
 """Encoder history fed before an episode's first frame (the belt ran before the trial)."""
 
 
-@functools.lru_cache(maxsize=8)
 def perception_config(
-    belt_speed_config: str, object_tracker_config: str, cell_knowledge_world: str
+    belt_speed_config: str, object_tracker_config: str, cell_knowledge_world: str, world: Any
 ) -> Any:
-    """Load the deployed cell's perception configuration (node files + published knowledge).
+    """Return the simulated cell's perception configuration (node files + what it knows).
 
-    Cached per process: every episode of a worker uses the same files.
+    Args:
+        belt_speed_config: ``belt_speed`` parameters.
+        object_tracker_config: ``object_tracker`` parameters.
+        cell_knowledge_world: Empty: the simulated ``world`` knows itself
+            (:meth:`~r2s2r_belt.perception.CellKnowledge.exact`); else a world file, known as a
+            cell before grounding knows the nominal world.
+        world: The simulated world.
 
     Raises:
         r2s2r_common.config.ConfigError: If a file cannot be loaded.
 
     """
-    from r2s2r_belt.perception import (
-        PerceptionConfig,
-        load_belt_speed_config,
-        load_tracker_config,
-        scene_geometry_from_world,
-    )
-    from r2s2r_world.world import load_world
+    from r2s2r_belt.perception import CellKnowledge
+    from r2s2r_belt.perception import perception_config as make_config
 
-    knowledge = load_world(resolve_config_path(cell_knowledge_world))
-    return PerceptionConfig(
-        belt=load_belt_speed_config(resolve_config_path(belt_speed_config)),
-        tracker=load_tracker_config(resolve_config_path(object_tracker_config)),
-        geometry=scene_geometry_from_world(knowledge),
-    )
+    if cell_knowledge_world:
+        knowledge = CellKnowledge.ungrounded(cell_knowledge_world)
+    else:
+        knowledge = CellKnowledge.exact(world)
+    return make_config(knowledge, belt_speed_config, object_tracker_config)
 
 
 class RecordingError(RuntimeError):
@@ -384,6 +382,7 @@ class RecordingBackend:
                 self.config.belt_speed_config,
                 self.config.object_tracker_config,
                 self.config.cell_knowledge_world,
+                world,
             )
             self._perception = CellPerception(config)
             self._latch = ObjectTrackLatch(self._perception.catalogue.names)

@@ -29,13 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from r2s2r_belt.perception import (
-    CellPerception,
-    PerceptionConfig,
-    load_belt_speed_config,
-    load_tracker_config,
-    scene_geometry_from_world,
-)
+from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
@@ -57,25 +51,23 @@ HEAD_CAMERA = "head_camera"
 
 
 def make_perception(
-    knowledge_world_path: str | Path = "world/nominal.yaml",
+    knowledge: CellKnowledge | None = None,
     belt_config_path: str | Path = "nodes/belt_speed.yaml",
     tracker_config_path: str | Path = "nodes/object_tracker.yaml",
 ) -> CellPerception:
     """Build the evaluation graph's perception (relative paths resolve against ``config/``).
 
     Args:
-        knowledge_world_path: The world whose camera_info and ``/tf_static`` the cell publishes
-            (the nominal world unless the cell runs with a grounding artifact).
+        knowledge: What the cell publishes (camera_info, ``/tf_static``, roller radius):
+            :meth:`CellKnowledge.from_artifact` for a grounded cell, as the pipeline runs it;
+            default: a cell before grounding (the nominal world).
         belt_config_path: ``belt_speed`` parameters.
         tracker_config_path: ``object_tracker`` parameters.
 
     """
-    knowledge = load_world(resolve_config_path(knowledge_world_path))
     return CellPerception(
-        PerceptionConfig(
-            belt=load_belt_speed_config(resolve_config_path(belt_config_path)),
-            tracker=load_tracker_config(resolve_config_path(tracker_config_path)),
-            geometry=scene_geometry_from_world(knowledge),
+        perception_config(
+            knowledge or CellKnowledge.ungrounded(), belt_config_path, tracker_config_path
         )
     )
 
@@ -178,7 +170,7 @@ def evaluate_in_process(
     inference: InferenceConfig | None = None,
     belt_config_path: str | Path = "nodes/belt_speed.yaml",
     tracker_config_path: str | Path = "nodes/object_tracker.yaml",
-    knowledge_world_path: str | Path | None = None,
+    grounding_artifact: str | Path | None = None,
     robot_spec: RobotSpec | None = None,
     progress: Callable[[TrialRecord], None] | None = None,
     on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
@@ -195,7 +187,12 @@ def evaluate_in_process(
         inference: Engine settings (stale limit, rate, velocity scale, execution).
         belt_config_path: ``belt_speed`` parameters.
         tracker_config_path: ``object_tracker`` parameters.
-        knowledge_world_path: What the cell's perception knows (default: the published world).
+        grounding_artifact: The cell is grounded with this artifact (its perception uses the
+            artifact's camera_info, poses and roller radius, as ``real_deploy
+            grounding_artifact:=...``); None: a cell before grounding (the published nominal
+            world). A twin that is a world file of the simulator (the capacity check in the
+            nominal world) is its own knowledge when ``twin_config_path`` equals
+            ``nominal_world_path``.
         robot_spec: When given, a checkpoint is refused unless it matches it.
         progress: Called after each trial with its record.
         on_command: Called with (trial, cell time, command) for every command sent.
@@ -221,9 +218,13 @@ def evaluate_in_process(
         load_world(resolve_config_path(nominal_world_path)),
         CellConfig(render_depth=policy.spec.uses_object_track),
     )
-    perception = make_perception(
-        knowledge_world_path or nominal_world_path, belt_config_path, tracker_config_path
-    )
+    if grounding_artifact:
+        knowledge = CellKnowledge.from_artifact(grounding_artifact, nominal_world_path)
+    elif twin_path == resolve_config_path(nominal_world_path):
+        knowledge = CellKnowledge.exact(load_world(twin_path))
+    else:
+        knowledge = CellKnowledge.ungrounded(nominal_world_path)
+    perception = make_perception(knowledge, belt_config_path, tracker_config_path)
     engine = InferenceEngine(policy, inference or InferenceConfig(), clock=lambda: cell.time_s)
     report = EvaluationReport(
         policy=name,
@@ -231,6 +232,7 @@ def evaluate_in_process(
         config=config,
         metadata={
             "twin_config": twin_path.name,
+            "perception_knowledge": knowledge.source,
             "engine_period_s": engine.period_s,
             "execution": engine.config.execution,
             "executed_steps": engine.config.executed_steps,

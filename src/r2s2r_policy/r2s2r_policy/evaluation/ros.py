@@ -248,6 +248,7 @@ def evaluation_graph_arguments(
     twin_config: str | Path,
     real_time_factor: float = 1.0,
     policy_overrides: Mapping[str, Any] | None = None,
+    cell_arguments: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Launch arguments of the ``evaluate`` graph for a checkpoint (what the graph needs).
 
@@ -262,6 +263,8 @@ def evaluation_graph_arguments(
         real_time_factor: Speed of the twin.
         policy_overrides: policy_inference parameters among
             :data:`GRAPH_POLICY_PARAMETERS` (e.g. the experiment's execution settings).
+        cell_arguments: How the cell runs (e.g. grounded: ``grounding_artifact``,
+            ``head_camera_info``, ``hand_camera_info``, ``tracker_anchor_to_belt``), passed on.
 
     Raises:
         ValueError: An override the graph does not take.
@@ -287,6 +290,7 @@ def evaluation_graph_arguments(
         "image_height_px": image.height_px,
         "image_width_px": image.width_px,
         **overrides,
+        **dict(cell_arguments or {}),
     }
     return {
         name: str(value).lower() if isinstance(value, bool) else str(value)

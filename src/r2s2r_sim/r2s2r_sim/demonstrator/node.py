@@ -1,9 +1,11 @@
 """ROS wrapper of the human-like demonstrator: drives the real twin like a teleoperator.
 
-Reads ``/joint_states`` and the objects on ``objects_topic``: by default the object tracker's
-``/objects/tracks`` (what the cell publishes, as on hardware), or the twin's operator view
-``/twin/operator/object_poses`` (simulator truth: a person's eyes at the cell; twin only), each
-with its header stamp (cell time) so that motion is predicted from when the objects were seen.
+Reads ``/joint_states`` and the objects on ``objects_topic``: by default the twin's operator
+view ``/twin/operator/object_poses`` (simulator truth: the demonstrator stands in for a person,
+who sees the object with their own eyes, not through the cell's tracker; twin only), or the
+object tracker's ``/objects/tracks`` (what the cell publishes: a test of steering by the cell's
+perception), each with its header stamp (cell time) so that motion is predicted from when the
+objects were seen.
 Acts only through ``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``,
 starts trials with ``/trial/start`` (seed + i, condition) and reads ``/trial/outcome``. One
 demonstrator (seed + i) per trial; ``trials`` of them, or (``successes`` > 0) until that many
@@ -94,11 +96,11 @@ class DemonstratorNodeConfig(ConfigModel):
     )
     act_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0, description="Look-and-act rate.")
     objects_topic: str = Field(
-        default="/objects/tracks",
+        default="/twin/operator/object_poses",
         pattern=r"^/[A-Za-z_][A-Za-z0-9_/]*$",
-        description="ObjectTrackArray the demonstrator reacts to: the object tracker's "
-        "/objects/tracks (what the cell publishes), or the twin's operator view "
-        "/twin/operator/object_poses (simulator truth with no lag of its own: a person's eyes).",
+        description="ObjectTrackArray the demonstrator reacts to: the twin's operator view "
+        "/twin/operator/object_poses (simulator truth with no lag of its own: a person's eyes), "
+        "or the object tracker's /objects/tracks (what the cell publishes).",
     )
     reach_world_path: str = Field(
         default="world/nominal.yaml",
