@@ -1,8 +1,8 @@
 """Object tracker benchmark on the real twin: position error vs simulator truth, type accuracy,
 processing time per frame against the camera rate.
 
-The twin's hidden world (``--twin``, default config/twin/default.yaml) is rendered as reality: one object per run,
-type cycling over cube/cylinder/block/sphere, lateral offset and yaw from
+The twin's hidden world (``--twin``, default config/twin/default.yaml) is rendered as reality:
+one object per run, type cycling over cube/cylinder/block/sphere, lateral offset and yaw from
 ``r2s2r_sim.task.sample_trial(seed)``, start position along the belt from the seed, riding the
 belt at the twin's speed for ``--frames`` frames at the camera rate. The same frames go through
 the tracker with three kinds of camera knowledge:

@@ -96,6 +96,14 @@ from r2s2r.pipeline.demos import record_demos_on_twin
     multiple=True,
     help="NAME:=VALUE launch argument for the record_demos graph (repeatable).",
 )
+@click.option(
+    "--artifact",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Record on the cell grounded with this artifact (what `r2s2r ground` wrote): its "
+    "camera_info, /tf_static and roller radius, the tracker on grounded extrinsics, as the "
+    "pipeline records (docs/architecture.md section 3).",
+)
 @click.option("--force", is_flag=True, help="Replace bags/dataset no manifest says are ours.")
 @click.option("--quiet", is_flag=True, help="Node output only to the per-node logs.")
 def record_demos_command(
@@ -111,6 +119,7 @@ def record_demos_command(
     real_time_factor: float,
     timeout_s: float,
     launch_args: tuple[str, ...],
+    artifact: Path | None,
     force: bool,
     quiet: bool,
 ) -> None:
@@ -130,6 +139,11 @@ def record_demos_command(
             f"--max-attempts {max_attempts} < --successes {successes}: expected at least as "
             "many attempts as successes"
         )
+    if artifact is not None:
+        from r2s2r.pipeline.stages import grounded_cell_arguments
+
+        grounded = grounded_cell_arguments(artifact, out_dir / "grounded_cell")
+        launch_args = tuple(f"{k}:={v}" for k, v in grounded.items()) + launch_args
     config = RecordDemosConfig(
         episodes=episodes or 0,
         successes=successes or 0,
