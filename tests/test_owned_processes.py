@@ -198,7 +198,7 @@ def test_experiment_stage_command_dies_with_the_experiment(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
     config = yaml.safe_load((REPO / "config/experiment/smoke.yaml").read_text())
-    config["demos_command"] = [sys.executable, "-c", SLEEPER]
+    config["ground_command"] = [sys.executable, "-c", SLEEPER]  # the first stage
     (tmp_path / "experiment.yaml").write_text(yaml.safe_dump(config))
     out = tmp_path / "x"
     command = Command(
@@ -207,7 +207,7 @@ def test_experiment_stage_command_dies_with_the_experiment(
     sleeper: list[int] = []
 
     def sleeper_started() -> bool:
-        for log in out.rglob("demos.log"):
+        for log in out.rglob("ground.log"):
             found = re.findall(r"sleeper (\d+)", log.read_text())
             if found:
                 sleeper[:] = [int(found[0])]
@@ -215,7 +215,7 @@ def test_experiment_stage_command_dies_with_the_experiment(
         return False
 
     try:
-        command.wait_for(sleeper_started, 120.0, "the demos stage's command to start")
+        command.wait_for(sleeper_started, 120.0, "the grounding stage's command to start")
         command.process.send_signal(sig)  # the experiment only (its group would take all)
         took_s, left = wait_all_gone([command.process.pid, *sleeper], GONE_WITHIN_S)
         assert not left, f"still alive {took_s:.1f} s after {sig.name}: {left}"
