@@ -445,13 +445,20 @@ class Experiment:
                 "failure_reasons": item.failure_reasons,
                 "episodes_per_min": item.episodes_per_min,
                 "dataset_episodes": item.dataset_episodes,
+                "source_check": item.source_check,
+                "diagnosis": item.diagnosis,
             }
+            if item.source_check and item.source_check.get("message"):
+                self.log(f"[generation/{configuration}] WARNING: {item.source_check['message']}")
+            if item.diagnosis:
+                self.log(f"[generation/{configuration}] {item.diagnosis}")
             if item.unavailable:
                 raise StageError(f"generation of {configuration} unavailable: {item.unavailable}")
             if not item.dataset or item.dataset_episodes == 0:
                 raise StageError(
                     f"generation of {configuration}: no successful episode out of "
                     f"{item.finished} (failures {item.failure_reasons})"
+                    + (f": {item.diagnosis}" if item.diagnosis else "")
                 )
             return {"dataset": item.dataset}, info
 

@@ -13,8 +13,13 @@ prerequisites:
 3. run the remaining jobs on a local process pool, or on Ray when given an address, one job
    per idle worker, each with a wall-clock deadline: a worker that crashes or overruns is
    replaced and its job retried ``max_retries`` times, then recorded as failed;
+   MimicGen's source demos are checked first (:mod:`r2s2r_datagen.mimicgen.source_check`: the
+   palm against the tracked object at grasp), and what the check finds is said before any
+   attempt is spent (a warning; the run goes on);
 4. merge each configuration's shards into ``datasets/<configuration>.hdf5``;
-5. print the per-configuration summary and save it as ``summary.json``.
+5. print the per-configuration summary and save it as ``summary.json``, with the source check's
+   figures and, for a configuration that yielded nothing or far below usual, one line saying
+   why (:func:`r2s2r_datagen.summary.low_yield_diagnosis`).
 
 Run directory layout::
 
@@ -44,12 +49,17 @@ from r2s2r_common.console import Reporter, duration_text, progress_reporter
 
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
-from r2s2r_datagen.generator import EpisodeJob
+from r2s2r_datagen.generator import EpisodeJob, GeneratorUnavailableError
 from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger
 from r2s2r_datagen.merge import merge_configuration, scan_shards
 from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
 from r2s2r_datagen.prerequisites import PrerequisitesReport
-from r2s2r_datagen.summary import EXIT_NOTHING_RAN, ConfigurationSummary, RunSummary
+from r2s2r_datagen.summary import (
+    EXIT_NOTHING_RAN,
+    ConfigurationSummary,
+    RunSummary,
+    low_yield_diagnosis,
+)
 from r2s2r_datagen.worker import JobReport, WorkerSetup
 
 ProgressCallback = Callable[[int, int, int, int], None]
@@ -191,6 +201,53 @@ def run_jobs(
     return reports
 
 
+def check_mimicgen_sources(
+    prepared: list[Any],
+    behavior_options: dict[str, Any],
+    overrides: dict[str, str],
+    say: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """Check the source demos of every runnable MimicGen configuration, before generating.
+
+    Configurations that share their options share one check. What it finds (a consistent
+    offset between palm and tracked object at grasp: a biased tracker) is said as a warning;
+    the run goes on. A MimicGen whose factory is overridden (tests) is not checked.
+
+    Returns:
+        Configuration name → the check's figures
+        (:meth:`r2s2r_datagen.mimicgen.source_check.SourceCheck.as_dict`; ``{"verdict":
+        "not_checked", "message": why}`` when the check could not run).
+
+    """
+    names = [
+        entry.spec.name
+        for entry in prepared
+        if entry.spec.behavior == "mimicgen" and entry.world is not None
+    ]
+    if not names or "mimicgen" in overrides:
+        return {}
+    from r2s2r_datagen.mimicgen.source_check import check_configured_sources
+
+    options = dict(behavior_options.get("mimicgen") or {})
+    label = ", ".join(names)
+    try:
+        check = check_configured_sources(options)
+    except (GeneratorUnavailableError, ConfigError) as error:
+        say(f"[generate] {label}: source demos not checked: {error}")
+        return {name: {"verdict": "not_checked", "message": str(error)} for name in names}
+    if check.verdict == "ok":
+        say(
+            f"[generate] {label}: {len(check.offsets)} source demos checked: the tracked object "
+            f"sat {100.0 * check.mean_horizontal_m:.1f} cm from the palm at grasp on average"
+        )
+    for line in check.lines():
+        say(
+            f"[generate] WARNING: {label}: {line}" if check.warns else f"[generate] {label}: {line}"
+        )
+    figures = check.as_dict()
+    return {name: figures for name in names}
+
+
 def _progress_bar(total: int, enabled: bool) -> tuple[Reporter, ProgressCallback]:
     bar = progress_reporter("generate", total, enabled, unit="ep")
     started = time.monotonic()
@@ -257,6 +314,7 @@ def run_generation(
         if entry.unavailable:
             summary.notes.append(f"{entry.spec.name}: not run: {entry.unavailable}")
             say(f"[generate] {entry.spec.name}: NOT RUN: {entry.unavailable}")
+    source_checks = check_mimicgen_sources(prepared, datagen.behavior_options, overrides, say)
 
     # Resume: finished episodes are skipped, unless their data is gone.
     latest = ledger.latest()
@@ -327,7 +385,7 @@ def run_generation(
 
     # This invocation's wall time: the prerequisites' commands, then generation.
     summary.elapsed_s = prerequisites.wall_s() + time.monotonic() - started
-    _summarise(summary, prepared, ledger, reports, config, run_dir)
+    _summarise(summary, prepared, ledger, reports, config, run_dir, source_checks)
     if not any(entry.world is not None for entry in prepared):
         summary.exit_code = EXIT_NOTHING_RAN
         summary.notes.append("no requested configuration can run here: nothing was generated")
@@ -342,6 +400,7 @@ def _summarise(
     reports: list[JobReport],
     config: GenerateConfig,
     run_dir: Path,
+    source_checks: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     latest = ledger.latest()
     # Generation time only: a first run's prerequisites (recording demos, grounding) take
@@ -356,6 +415,7 @@ def _summarise(
             world_config_id=entry.world_config_id,
             unavailable=entry.unavailable,
             requested=config.episodes_per_configuration,
+            source_check=(source_checks or {}).get(name),
         )
         records = [
             r
@@ -385,4 +445,10 @@ def _summarise(
                     f"{name}: {len(merged.missing)} episodes lost with excluded shards; "
                     "run again with resume to regenerate them"
                 )
+        item.diagnosis = low_yield_diagnosis(item)
+        check_message = (item.source_check or {}).get("message", "")
+        if item.diagnosis:
+            summary.notes.append(item.diagnosis)
+        elif check_message and (item.source_check or {}).get("verdict") != "ok":
+            summary.notes.append(f"{name}: source check: {check_message}")
         summary.configurations.append(item)

@@ -14,6 +14,18 @@ EXIT_OK = 0
 EXIT_NOTHING_RAN = 3
 """Exit code when no requested configuration could run (generators or artifact missing)."""
 
+LOW_YIELD_FRACTION = 0.10
+"""A configuration's yield (successes per attempt) below this is far below usual: on the
+family's edge twin ``twin_outer_fifth_seed1`` the four configurations yielded 70-88 % from sound
+inputs (MimicGen 70 % and 78 %, the planner 70 % and 88 %), and MimicGen 0 % from demos tracked
+before grounding (issue 34)."""
+
+LOW_YIELD_MIN_ATTEMPTS = 20
+"""Attempts before a low but non-zero yield is called far below usual (a yield of 0 always is)."""
+
+TOP_FAILURE_REASONS = 3
+"""Failure reasons named in a low-yield diagnosis."""
+
 
 @dataclass
 class ConfigurationSummary:
@@ -39,6 +51,9 @@ class ConfigurationSummary:
         dataset_episodes: Episodes in the merged dataset.
         excluded_shards: ``"shard: reason"`` for shards left out of the merge.
         missing: Ledger successes not found in any readable shard (re-run on resume).
+        source_check: MimicGen's check of its source demos
+            (:meth:`r2s2r_datagen.mimicgen.source_check.SourceCheck.as_dict`), else ``None``.
+        diagnosis: One line when the yield is far below usual (:func:`low_yield_diagnosis`).
 
     """
 
@@ -60,6 +75,8 @@ class ConfigurationSummary:
     dataset_episodes: int = 0
     excluded_shards: list[str] = field(default_factory=list)
     missing: int = 0
+    source_check: dict[str, Any] | None = None
+    diagnosis: str = ""
 
     @property
     def finished(self) -> int:
@@ -94,6 +111,39 @@ class ConfigurationSummary:
         data["finished"] = self.finished
         data["yield"] = self.yield_fraction
         return data
+
+
+def low_yield_diagnosis(item: ConfigurationSummary) -> str:
+    """Say why a configuration yielded nothing or far below usual, in one line ('' otherwise).
+
+    Far below usual: no success after at least one attempt, or a yield under
+    :data:`LOW_YIELD_FRACTION` after :data:`LOW_YIELD_MIN_ATTEMPTS` attempts. The line names
+    the top failure reasons and, for MimicGen, its source check's verdict.
+    """
+    fraction = item.yield_fraction
+    if item.unavailable or fraction is None:
+        return ""
+    if item.successes and (
+        item.attempts < LOW_YIELD_MIN_ATTEMPTS or fraction >= LOW_YIELD_FRACTION
+    ):
+        return ""
+    ranked = sorted(item.failure_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    reasons = ", ".join(f"{k} {v}" for k, v in ranked[:TOP_FAILURE_REASONS]) or "none recorded"
+    line = (
+        f"{item.name}: yield {fraction:.0%} ({item.successes} successes in {item.attempts} "
+        f"attempts), far below usual; top failures: {reasons}"
+    )
+    check = item.source_check
+    if check is not None:
+        if check.get("message"):
+            line += f"; source check: {check['message']}"
+        else:
+            line += (
+                f"; source check {check.get('verdict')}: the demos' tracked object sat "
+                f"{100.0 * float(check.get('mean_horizontal_m', 0.0)):.1f} cm from the palm at "
+                "grasp on average (no tracker bias seen)"
+            )
+    return line
 
 
 @dataclass

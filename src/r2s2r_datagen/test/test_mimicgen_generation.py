@@ -129,3 +129,13 @@ def test_action_noise_is_seeded(backend, nominal, source_dataset):
     second = generator(source_dataset, max_attempts=1).generate(job(nominal, 0.1, seed=5), backend)
     assert first.success and second.success
     np.testing.assert_array_equal(first.episode.actions, second.episode.actions)
+
+
+def test_source_check_passes_a_demo_tracked_by_truth(source_dataset):
+    """The source demo's object is the simulator's (a perfect tracker): no offset to name."""
+    from r2s2r_datagen.mimicgen import check_configured_sources
+
+    check = check_configured_sources({"source_dataset": str(source_dataset)})
+    assert check.verdict == "ok" and len(check.offsets) == 1, check.message
+    assert check.mean_horizontal_m < 0.01
+    assert 0.03 < -check.mean_offset_m[2] < 0.12  # the palm above the object's centre

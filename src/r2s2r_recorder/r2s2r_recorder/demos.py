@@ -12,7 +12,9 @@ Two ways to say how much: ``episodes`` takes (every take converted, its outcome 
 episode metadata), or takes until ``successes`` of them succeeded, at most ``max_attempts``
 (an operator re-recording failed takes; attempt i is trial ``seed + i``): only the successful
 takes go into the dataset, the failed ones stay in ``bags/`` marked ``failure``, and the
-manifest lists every take with its outcome reason.
+manifest lists every take with its outcome reason and, for a failed one, how far from the
+object its hand closed (:mod:`.grasp_miss`; one line per failed take and the median in the
+printed summary).
 
 The graph is self-contained (the twin is the cell), so it runs in a ROS domain of its own
 (``domain_id``; by default a random one, discovery on localhost only): two recordings on one
@@ -42,7 +44,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -61,6 +63,7 @@ from .bag_writer import (
     read_episode_info,
 )
 from .config import ConversionConfig
+from .grasp_miss import PalmInBase, miss_lines, read_grasp_miss
 from .msg_types import deserialize, make_typestore
 
 GRAPH_NAME = "record_demos"
@@ -387,6 +390,8 @@ class TakeRecord:
         outcome: 'success', 'failure' or 'unknown' (episode metadata).
         reason: The outcome's reason ('' if none recorded).
         object_type: The trial's object type.
+        grasp_miss: For a failed take, where its grasp closed relative to the object
+            (:meth:`r2s2r_recorder.grasp_miss.GraspMiss.as_dict`); None otherwise.
 
     """
 
@@ -395,16 +400,40 @@ class TakeRecord:
     outcome: str
     reason: str
     object_type: str
+    grasp_miss: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
-        return {
+        data: dict[str, Any] = {
             "bag": self.bag,
             "seed": self.seed,
             "outcome": self.outcome,
             "reason": self.reason,
             "object_type": self.object_type,
         }
+        if self.grasp_miss is not None:
+            data["grasp_miss"] = self.grasp_miss
+        return data
+
+
+def with_grasp_misses(takes: list[TakeRecord], bag_of: dict[str, Path]) -> list[TakeRecord]:
+    """Return ``takes`` with the grasp miss of every failed take read from its bag.
+
+    A bag that cannot be read for it gets the reason instead of a figure.
+    """
+    palm = PalmInBase()  # compiled on its first use: only a take whose hand closed needs it
+    typestore = make_typestore()
+    result = []
+    for take in takes:
+        if take.outcome == "success" or take.bag not in bag_of:
+            result.append(take)
+            continue
+        try:
+            miss = read_grasp_miss(bag_of[take.bag], take.object_type, palm, typestore).as_dict()
+        except BagReadError as error:
+            miss = {"miss_m": None, "detail": f"bag not readable for the grasp: {error}"}
+        result.append(replace(take, grasp_miss=miss))
+    return result
 
 
 def takes_to_convert(config: RecordDemosConfig, takes: list[TakeRecord]) -> list[TakeRecord]:
@@ -570,6 +599,7 @@ class RecordDemosResult:
                 f"record-demos: only successful takes converted (failed ones stay in "
                 f"{BAGS_DIRNAME}/, marked failure)"
             )
+        lines.extend(miss_lines(m.get("takes", [])))
         for bag, message in self.metadata_errors:
             lines.append(f"  metadata not completed for {bag}: {message}")
         if self.conversion is not None:
@@ -715,6 +745,7 @@ def record_demos(
         infos.append(info)
         takes.append(TakeRecord(bag.name, trial.seed, info.outcome, trial.reason, info.object_type))
         bag_of[bag.name] = bag
+    takes = with_grasp_misses(takes, bag_of)
     chosen = takes_to_convert(config, takes)
     conversion = convert_bags(
         [bag_of[take.bag] for take in chosen] if config.until_successes else bags,

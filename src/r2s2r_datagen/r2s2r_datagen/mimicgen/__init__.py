@@ -3,6 +3,8 @@
 - :mod:`.annotation`: object-centric subtask annotation + the manual-override sidecar;
 - :mod:`.geometry`: moving object frames, segment transform, retiming (plain NumPy);
 - :mod:`.source`: source demonstrations and nearest-neighbour selection;
+- :mod:`.source_check`: the source demos' palm against the tracked object at grasp (a biased
+  tracker, named before generation spends its attempts);
 - :mod:`.generator`: :class:`MimicGenGenerator` and the registry factory :func:`make_generator`;
 - :mod:`.demos`: demonstrations recorded without ROS (tests and benchmarks).
 """
@@ -22,15 +24,23 @@ from r2s2r_datagen.mimicgen.generator import (
     make_generator,
 )
 from r2s2r_datagen.mimicgen.source import SourceDemo, SourceLibrary
+from r2s2r_datagen.mimicgen.source_check import (
+    SourceCheck,
+    check_configured_sources,
+    check_source_demos,
+)
 
 __all__ = [
     "AnnotationError",
     "MimicGenConfig",
     "MimicGenGenerator",
+    "SourceCheck",
     "SourceDemo",
     "SourceLibrary",
     "SubtaskAnnotation",
     "annotate",
+    "check_configured_sources",
+    "check_source_demos",
     "generator_from_dataset",
     "load_mimicgen_config",
     "load_sidecar",

@@ -100,6 +100,7 @@ class SourceDemo:
         annotation: Subtask boundaries (before random offsets).
         motion: The object's motion on the belt, fitted from its track.
         belt_direction: (3,) unit belt direction in base_link.
+        object_valid: ``(T,)`` where the object track was valid (None: not kept).
 
     """
 
@@ -112,6 +113,7 @@ class SourceDemo:
     annotation: SubtaskAnnotation
     motion: ObjectMotion
     belt_direction: FloatArray
+    object_valid: NDArray[np.bool_] | None = None
 
     @property
     def object_type(self) -> str:
@@ -268,6 +270,7 @@ def build_source_demo(
         annotation=annotation,
         motion=motion,
         belt_direction=direction,
+        object_valid=signals.object_valid,
     )
 
 
