@@ -122,7 +122,7 @@ def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:
     command = reproduce_command(config, tmp_path / "exp")
     assert command.startswith(f"r2s2r experiment --out {tmp_path / 'exp'} --preset reduced")
     context = experiment_command.make_context("experiment", shlex.split(command)[2:])
-    skip = ("out_dir", "no_progress", "publish")
+    skip = ("out_dir", "no_progress", "publish", "publish_name")
     params = {k: v for k, v in context.params.items() if k not in skip}
     assert config_from_options(**params) == config
     # Fields no option covers: the command names the saved experiment.yaml.

@@ -216,6 +216,12 @@ def config_from_options(
     help="Also copy the summary JSON and the bar plot to DIR as experiment_<preset>.json/.png "
     "(e.g. results/).",
 )
+@click.option(
+    "--publish-name",
+    default=None,
+    help="File stem of --publish (default experiment_<preset>), e.g. experiment_family_outer1 "
+    "for a run on another twin.",
+)
 def experiment_command(
     out_dir: str,
     preset: str,
@@ -239,6 +245,7 @@ def experiment_command(
     sim_datasets: tuple[str, ...],
     no_progress: bool,
     publish: str | None,
+    publish_name: str | None,
 ) -> None:
     """Train real-only and four co-trained policies, evaluate them, write the paper's table."""
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -275,7 +282,7 @@ def experiment_command(
 
         target = Path(publish)
         target.mkdir(parents=True, exist_ok=True)
-        stem = f"experiment_{config.preset}"
+        stem = publish_name or f"experiment_{config.preset}"
         shutil.copyfile(Path(out_dir) / "summary.json", target / f"{stem}.json")
         shutil.copyfile(Path(out_dir) / "results.png", target / f"{stem}.png")
         click.echo(f"published {target / stem}.json and .png")
