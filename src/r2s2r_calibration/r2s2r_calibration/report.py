@@ -10,7 +10,9 @@ Measured only from real observations kept by the procedure (:class:`GroundingRun
 - ``belt``: surface speed seen by the camera against the simulator's belt speed.
 - ``board``: board reprojection error, when board steps ran.
 
-Axes whose data were not gathered are listed as not measured, with the reason.
+Axes whose data were not gathered are listed as not measured, with the reason. The report also
+lists every grounded value outside the twin family's range around nominal
+(:mod:`r2s2r_calibration.family_check`): the cell is used, but results are untested there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -287,12 +290,22 @@ def format_report(figures: list[AxisFigure]) -> str:
 
 
 def save_report(
-    figures: list[AxisFigure], traces: list[ReplayTrace], artifact_path: str | Path
+    figures: list[AxisFigure],
+    traces: list[ReplayTrace],
+    artifact_path: str | Path,
+    family_warnings: list[str] | None = None,
 ) -> list[Path]:
-    """Write ``<artifact>.report.yaml``, ``.report.json`` and ``.replay.png`` next to it."""
+    """Write ``<artifact>.report.yaml``, ``.report.json`` and ``.replay.png`` next to it.
+
+    ``family_warnings`` (grounded values outside the twin family) go in as
+    ``family_warnings``, one string per line.
+    """
     base = Path(artifact_path)
     stem = base.with_suffix("")
-    data = {"figures": [{**asdict(f), "improvement": f.improvement} for f in figures]}
+    data: dict[str, Any] = {
+        "figures": [{**asdict(f), "improvement": f.improvement} for f in figures],
+        "family_warnings": list(family_warnings or []),
+    }
     clean = json.loads(json.dumps(data, default=float).replace("NaN", "null"))
     yaml_path = stem.with_name(stem.name + ".report.yaml")
     json_path = stem.with_name(stem.name + ".report.json")
@@ -329,13 +342,25 @@ def write_grounding_outputs(
     wall_s: float,
     say: Callable[[str], None],
 ) -> None:
-    """Write the artifact and the grounding report of a run, saying what was written."""
-    from r2s2r_calibration.artifact import format_residual_table, save_artifact
+    """Write the artifact and the grounding report of a run, saying what was written.
+
+    Each grounded value outside the twin family's range is said as one ``warning:`` line and
+    kept in the report (the artifact is written all the same).
+    """
+    from r2s2r_calibration.artifact import (
+        derive_world_overrides,
+        format_residual_table,
+        save_artifact,
+    )
+    from r2s2r_calibration.family_check import grounding_family_warnings
 
     save_artifact(run.artifact, output_path)
     say(format_residual_table(run.artifact))
     figures, traces = build_report(run, nominal)
     say(format_report(figures))
-    for path in save_report(figures, traces, output_path):
+    family_warnings = grounding_family_warnings(derive_world_overrides(run.artifact), nominal)
+    for line in family_warnings:
+        say(f"warning: {line}")
+    for path in save_report(figures, traces, output_path, family_warnings):
         say(f"wrote {path}")
     say(f"wrote {output_path} (steps {run.steps_run}, {wall_s:.1f} s wall)")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -45,6 +45,14 @@ ProgressFn = Callable[[str], None]
 
 class SysIdLogError(CalibrationError):
     """A system-identification log is unusable: gaps, missing joints, a joint that never moved."""
+
+
+class LatencyAtBoundError(CalibrationError):
+    """The fitted latency sits at the largest latency searched: the true one may be larger."""
+
+
+MIN_RESPONSE_IN_WINDOW_S = 0.05
+"""Step response a fit window must hold after the largest latency searched (s)."""
 
 
 class SysIdConfig(ConfigModel):
@@ -74,7 +82,14 @@ class SysIdConfig(ConfigModel):
     preroll_s: float = Field(
         0.04, gt=0.0, le=1.0, description="Logged rest before a segment that starts its simulation."
     )
-    max_latency_s: float = Field(0.08, ge=0.0, le=0.5, description="Largest latency searched.")
+    max_latency_s: float = Field(
+        0.15,
+        ge=0.0,
+        le=0.5,
+        description="Largest latency searched (s): three times the twin family's 0.05 s, so "
+        "that a slower command path than the family's is still measured; a fit at this bound is "
+        "refused (LatencyAtBoundError), never clipped.",
+    )
     max_rise_s: float = Field(
         0.1,
         gt=0.0,
@@ -109,6 +124,18 @@ class SysIdConfig(ConfigModel):
         le=10.0,
         description="Refuse when a joint's held-out RMS error / its chirp amplitude exceeds this.",
     )
+
+    @model_validator(mode="after")
+    def _window_sees_the_response(self) -> SysIdConfig:
+        # A step response is compared over fit_window_s from the command time: with a latency
+        # near the window's end the window holds too little response to fit the gains.
+        if self.fit_window_s < self.max_latency_s + MIN_RESPONSE_IN_WINDOW_S:
+            raise ValueError(
+                f"fit_window_s = {self.fit_window_s} s must be at least max_latency_s + "
+                f"{MIN_RESPONSE_IN_WINDOW_S} s = {self.max_latency_s + MIN_RESPONSE_IN_WINDOW_S:g} "
+                "s (the step response after the largest latency searched)"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -775,6 +802,8 @@ def identify_controller(
 
     Raises:
         SysIdLogError: See :func:`check_log`; also when a joint has no step segment.
+        LatencyAtBoundError: A probe joint's latency is within half a control period of
+            ``max_latency_s`` (the search clipped it).
         ResidualTooLargeError: A joint's held-out error exceeds ``max_heldout_relative_rms``.
 
     """
@@ -801,6 +830,20 @@ def identify_controller(
     spread = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
     fit_std = float(np.median([std for _, std in estimates]))
     latency_std = max(spread, fit_std)
+    # A latency at the search bound is a clipped one: the gains fitted with it come out wrong
+    # (a 90 ms latency searched up to 80 ms gave kp -56 % with a held-out error that passed).
+    at_bound = [
+        segment.joint
+        for segment, value in zip(probe, values, strict=True)
+        if cfg.max_latency_s > 0.0 and value >= cfg.max_latency_s - 0.5 * period
+    ]
+    if at_bound:
+        raise LatencyAtBoundError(
+            f"sysid: the command latency fitted on {at_bound} is "
+            f"{float(np.max(values)) * 1000:.1f} ms, at the largest latency searched "
+            f"(sysid.max_latency_s = {cfg.max_latency_s} s): the cell's may be larger; raise "
+            "sysid.max_latency_s and repeat the sysid step"
+        )
     say(
         f"sysid: latency {latency * 1000:.1f} ms (per-joint estimates "
         f"{[round(v * 1000, 2) for v in values]} ms on {[s.joint for s in probe]})"

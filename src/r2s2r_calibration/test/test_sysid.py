@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from r2s2r_calibration.sysid import (
     JointStateLog,
+    LatencyAtBoundError,
     SegmentSimulator,
     SysIdConfig,
     SysIdLogError,
@@ -195,3 +196,41 @@ def test_log_missing_a_joint_is_refused(measured):
     partial = JointStateLog(log.stamps_s, log.positions[:, keep], log.velocities[:, keep], names)
     with pytest.raises(SysIdLogError, match="'wrist_1_joint' is not in the log"):
         check_log(partial, segments)
+
+
+def _two_joint_log(nominal, latency_s, config=None):
+    truth = apply_grounding(
+        nominal,
+        {
+            "controller": {
+                "latency_s": latency_s,
+                "gains": {j: {"kp": kp, "kd": kd} for j, (kp, kd) in TRUE_GAINS.items()},
+            }
+        },
+    )
+    segments = plan_excitation(list(TRUE_GAINS), HOME, 0.1, config)
+    return segments, simulate_log(truth, segments)
+
+
+def test_a_latency_beyond_the_twin_family_is_measured(nominal):
+    # The family's command paths reach 50 ms; a slower cell is still grounded (the search once
+    # stopped at 80 ms: a 90 ms cell then got kp -56 % with a held-out error that passed).
+    segments, log = _two_joint_log(nominal, 0.12)
+    result = identify_controller(nominal, log, segments)
+    assert result.latency_s == pytest.approx(0.12, abs=1e-4)
+    for joint, (kp, kd) in TRUE_GAINS.items():
+        assert result.joints[joint].kp == pytest.approx(kp, rel=0.01)
+        assert result.joints[joint].kd == pytest.approx(kd, rel=0.01)
+
+
+def test_a_latency_at_the_search_bound_is_refused_not_clipped(nominal):
+    config = SysIdConfig(max_latency_s=0.08)
+    segments, log = _two_joint_log(nominal, 0.09, config)
+    with pytest.raises(LatencyAtBoundError, match=r"80\.0 ms.*raise sysid\.max_latency_s"):
+        identify_controller(nominal, log, segments, config)
+
+
+def test_the_fit_window_must_hold_a_response_after_the_largest_latency():
+    with pytest.raises(ValueError, match=r"fit_window_s = 0\.2 s must be at least"):
+        SysIdConfig(max_latency_s=0.3)
+    assert SysIdConfig(max_latency_s=0.3, fit_window_s=0.4).max_latency_s == 0.3

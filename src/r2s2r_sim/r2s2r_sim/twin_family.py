@@ -4,25 +4,36 @@ Grounding must hold on cells it was not tuned on, so it is judged on a distribut
 rather than on two files. The distribution (``config/twin/family.yaml``, schema
 :class:`TwinFamily`) gives, for every axis grounding recovers or that changes what the robot
 sees and feels, a range around the nominal world and the physical reason for it. Every axis is
-sampled uniformly and independently in its range.
+sampled uniformly and independently in its range, or in the outer fifth of it (where cells
+that were set up in a hurry sit).
 
-- :func:`sample_twin` draws one twin from a seed (the same seed gives the same twin);
-- :func:`check_twin` refuses a twin outside the family, naming the key, the value and the range
-  (and any key the family does not vary that differs from nominal);
-- :func:`load_twin` is :func:`~r2s2r_world.world.load_world` plus that check;
-- ``python -m r2s2r_sim.twin_family --seeds 0:20 --out DIR`` writes twin YAML files.
+The family bounds what is *tested*, not what may run: a cell outside it is still simulated,
+grounded and scored, with one warning line per parameter outside its range.
 
-Used by benchmarks and tests only: the grounding pipeline never reads a twin file (the twin it
-talks to is a cell).
+- :func:`sample_twin` draws one twin from a seed (the same seed and ``outer_fraction`` give the
+  same twin);
+- :func:`family_deviations` lists, one line per parameter, where a world leaves the family (the
+  key, the value, its deviation, the range and its reason), without raising;
+  :func:`range_positions` places every varied parameter in its range (0 = lo, 1 = hi);
+- :func:`check_twin` refuses a twin outside the family (tests, and samplers that must stay
+  inside); :func:`load_twin` is :func:`~r2s2r_world.world.load_world` plus that check;
+- :func:`out_of_family_warnings`, :func:`load_twin_with_warnings` and
+  :func:`twin_family_warnings` (the real twin's start-up check) warn instead of refusing;
+- ``python -m r2s2r_sim.twin_family --seeds 0:20 [--outer-fifth] --out DIR`` writes twin YAML
+  files.
+
+The grounding pipeline never reads a twin file (the twin it talks to is a cell); it may read the
+family, the design's documented tolerance, to say when a grounded value leaves it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +51,12 @@ from r2s2r_world.world import WorldParams, load_world
 
 FAMILY_VERSION = 1
 
+OUTER_FIFTH = 0.2
+"""``outer_fraction`` of :func:`sample_twin` that draws from the outer fifth of every range."""
+
+FAMILY_PATH = "twin/family.yaml"
+"""The documented family, relative to ``config/`` (:func:`resolve_config_path`)."""
+
 
 class Range(ConfigModel):
     """A closed range ``lo..hi`` of one deviation, with why a real cell spans it."""
@@ -54,9 +71,27 @@ class Range(ConfigModel):
             raise ValueError(f"expected finite lo <= hi, got lo = {self.lo}, hi = {self.hi}")
         return self
 
-    def sample(self, rng: np.random.Generator) -> float:
-        """One uniform draw in the range (one draw from ``rng`` even when lo == hi)."""
-        return float(self.lo + (self.hi - self.lo) * rng.random())
+    def sample(self, rng: np.random.Generator, outer_fraction: float = 0.0) -> float:
+        """One uniform draw in the range, or in its outer parts.
+
+        Args:
+            rng: The generator; one draw is taken with ``outer_fraction`` 0 and two otherwise
+                (position, then side), even when lo == hi.
+            outer_fraction: 0 draws in ``[lo, hi]``; f in (0, 0.5] draws uniformly in
+                ``[lo, lo + f (hi - lo)]`` or ``[hi - f (hi - lo), hi]``, the side at random.
+
+        Raises:
+            ValueError: ``outer_fraction`` outside [0, 0.5].
+
+        """
+        span = self.hi - self.lo
+        if outer_fraction == 0.0:
+            return float(self.lo + span * rng.random())
+        _check_outer_fraction(outer_fraction)
+        position = rng.random()
+        low_side = rng.random() < 0.5
+        width = outer_fraction * span
+        return float(self.lo + width * position if low_side else self.hi - width * position)
 
     def contains(self, value: float) -> bool:
         """Whether ``value`` lies in the range (with a rounding tolerance)."""
@@ -64,8 +99,12 @@ class Range(ConfigModel):
         return self.lo - tolerance <= value <= self.hi + tolerance
 
 
-def _fixed(reason: str) -> Range:
-    return Range(lo=0.0, hi=0.0, reason=reason)
+def _check_outer_fraction(outer_fraction: float) -> None:
+    if not 0.0 <= outer_fraction <= 0.5:
+        raise ValueError(
+            f"outer_fraction = {outer_fraction}: expected 0 (whole range) to 0.5 (each half); "
+            f"{OUTER_FIFTH} draws from the outer fifth of every range"
+        )
 
 
 class PoseDeviation(ConfigModel):
@@ -307,100 +346,180 @@ def _round(key: str, value: float) -> float:
     return round(value, digits)
 
 
-def sample_twin(nominal: WorldParams, family: TwinFamily, seed: int) -> WorldParams:
+def sample_twin(
+    nominal: WorldParams, family: TwinFamily, seed: int, outer_fraction: float = 0.0
+) -> WorldParams:
     """Draw one twin: every axis of the family uniformly in its range around ``nominal``.
 
     Args:
         nominal: The nominal world (everything the family does not vary is copied from it).
         family: The distribution.
-        seed: Random seed (``numpy.random.default_rng``); the same seed gives the same twin.
+        seed: Random seed (``numpy.random.default_rng``); the same seed and ``outer_fraction``
+            give the same twin.
+        outer_fraction: 0 draws every axis in its whole range; f in (0, 0.5] draws every axis
+            in the outer f of its range, at either end (:data:`OUTER_FIFTH` = 0.2: cells set up
+            in a hurry). A fixed range (lo == hi) stays fixed.
 
     Returns:
         The twin world; it passes :func:`check_twin`.
 
     Raises:
+        ValueError: ``outer_fraction`` outside [0, 0.5].
         ConfigError: The sampled world is invalid for :class:`~r2s2r_world.world.WorldParams`
             (a family whose ranges leave the world schema's).
 
     """
+    if outer_fraction != 0.0:
+        _check_outer_fraction(outer_fraction)
     rng = np.random.default_rng(int(seed))
     base = nominal.model_dump(mode="json")
     twin = nominal.model_dump(mode="json")
     for axis in _axes(family, nominal):
-        _apply(axis, axis.range.sample(rng), twin, base)
+        _apply(axis, axis.range.sample(rng, outer_fraction), twin, base)
         _set(twin, axis.key, _round(axis.key, _get(twin, axis.key)))
-    world = parse_config(WorldParams, twin, f"twin sampled with seed {seed}")
-    check_twin(world, nominal, family, f"twin sampled with seed {seed}")
+    source = f"twin sampled with seed {seed}"
+    if outer_fraction:
+        source += f" (outer_fraction {outer_fraction:g})"
+    world = parse_config(WorldParams, twin, source)
+    check_twin(world, nominal, family, source)
     return world
 
 
 def _with_nominal_axes(twin: Any, nominal: Any, axes: list[_Axis]) -> Any:
     merged = copy.deepcopy(twin)
     for axis in axes:
-        _set(merged, axis.key, _get(nominal, axis.key))
+        # A key the twin lacks (another object set) stays a difference, reported below.
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            _set(merged, axis.key, _get(nominal, axis.key))
     return merged
 
 
-def _first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
+def _differences(a: Any, b: Any, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """Every leaf where ``a`` differs from ``b``: (dotted key, a's value, b's value)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
             dotted = f"{prefix}.{key}" if prefix else str(key)
             if key not in a or key not in b:
-                return dotted, a.get(key), b.get(key)
-            found = _first_difference(a[key], b[key], dotted)
-            if found:
-                return found
-        return None
+                yield dotted, a.get(key), b.get(key)
+            else:
+                yield from _differences(a[key], b[key], dotted)
+        return
     if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
         for index, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = _first_difference(x, y, f"{prefix}[{index}]")
-            if found:
-                return found
-        return None
+            yield from _differences(x, y, f"{prefix}[{index}]")
+        return
     if isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, abs_tol=1e-12):
-        return None
-    return None if a == b else (prefix, a, b)
+        return
+    if a != b:
+        yield prefix, a, b
+
+
+_WHAT = {
+    "abs": "value",
+    "add": "offset from nominal",
+    "angle": "offset from nominal",
+    "rel": "relative deviation from nominal",
+    "aspect": "aspect-ratio deviation from nominal",
+    "damping": "damping-ratio deviation from nominal",
+}
+
+
+def _axis_deviations(
+    twin: WorldParams, nominal: WorldParams, family: TwinFamily
+) -> Iterator[tuple[_Axis, float, float]]:
+    """(axis, the twin's value, its deviation) of every varied axis the twin has."""
+    twin_data = twin.model_dump(mode="json")
+    nominal_data = nominal.model_dump(mode="json")
+    for axis in _axes(family, nominal):
+        try:
+            value = _get(twin_data, axis.key)
+            deviation = _deviation(axis, twin_data, nominal_data)
+        except (KeyError, IndexError, TypeError):  # another object/bin set: not comparable
+            continue
+        yield axis, value, deviation
+
+
+def family_deviations(
+    twin: WorldParams,
+    nominal: WorldParams,
+    family: TwinFamily,
+    keys: Collection[str] | None = None,
+) -> list[str]:
+    """Where a world leaves the twin family, one line per parameter; never raises on a finding.
+
+    Each line names the key, the value, its deviation from nominal (in the unit the family
+    gives the range in), the range and its reason, e.g. ``controller.latency_s = 0.08: value
+    +0.08 s is outside the twin family's range [0, 0.05] s (command path: ...)``; a key the
+    family does not vary that differs from nominal gets ``<key> = <value>: the twin family does
+    not vary this key (nominal <value>)``.
+
+    Args:
+        twin: The world to place (a twin file, or a grounded world).
+        nominal: The nominal world the family's ranges are around.
+        family: The family.
+        keys: Only these varied keys (dotted, as in the lines: ``cameras.head.fx_px``,
+            ``bins.bin_1.pose.xyz_m[0]``), and no check of the keys the family does not vary;
+            None: every varied key, then every other key that differs from nominal.
+
+    Returns:
+        The lines, in the family's axis order; empty when the world belongs to the family.
+
+    """
+    lines = []
+    for axis, value, deviation in _axis_deviations(twin, nominal, family):
+        if keys is not None and axis.key not in keys:
+            continue
+        if axis.range.contains(deviation):
+            continue
+        unit = f" {axis.unit}" if axis.unit else ""
+        lines.append(
+            f"{axis.key} = {value:.6g}: {_WHAT[axis.kind]} {deviation:+.6g}{unit} is outside "
+            f"the twin family's range [{axis.range.lo:.6g}, {axis.range.hi:.6g}]{unit} "
+            f"({axis.range.reason})"
+        )
+    if keys is not None:
+        return lines
+    twin_data = twin.model_dump(mode="json")
+    nominal_data = nominal.model_dump(mode="json")
+    merged = _with_nominal_axes(twin_data, nominal_data, _axes(family, nominal))
+    for key, value, reference in _differences(merged, nominal_data):
+        lines.append(
+            f"{key} = {value!r}: the twin family does not vary this key (nominal {reference!r})"
+        )
+    return lines
+
+
+def range_positions(
+    twin: WorldParams, nominal: WorldParams, family: TwinFamily
+) -> dict[str, float]:
+    """Where each varied parameter of ``twin`` lies in its family range: 0 = lo, 1 = hi.
+
+    Outside the family a position is below 0 or above 1. Fixed ranges (lo == hi) are left out.
+    """
+    positions = {}
+    for axis, _, deviation in _axis_deviations(twin, nominal, family):
+        span = axis.range.hi - axis.range.lo
+        if span > 0.0:
+            positions[axis.key] = (deviation - axis.range.lo) / span
+    return positions
 
 
 def check_twin(
     twin: WorldParams, nominal: WorldParams, family: TwinFamily, source: str = "twin"
 ) -> None:
-    """Refuse a twin outside the family.
+    """Refuse a twin outside the family (:func:`family_deviations`, as an error).
 
     Raises:
         ConfigError: A varied key whose deviation from nominal leaves its range (names the key,
             the value, its deviation and the range), or a key the family does not vary that
-            differs from nominal.
+            differs from nominal; the first finding in full, and the keys of any others.
 
     """
-    twin_data = twin.model_dump(mode="json")
-    nominal_data = nominal.model_dump(mode="json")
-    axes = _axes(family, nominal)
-    for axis in axes:
-        deviation = _deviation(axis, twin_data, nominal_data)
-        if not axis.range.contains(deviation):
-            value = _get(twin_data, axis.key)
-            what = {
-                "abs": "value",
-                "add": "offset from nominal",
-                "angle": "offset from nominal",
-                "rel": "relative deviation from nominal",
-                "aspect": "aspect-ratio deviation from nominal",
-                "damping": "damping-ratio deviation from nominal",
-            }[axis.kind]
-            unit = f" {axis.unit}" if axis.unit else ""
-            raise ConfigError(
-                f"{source}: {axis.key} = {value:.6g}: {what} {deviation:+.6g}{unit} is outside "
-                f"the twin family's range [{axis.range.lo:.6g}, {axis.range.hi:.6g}]{unit} "
-                f"({axis.range.reason})"
-            )
-    rest = _first_difference(_with_nominal_axes(twin_data, nominal_data, axes), nominal_data)
-    if rest is not None:
-        key, value, reference = rest
-        raise ConfigError(
-            f"{source}: {key} = {value!r}: the twin family does not vary this key, so it must "
-            f"equal the nominal world's ({reference!r})"
-        )
+    findings = family_deviations(twin, nominal, family)
+    if findings:
+        others = [line.split(" = ", 1)[0] for line in findings[1:]]
+        more = f" (and {len(others)} more outside the family: {', '.join(others)})"
+        raise ConfigError(f"{source}: {findings[0]}{more if others else ''}")
 
 
 def load_twin(path: str | Path, nominal: WorldParams, family: TwinFamily) -> WorldParams:
@@ -414,6 +533,74 @@ def load_twin(path: str | Path, nominal: WorldParams, family: TwinFamily) -> Wor
     twin = load_world(path)
     check_twin(twin, nominal, family, str(path))
     return twin
+
+
+UNTESTED = "outside the twin family: the cell is used, results are untested there"
+"""What an out-of-family warning adds to its finding."""
+
+
+def out_of_family_warnings(
+    twin: WorldParams, nominal: WorldParams, family: TwinFamily, source: str = "twin"
+) -> list[str]:
+    """One warning line per parameter of ``twin`` outside the family (none inside it).
+
+    Each line is ``<source>: <finding of family_deviations>; <UNTESTED>``.
+    """
+    return [f"{source}: {line}; {UNTESTED}" for line in family_deviations(twin, nominal, family)]
+
+
+def load_twin_with_warnings(
+    path: str | Path,
+    nominal: WorldParams,
+    family: TwinFamily,
+    warn: Callable[[str], None],
+) -> WorldParams:
+    """Load any twin file; warn once per parameter outside the family instead of refusing.
+
+    What benchmarks use: the family bounds what is tested, not what may be scored.
+
+    Args:
+        path: The twin's world file.
+        nominal: The nominal world.
+        family: The family.
+        warn: Called with each line of :func:`out_of_family_warnings`.
+
+    Raises:
+        ConfigError: An invalid world file, one line naming the file and the key (see
+            :func:`~r2s2r_world.world.load_world`).
+
+    """
+    twin = load_world(path)
+    for line in out_of_family_warnings(twin, nominal, family, str(path)):
+        warn(line)
+    return twin
+
+
+def twin_family_warnings(
+    twin: WorldParams, nominal: WorldParams, source: str, family_path: str | Path = FAMILY_PATH
+) -> list[str]:
+    """Return the warning lines of the real twin's start-up check (a twin outside the family).
+
+    The check never stops the twin: a missing or invalid family file gives one line saying the
+    check was skipped, and why.
+
+    Args:
+        twin: The twin's world.
+        nominal: The nominal world.
+        source: How the lines name the twin (its file name).
+        family_path: The family file; relative paths resolve against ``config/``
+            (:func:`~r2s2r_common.config.resolve_config_path`).
+
+    Returns:
+        One line per parameter outside the family (:func:`out_of_family_warnings`), or the one
+        line of a skipped check; empty when the twin belongs to the family.
+
+    """
+    try:
+        family = load_family(resolve_config_path(family_path))
+    except ConfigError as error:
+        return [f"{source}: twin family check skipped ({error})"]
+    return out_of_family_warnings(twin, nominal, family, source)
 
 
 def write_twin(twin: WorldParams, path: str | Path, header: str) -> None:
@@ -447,20 +634,50 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def twin_file_name(seed: int, outer_fraction: float = 0.0) -> str:
+    """File name of a sampled twin: ``twin_<seed>.yaml``, ``twin_outer_fifth_<seed>.yaml``, ..."""
+    if outer_fraction == 0.0:
+        return f"twin_{seed:04d}.yaml"
+    if outer_fraction == OUTER_FIFTH:
+        return f"twin_outer_fifth_{seed:04d}.yaml"
+    return f"twin_outer_{outer_fraction:g}_{seed:04d}.yaml"
+
+
 def write_family_twins(
-    nominal_path: str | Path, family_path: str | Path, seeds: list[int], out: str | Path
+    nominal_path: str | Path,
+    family_path: str | Path,
+    seeds: list[int],
+    out: str | Path,
+    outer_fraction: float = 0.0,
 ) -> list[Path]:
-    """Sample one twin per seed and write ``<out>/twin_<seed>.yaml``; return the paths."""
+    """Sample one twin per seed and write ``<out>/<twin_file_name>``; return the paths.
+
+    The header of each file records the family, the seed, the nominal world and
+    ``outer_fraction`` (what reproduces it).
+
+    Raises:
+        ConfigError: Invalid nominal or family file.
+        ValueError: ``outer_fraction`` outside [0, 0.5].
+
+    """
     nominal = load_world(nominal_path)
     family = load_family(family_path)
+    if outer_fraction == 0.0:
+        drawn = "every axis uniform in its range"
+        option = ""
+    else:
+        part = "fifth" if outer_fraction == OUTER_FIFTH else f"{outer_fraction:g}"
+        drawn = f"every axis in the outer {part} of its range (outer_fraction {outer_fraction:g})"
+        option = " --outer-fifth" if outer_fraction == OUTER_FIFTH else ""
     paths = []
     for seed in seeds:
-        path = Path(out) / f"twin_{seed:04d}.yaml"
+        path = Path(out) / twin_file_name(seed, outer_fraction)
         header = (
-            f"Twin sampled from {family_path} (seed {seed}) around {nominal_path}.\n"
+            f"Twin sampled from {family_path} (seed {seed}) around {nominal_path}: {drawn}.\n"
+            f"Reproduce: python -m r2s2r_sim.twin_family --seeds {seed}{option} --out DIR\n"
             "Benchmarks and tests only: a twin's values are the hidden truth of a cell."
         )
-        write_twin(sample_twin(nominal, family, seed), path, header)
+        write_twin(sample_twin(nominal, family, seed, outer_fraction), path, header)
         paths.append(path)
     return paths
 
@@ -469,15 +686,22 @@ def main(argv: list[str] | None = None) -> int:
     """Write sampled twins: ``python -m r2s2r_sim.twin_family --seeds 0:20 --out DIR``."""
     parser = argparse.ArgumentParser(description="Write twin YAML files sampled from a family.")
     parser.add_argument("--seeds", default="0:20", help="A:B, A,B,C or one seed.")
-    parser.add_argument("--out", required=True, help="Folder for twin_<seed>.yaml.")
-    parser.add_argument("--family", default="twin/family.yaml", help="Family file (config/).")
+    parser.add_argument("--out", required=True, help="Folder for the twin files.")
+    parser.add_argument(
+        "--outer-fifth",
+        action="store_true",
+        help="Draw every axis from the outer fifth of its range, at either end (cells set up "
+        "in a hurry); files twin_outer_fifth_<seed>.yaml.",
+    )
+    parser.add_argument("--family", default=FAMILY_PATH, help="Family file (config/).")
     parser.add_argument("--nominal", default="world/nominal.yaml", help="Nominal world.")
     args = parser.parse_args(argv)
     try:
         seeds = parse_seeds(args.seeds)
         nominal_path = resolve_config_path(args.nominal)
         family_path = resolve_config_path(args.family)
-        for path in write_family_twins(nominal_path, family_path, seeds, args.out):
+        outer_fraction = OUTER_FIFTH if args.outer_fifth else 0.0
+        for path in write_family_twins(nominal_path, family_path, seeds, args.out, outer_fraction):
             print(path)
     except (ConfigError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

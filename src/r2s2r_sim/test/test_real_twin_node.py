@@ -345,6 +345,39 @@ def test_bad_twin_yaml_fails_configure_and_stays_unconfigured(tmp_path: Path) ->
         rclpy.shutdown(context=context)
 
 
+@pytest.mark.parametrize("family", ["twin/family.yaml", "missing_family.yaml"])
+def test_a_twin_outside_the_family_configures_and_runs(tmp_path: Path, family: str) -> None:
+    # The family bounds what is tested, not what may run: a slower command path and a bin 2 cm
+    # off warn (one line each, r2s2r_sim.twin_family.twin_family_warnings) and the twin runs;
+    # a missing family file only skips the check.
+    data = yaml.safe_load(TWIN.read_text())
+    data["controller"]["latency_s"] = 0.08
+    data["bins"]["bin_1"]["pose"]["xyz_m"][1] += 0.02
+    hurried = tmp_path / "hurried_twin.yaml"
+    hurried.write_text(yaml.safe_dump(data))
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = RealTwinNode(
+            node_name="hurried_twin",
+            context=context,
+            parameter_overrides=[
+                rclpy.parameter.Parameter("twin_config_path", value=str(hurried)),
+                rclpy.parameter.Parameter("twin_family_path", value=str(tmp_path / family))
+                if family.startswith("missing")
+                else rclpy.parameter.Parameter("twin_family_path", value=family),
+                rclpy.parameter.Parameter("autostart", value=False),
+                rclpy.parameter.Parameter("publish_depth", value=False),
+            ],
+        )
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.cell is not None and node.cell.world.controller.latency_s == 0.08
+        node.trigger_cleanup()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
 # -- twin parameters never reach the pipeline --------------------------------------------------
 
 PIPELINE_PACKAGES = (

@@ -20,7 +20,9 @@ comes from the ``board_*`` parameters (the print's datasheet; the calibration no
 same values), it is rendered in every camera and in depth.
 
 configure: parameters -> :class:`RealTwinParams`, load the twin and nominal worlds (a bad file
-logs the ConfigError and returns FAILURE; the node stays unconfigured), build the
+logs the ConfigError and returns FAILURE; the node stays unconfigured), warn once per twin
+parameter outside the twin family (:func:`~r2s2r_sim.twin_family.twin_family_warnings`; the
+twin runs all the same), build the
 :class:`~r2s2r_sim.cell_runtime.SimCell` and its
 :class:`~r2s2r_sim.nodes.cell_server.CellServer` (publishers, subscriptions, services; cameras
 rendered only while somebody subscribes). activate: publish ``/tf_static`` and start the
@@ -50,6 +52,7 @@ from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
+from r2s2r_sim.twin_family import twin_family_warnings
 
 
 class RealTwinParams(ConfigModel):
@@ -64,6 +67,13 @@ class RealTwinParams(ConfigModel):
         default="world/nominal.yaml",
         description="Nominal world (datasheet intrinsics, CAD mounts) for camera_info and "
         "/tf_static; relative paths resolve like twin_config_path.",
+    )
+    twin_family_path: str = Field(
+        default="twin/family.yaml",
+        description="The documented twin family: at configure, one WARN line per twin "
+        "parameter outside its range (the twin still runs; the family bounds what is tested, "
+        "not what may run). A missing or invalid file skips the check with one line; empty: "
+        "no check. Relative paths resolve like twin_config_path.",
     )
     real_time_factor: float = Field(
         default=1.0, gt=0.0, le=1000.0, description="Simulated seconds per wall-clock second."
@@ -164,6 +174,11 @@ class RealTwinNode(ComponentLifecycleNode[RealTwinParams, CellServer]):
             nominal_path = resolve_config_path(params.nominal_world_path)
             twin_world = load_world(twin_path)
             nominal_world = load_world(nominal_path)
+            if params.twin_family_path:
+                for line in twin_family_warnings(
+                    twin_world, nominal_world, twin_path.name, params.twin_family_path
+                ):
+                    self.get_logger().warning(line)
             board = (
                 OperatorBoardConfig(
                     squares_x=params.board_squares_x,
