@@ -45,38 +45,23 @@ def sample_twins(seeds: list[int], outer: bool, out: Path) -> list[Path]:
     """Write one sampled twin per seed under ``out``; return their paths."""
     from r2s2r_sim import twin_family
 
-    if not outer:
-        return twin_family.write_family_twins(
-            ROOT / "config/world/nominal.yaml", ROOT / "config/twin/family.yaml", seeds, out
-        )
-    import inspect
-
-    if "outer_fraction" not in inspect.signature(twin_family.sample_twin).parameters:
-        raise SystemExit("--outer-fifth: this checkout's twin sampler has no outer_fraction")
-    nominal = twin_family.load_world(ROOT / "config/world/nominal.yaml")
-    family = twin_family.load_family(ROOT / "config/twin/family.yaml")
-    paths = []
-    for seed in seeds:
-        twin = twin_family.sample_twin(nominal, family, seed, outer_fraction=0.2)  # type: ignore[call-arg]
-        path = out / f"twin_outer_fifth_{seed:04d}.yaml"
-        twin_family.write_twin(twin, path, f"outer fifth of every range, seed {seed}")
-        paths.append(path)
-    return paths
+    return twin_family.write_family_twins(
+        ROOT / "config/world/nominal.yaml",
+        ROOT / "config/twin/family.yaml",
+        seeds,
+        out,
+        twin_family.OUTER_FIFTH if outer else 0.0,
+    )
 
 
 def family_warnings(path: Path) -> list[str]:
     """One line per parameter of the twin outside the family (none inside it)."""
-    from r2s2r_common.config import ConfigError
-
     from r2s2r_sim import twin_family
 
     nominal = twin_family.load_world(ROOT / "config/world/nominal.yaml")
     family = twin_family.load_family(ROOT / "config/twin/family.yaml")
-    try:
-        twin_family.check_twin(twin_family.load_world(path), nominal, family, str(path))
-    except ConfigError as error:
-        return [str(error)]
-    return []
+    twin = twin_family.load_world(path)
+    return twin_family.out_of_family_warnings(twin, nominal, family, str(path))
 
 
 def ground(path: Path, out: Path, mode: str) -> tuple[Path | None, float, str]:

@@ -7,9 +7,10 @@ reaching :data:`CLOSED_FRACTION` of its rise, as MimicGen's annotation reads a g
 (forward kinematics of the measured arm joints, :class:`r2s2r_world.kinematics.PalmIk`) against
 the object's position at that moment:
 
-- the true pose, ``/twin/operator/object_poses``, when the bag recorded it (a twin);
-- else the tracked object, ``/objects/tracks`` (the cell's perception: the figure then holds the
-  tracker's error too, 3-4 mm grounded, 17-26 mm before grounding, and says so).
+- the tracked object, ``/objects/tracks`` (the cell's perception: the figure then holds the
+  tracker's error too, 3-4 mm grounded, 17-26 mm before grounding, and says so);
+- or, where a bag holds one (a benchmark that recorded a simulator's truth), another
+  ``ObjectTrackArray`` topic given as ``object_topic`` with ``reference="truth"``.
 
 The object sample is the latest one at or before closure of the take's object type (the one
 nearest the palm if several), moved on by its velocity to the closure time (the tracker loses
@@ -42,7 +43,6 @@ FloatArray = NDArray[np.float64]
 
 JOINT_STATES_TOPIC = "/joint_states"
 TRACKS_TOPIC = "/objects/tracks"
-TRUTH_TOPIC = "/twin/operator/object_poses"
 
 CLOSURE_JOINTS: tuple[str, ...] = (
     "thumb_mcp_joint",
@@ -266,6 +266,8 @@ def read_grasp_miss(
     object_type: str,
     palm_position: Callable[[FloatArray], FloatArray] | None = None,
     typestore: Typestore | None = None,
+    object_topic: str = TRACKS_TOPIC,
+    reference: Reference = "tracked",
 ) -> GraspMiss:
     """Read the miss of one recorded take from its bag (see the module docstring).
 
@@ -274,6 +276,8 @@ def read_grasp_miss(
         object_type: The trial's object type (selects the track).
         palm_position: Forward kinematics (default: a new :class:`PalmInBase`).
         typestore: Message types (default: :func:`make_typestore`).
+        object_topic: The ``ObjectTrackArray`` topic the object is read from.
+        reference: What that topic is (``tracked``: the cell's perception).
 
     Raises:
         BagReadError: The bag cannot be read.
@@ -284,13 +288,9 @@ def read_grasp_miss(
     joint_times: list[float] = []
     arm_rows: list[list[float]] = []
     closure: list[float] = []
-    objects: dict[str, list[tuple[float, Any]]] = {TRACKS_TOPIC: [], TRUTH_TOPIC: []}
+    objects: dict[str, list[tuple[float, Any]]] = {object_topic: []}
     try:
-        wanted = [
-            c
-            for c in reader.connections
-            if c.topic in (JOINT_STATES_TOPIC, TRACKS_TOPIC, TRUTH_TOPIC)
-        ]
+        wanted = [c for c in reader.connections if c.topic in (JOINT_STATES_TOPIC, object_topic)]
         for connection, _receive_ns, raw in reader.messages(connections=wanted):
             msg = deserialize(store, raw, connection.msgtype)
             stamp_s = stamp_to_s(msg.header.stamp)
@@ -312,9 +312,7 @@ def read_grasp_miss(
         reader.close()
     if not joint_times:
         return GraspMiss(None, None, None, detail=f"no {JOINT_STATES_TOPIC} with arm and hand")
-    reference: Reference = "truth" if objects[TRUTH_TOPIC] else "tracked"
-    topic = TRUTH_TOPIC if reference == "truth" else TRACKS_TOPIC
-    samples = _object_samples(objects[topic], object_type)
+    samples = _object_samples(objects[object_topic], object_type)
     order = np.argsort(np.asarray(joint_times), kind="stable")
     return grasp_miss(
         np.asarray(joint_times, dtype=float)[order],

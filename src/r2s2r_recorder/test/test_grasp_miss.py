@@ -17,7 +17,6 @@ from r2s2r_recorder.demos import TakeRecord, with_grasp_misses
 from r2s2r_recorder.grasp_miss import (
     CLOSURE_JOINTS,
     TRACKS_TOPIC,
-    TRUTH_TOPIC,
     GraspMiss,
     closure_index,
     grasp_miss,
@@ -145,6 +144,10 @@ def test_miss_lines_print_each_failed_take_and_the_median() -> None:
     assert miss_lines([takes[1]]) == []
 
 
+TRUTH_TOPIC = "/twin/operator/object_poses"
+"""A simulator's truth, recorded by a benchmark bag (not by the cell's recorder)."""
+
+
 def write_take(bag_dir: Path, miss_m: np.ndarray, with_truth: bool) -> Path:
     """An episode bag with /joint_states, /objects/tracks (biased 3 cm) and maybe the truth."""
     store = make_typestore()
@@ -203,9 +206,11 @@ def write_take(bag_dir: Path, miss_m: np.ndarray, with_truth: bool) -> Path:
     return bag_dir
 
 
-def test_a_bag_gives_the_miss_against_the_truth_when_recorded(tmp_path: Path) -> None:
+def test_a_bag_gives_the_miss_against_the_topic_it_is_told(tmp_path: Path) -> None:
     miss = np.array([0.0, 0.02, 0.0])
-    with_truth = read_grasp_miss(write_take(tmp_path / "a", miss, True), "cube", palm_fk)
+    with_truth = read_grasp_miss(
+        write_take(tmp_path / "a", miss, True), "cube", palm_fk, None, TRUTH_TOPIC, "truth"
+    )
     assert with_truth.reference == "truth" and with_truth.offset_m is not None
     assert with_truth.horizontal_m == pytest.approx(0.02, abs=0.002)
     tracked = read_grasp_miss(write_take(tmp_path / "b", miss, False), "cube", palm_fk)
@@ -222,6 +227,6 @@ def test_record_demos_reads_the_miss_of_failed_takes_only(tmp_path: Path) -> Non
     done = with_grasp_misses(takes, {"episode_000000": bag, "episode_000001": bag})
     assert done[1] == takes[1] and "grasp_miss" not in done[1].as_dict()
     figures = done[0].as_dict()["grasp_miss"]
-    assert figures["reference"] == "truth" and figures["miss_m"] is not None
+    assert figures["reference"] == "tracked" and figures["miss_m"] is not None
     # The default forward kinematics is the description's: a real palm, far from this object.
     assert figures["miss_m"] > 0.05
