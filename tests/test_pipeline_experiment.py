@@ -359,6 +359,8 @@ def test_unavailable_inputs_are_reported_not_faked(
         "(Path(sys.argv[1]) / 'argv.txt').write_text(' '.join(sys.argv[3:]))",
         "{out_dir}",
         "{seed}",
+        "--artifact",
+        "{artifact}",
     ]
     config = smoke_config.model_copy(
         update={
@@ -377,8 +379,7 @@ def test_unavailable_inputs_are_reported_not_faked(
     # Ground first, then record on the grounded cell, then evaluate on it.
     demos_args = (tmp_path / "exp" / "demos" / "argv.txt").read_text()
     artifact = tmp_path / "exp" / "grounding" / "artifact.yaml"
-    assert f"grounding_artifact:={artifact}" in demos_args
-    assert "tracker_anchor_to_belt:=false" in demos_args and "head_camera_info:=" in demos_args
+    assert demos_args == f"--artifact {artifact}"
     evaluation = json.loads(
         (tmp_path / "exp" / "evaluation" / "real_only" / "evaluation.json").read_text()
     )

@@ -158,3 +158,35 @@ def test_the_cli_refuses_bad_counts_before_recording(
     result = CliRunner().invoke(record_demos_command, ["--out", str(tmp_path / "o"), *arguments])
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_artifact_records_on_the_grounded_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import r2s2r.cli.record_demos as verb
+
+    seen: list[RecordDemosConfig] = []
+
+    def record(config: RecordDemosConfig, console: Any = None) -> Any:
+        seen.append(config)
+        raise verb.RecordDemosError("stop here")
+
+    monkeypatch.setattr(verb, "record_demos_on_twin", record)
+    artifact = Path(__file__).resolve().parent / "data" / "grounding_default_twin.yaml"
+    out = tmp_path / "o"
+    arguments = ["--out", str(out), "-n", "1", "--artifact", str(artifact), "--launch-arg", "x:=1"]
+    result = CliRunner().invoke(record_demos_command, arguments)
+    assert result.exit_code == 2 and "stop here" in result.output, result.output
+    (config,) = seen
+    export = out / "grounded_cell"
+    assert config.launch_args == [
+        f"grounding_artifact:={artifact}",
+        "tracker_anchor_to_belt:=false",
+        f"head_camera_info:={export / 'head_camera.yaml'}",
+        f"hand_camera_info:={export / 'hand_camera.yaml'}",
+        "x:=1",
+    ]
+    bad = CliRunner().invoke(
+        record_demos_command, ["--out", str(out), "-n", "1", "--artifact", str(tmp_path / "no")]
+    )
+    assert bad.exit_code == 2 and "--artifact" in bad.output and "not found" in bad.output

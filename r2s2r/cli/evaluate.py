@@ -111,7 +111,8 @@ def _echo(record: TrialRecord) -> None:
     "--launch/--no-launch",
     default=True,
     show_default=True,
-    help="Start twin, belt_speed and policy_inference (else use a running graph).",
+    help="Start the evaluate graph: twin, cell state publisher, belt_speed, object tracker and "
+    "policy_inference (else use a running graph).",
 )
 @click.option(
     "--twin-config",
@@ -166,6 +167,11 @@ def evaluate_command(
             "--execution/--executed-steps set the engine of a launched graph or of --in-process; "
             "a running graph's policy_inference node keeps its own parameters"
         )
+    if artifact is not None and not in_process and not launch:
+        raise click.UsageError(
+            "--artifact sets how a launched graph or --in-process runs the cell; a running "
+            "graph keeps the grounding it was started with (real_deploy grounding_artifact:=...)"
+        )
     inference = deployed_inference_config(execution, executed_steps)
     # The whole checkpoint (config and weights) is read before anything starts.
     load_checkpoint(checkpoint)
@@ -189,8 +195,13 @@ def evaluate_command(
         from r2s2r.pipeline.stages import grounded_cell_arguments
 
         cell_arguments = None
-        if artifact is not None and launch:
-            cell_arguments = grounded_cell_arguments(artifact, Path(out_dir) / "grounding_export")
+        if artifact is not None:
+            try:
+                cell_arguments = grounded_cell_arguments(
+                    artifact, Path(out_dir) / "grounding_export"
+                )
+            except ValueError as error:  # ArtifactError: missing or invalid
+                raise click.BadParameter(str(error), param_hint="--artifact") from None
 
         click.echo(
             f"waiting up to {graph_timeout_s:.0f} s for the "

@@ -142,7 +142,10 @@ def record_demos_command(
     if artifact is not None:
         from r2s2r.pipeline.stages import grounded_cell_arguments
 
-        grounded = grounded_cell_arguments(artifact, out_dir / "grounded_cell")
+        try:
+            grounded = grounded_cell_arguments(artifact, out_dir / "grounded_cell")
+        except ValueError as error:  # ArtifactError: missing or invalid
+            raise click.BadParameter(str(error), param_hint="--artifact") from None
         launch_args = tuple(f"{k}:={v}" for k, v in grounded.items()) + launch_args
     config = RecordDemosConfig(
         episodes=episodes or 0,

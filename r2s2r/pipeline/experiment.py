@@ -63,7 +63,6 @@ from r2s2r.pipeline.stages import (
     demos_stage,
     grounded_cell_arguments,
     grounding_stage,
-    launch_arg_options,
     run_command_stage,
 )
 
@@ -99,13 +98,16 @@ def deploy_command(checkpoint: str | Path, inference: Any) -> str:
 def evaluator_config_hashes() -> dict[str, str]:
     """Content hashes of what the evaluators read besides the twin (cache inputs of a stage).
 
-    The published nominal world and the belt_speed and object_tracker parameters: the
-    in-process evaluator runs the same perception cores as the graph.
+    The published nominal world, the belt_speed and object_tracker parameters (the in-process
+    evaluator runs the same perception cores as the graph), the evaluate graph and the cell
+    state publisher's parameters (what the graph's perception is told).
     """
     return {
         "nominal_world": content_hash(_resolve_config("world/nominal.yaml")),
         "belt_speed": content_hash(_resolve_config("nodes/belt_speed.yaml")),
         "object_tracker": content_hash(_resolve_config("nodes/object_tracker.yaml")),
+        "evaluate_graph": content_hash(_resolve_config("graphs/evaluate.yaml")),
+        "cell_state_publisher": content_hash(_resolve_config("nodes/cell_state_publisher.yaml")),
     }
 
 
@@ -298,9 +300,9 @@ class Experiment:
                 "episodes": str(self.config.real_demos),
                 "seed": str(self.config.demo_seed),
                 "twin_config": str(self.twin_path),
+                "artifact": self.artifact.path,
             },
         )
-        command += launch_arg_options(self.cell_arguments)
         inputs = {
             "episodes": self.config.real_demos,
             "seed": self.config.demo_seed,
@@ -683,7 +685,11 @@ class Experiment:
                         "execution": inference.execution,
                         "executed_steps": inference.executed_steps,
                     },
-                    cell_arguments=self.cell_arguments if world == self.twin_path else None,
+                    # A simulator world is a cell that knows itself: its own camera_info and
+                    # mounts (the twin's datasheet ones), extrinsics trusted.
+                    cell_arguments=self.cell_arguments
+                    if world == self.twin_path
+                    else {"tracker_anchor_to_belt": "false"},
                     log_dir=log_dir,
                     progress=echo,
                 )
@@ -834,10 +840,10 @@ class Experiment:
                 self.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
         else:
             self.log(
-                "note: grounding not run: the real dataset and every simulated dataset are given, "
-                "no grounding_artifact: the policies are evaluated on the cell before "
-                "grounding; give the artifact the cell was grounded with (--artifact) to "
-                "evaluate as the data was recorded"
+                "note: grounding not run (the real dataset is given, no grounded world is "
+                "generated) and no grounding_artifact: the policies are evaluated on the cell "
+                "before grounding, whose perception differs from the grounded cell's and the "
+                "simulator's; give the artifact the cell was grounded with (--artifact)"
             )
         real = self.real_demos()
         if isinstance(real, Unavailable):

@@ -52,7 +52,6 @@ from r2s2r.pipeline.stages import (
     demos_command,
     demos_stage,
     ground_command,
-    grounded_cell_arguments,
     grounding_stage,
     run_command_stage,
 )
@@ -170,7 +169,11 @@ def prepare_prerequisites(
     demo_users = [c.name for c in selected if c.behavior == "mimicgen"]
     if "mimicgen" in config.overrides():
         demo_users = []
-    record_demos = config.prepare_demos and bool(demo_users)
+    path, origin = mimicgen_source_path(config, datagen)
+    demo_stages = StageRunner(path.parent, say, commit, {DEMOS: path.parent})
+    # A dataset there without a record of this job is given from outside: used as it is.
+    demos_given = path.exists() and demo_stages.record(DEMOS) is None
+    record_demos = config.prepare_demos and bool(demo_users) and not demos_given
     # The order of work (docs/architecture.md section 3): ground the cell first, then record
     # on the grounded cell, so the demonstrations' tracked objects (MimicGen's source poses)
     # come from grounded perception.
@@ -199,17 +202,14 @@ def prepare_prerequisites(
             grounded = step.status in ("present", "produced")
         steps.append(step)
     if config.prepare_demos:
-        path, origin = mimicgen_source_path(config, datagen)
         # With prepare_grounding off, the cell runs as cell_launch_args say; on, grounded.
-        cell_args, unusable = list(config.cell_launch_args), ""
-        if demo_users and grounded:
-            try:
-                grounded_args = grounded_cell_arguments(artifact, artifact.parent / "export")
-            except ValueError as error:  # ArtifactError: what grounding wrote is unusable
-                unusable = f"the grounded cell cannot be run: {error}"
-            else:
-                cell_args += [f"{name}:={value}" for name, value in grounded_args.items()]
-        elif demo_users and config.prepare_grounding:
+        unusable = ""
+        if record_demos and not config.prepare_grounding:
+            say(
+                "[demos] note: prepare_grounding is off: the demonstrations are recorded on the "
+                "cell as cell_launch_args run it (the pipeline grounds first: prepare_grounding)"
+            )
+        elif record_demos and not grounded:
             unusable = (
                 f"the cell is not grounded ({artifact}): demonstrations are recorded on the "
                 "grounded cell"
@@ -232,7 +232,8 @@ def prepare_prerequisites(
                 path,
                 config.demos_seed,
                 config.demos_real_time_factor,
-                cell_args,
+                config.cell_launch_args,
+                artifact if grounded else None,
             )
             inputs = {
                 "episodes": config.demos_episodes,
@@ -244,9 +245,8 @@ def prepare_prerequisites(
             stage = demos_stage(
                 command, path, log_dir / "record_demos.log", config.prepare_timeout_s, inputs
             )
-            stages = StageRunner(path.parent, say, commit, {DEMOS: path.parent})
             what = f"recording {config.demos_episodes} demonstrations"
-            step = _prepare(stage, stages, run, what, demo_users, say)
+            step = _prepare(stage, demo_stages, run, what, demo_users, say)
             if step.status in ("present", "produced") and origin == "default":
                 datagen = with_source(datagen, path)
         steps.append(step)

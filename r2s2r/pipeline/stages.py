@@ -1,7 +1,8 @@
-"""Record demonstrations, then ground: the two stages that start a cell, defined once.
+"""Ground, then record demonstrations on the grounded cell: the two stages that start a cell.
 
-Both are a command that starts a cell graph of its own and writes one file: ``r2s2r
-record-demos`` writes the real dataset, ``r2s2r ground`` the grounding artifact. The main job
+Both are a command that starts a cell graph of its own and writes one file: ``r2s2r ground``
+writes the grounding artifact, ``r2s2r record-demos`` the real dataset, on the cell run with
+that artifact (:func:`grounded_cell_arguments`; docs/architecture.md section 3). The main job
 (:mod:`r2s2r.pipeline.main_job`) and the experiment (:mod:`r2s2r.pipeline.experiment`) run
 them through :func:`run_command_stage` (a :class:`~r2s2r.pipeline.cache.StageRunner` stage:
 ``stage.json``, skipped when up to date) with the commands of :func:`demos_command` and
@@ -99,8 +100,13 @@ def demos_command(
     seed: int,
     real_time_factor: float,
     launch_args: Sequence[str] = (),
+    artifact: Path | None = None,
 ) -> list[str]:
-    """Return the ``r2s2r record-demos`` command of the main job (its output only in logs)."""
+    """Return the ``r2s2r record-demos`` command of the main job (its output only in logs).
+
+    With ``artifact``, the demonstrations are recorded on the cell grounded with it
+    (``--artifact``: :func:`grounded_cell_arguments`).
+    """
     command = cli_command(
         "record-demos",
         "--episodes",
@@ -115,6 +121,8 @@ def demos_command(
         str(real_time_factor),
         "--quiet",
     )
+    if artifact is not None:
+        command += ["--artifact", str(artifact)]
     for argument in launch_args:
         command += ["--launch-arg", argument]
     return command
@@ -139,9 +147,9 @@ def grounded_cell_arguments(artifact: Path, export_dir: Path) -> dict[str, str]:
     camera_calibration files, written into ``export_dir`` by
     :func:`r2s2r_calibration.export.export_artifact`), the cell state publisher puts its mounts
     on ``/tf_static``, ``belt_speed`` takes its roller radius, and the object tracker trusts
-    those extrinsics instead of anchoring to the belt plane (2.6 mm vs 5.0 mm median on the
-    twin). The same arguments serve ``real_deploy``, ``record_demos`` and ``evaluate``: what
-    a lab runs once its cell is grounded (docs/architecture.md section 3).
+    those extrinsics instead of anchoring to the belt plane (``bench/bench_tracker.py``). The
+    same arguments serve ``real_deploy``, ``record_demos`` and ``evaluate``: what a lab runs
+    once its cell is grounded (docs/architecture.md section 3).
 
     Raises:
         r2s2r_calibration.errors.ArtifactError: A missing or invalid artifact.

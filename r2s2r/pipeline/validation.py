@@ -81,7 +81,7 @@ def _check_commands(config: ExperimentConfig) -> list[str]:
     templates = {
         "demos_command": (
             config.demos_command,
-            {"out_dir": "", "episodes": "", "seed": "", "twin_config": ""},
+            {"out_dir": "", "episodes": "", "seed": "", "twin_config": "", "artifact": ""},
         ),
         "ground_command": (config.ground_command, {"artifact": "", "twin_config": ""}),
     }

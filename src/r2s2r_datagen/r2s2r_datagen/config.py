@@ -273,7 +273,8 @@ class GenerateConfig(ConfigModel):
     prepare_demos: bool = Field(
         default=False,
         description="If MimicGen's source demonstrations are missing, record them on the real "
-        "twin first (`r2s2r record-demos`) and use them.",
+        "twin first (`r2s2r record-demos`; on the grounded cell with prepare_grounding) and use "
+        "them.",
     )
     demos_dataset_path: str = Field(
         default="runs/demos/dataset.hdf5",
@@ -297,7 +298,8 @@ class GenerateConfig(ConfigModel):
     prepare_grounding: bool = Field(
         default=False,
         description="If the grounding artifact is missing, run `r2s2r ground` against the real "
-        "twin first (when that command can start the twin).",
+        "twin first (when that command can start the twin): for the grounded configurations, "
+        "and before prepare_demos records, so that the demos are recorded on the grounded cell.",
     )
     prepare_timeout_s: float = Field(
         default=1800.0, gt=0.0, le=86400.0, description="Wall-clock limit of each preparation."

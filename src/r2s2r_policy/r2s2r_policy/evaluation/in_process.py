@@ -220,7 +220,7 @@ def evaluate_in_process(
     )
     if grounding_artifact:
         knowledge = CellKnowledge.from_artifact(grounding_artifact, nominal_world_path)
-    elif twin_path == resolve_config_path(nominal_world_path):
+    elif twin_path.resolve() == resolve_config_path(nominal_world_path).resolve():
         knowledge = CellKnowledge.exact(load_world(twin_path))
     else:
         knowledge = CellKnowledge.ungrounded(nominal_world_path)

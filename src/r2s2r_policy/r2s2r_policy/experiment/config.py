@@ -42,6 +42,8 @@ DEFAULT_DEMOS_COMMAND: list[str] = [
     "{seed}",
     "--twin-config",
     "{twin_config}",
+    "--artifact",
+    "{artifact}",
 ]
 DEFAULT_GROUND_COMMAND: list[str] = [
     "r2s2r",
@@ -143,7 +145,9 @@ class ExperimentConfig(ConfigModel):
         default="", description="Use this real dataset instead of recording demonstrations."
     )
     grounding_artifact: str = Field(
-        default="", description="Use this grounding artifact instead of running r2s2r ground."
+        default="",
+        description="Use this grounding artifact instead of running r2s2r ground: the cell "
+        "is run grounded with it (demos, evaluation).",
     )
     sim_datasets: dict[str, str] = Field(
         default_factory=dict,
@@ -151,8 +155,9 @@ class ExperimentConfig(ConfigModel):
     )
     demos_command: list[str] = Field(
         default_factory=lambda: list(DEFAULT_DEMOS_COMMAND),
-        description="Command recording the real demos into {out_dir}/dataset.hdf5 "
-        "(placeholders: out_dir, episodes, seed, twin_config).",
+        description="Command recording the real demos into {out_dir}/dataset.hdf5 on the cell "
+        "grounded with {artifact} (placeholders: out_dir, episodes, seed, twin_config, "
+        "artifact).",
     )
     ground_command: list[str] = Field(
         default_factory=lambda: list(DEFAULT_GROUND_COMMAND),
