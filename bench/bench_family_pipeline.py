@@ -7,9 +7,8 @@ section 3):
 
 1. **grounding**: in process against the twin's simulated cell (``--grounding inprocess``, the
    default, ~25 s) or ``r2s2r ground --launch real_deploy`` over ROS (``ros``, ~4 min);
-2. **demos** through ROS at real time on the grounded cell: ``r2s2r record-demos --episodes N``
-   with the grounded cell's launch arguments (:func:`r2s2r.pipeline.stages.
-   grounded_cell_arguments`); success rate and failure reasons;
+2. **demos** through ROS at real time on the grounded cell: ``r2s2r record-demos --episodes N
+   --artifact A``; success rate and failure reasons;
 3. optionally (``--experiment PRESET``) generation of every configuration, co-training and
    evaluation: ``r2s2r experiment`` on that twin with the artifact and demos of steps 1-2
    (``--experiment-arg`` passes sizes on, e.g. ``--sim-episodes 40 --steps 1500``); per
@@ -88,13 +87,10 @@ def ground(path: Path, out: Path, mode: str) -> tuple[Path | None, float, str]:
 
 def record_demos(path: Path, artifact: Path, out: Path, episodes: int) -> dict[str, Any]:
     """Record ``episodes`` takes through ROS on the grounded twin; the record-demos summary."""
-    from r2s2r.pipeline.stages import grounded_cell_arguments, launch_arg_options
-
-    arguments = grounded_cell_arguments(artifact, out / "export")
     command = [
         sys.executable, "-m", "r2s2r.cli", "record-demos", "--episodes", str(episodes),
         "--out", str(out / "demos"), "--twin-config", str(path), "--quiet",
-        *launch_arg_options(arguments),
+        "--artifact", str(artifact),
     ]  # fmt: skip
     started = time.perf_counter()
     log = out / "record_demos.log"

@@ -165,14 +165,6 @@ def grounded_cell_arguments(artifact: Path, export_dir: Path) -> dict[str, str]:
     return arguments
 
 
-def launch_arg_options(arguments: dict[str, str]) -> list[str]:
-    """Return ``--launch-arg NAME:=VALUE`` options of a command that starts a graph."""
-    options: list[str] = []
-    for name, value in arguments.items():
-        options += ["--launch-arg", f"{name}:={value}"]
-    return options
-
-
 def failure_summary(tail: str) -> str:
     """Return the lines of a command's last output that say what failed, else its last line."""
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
