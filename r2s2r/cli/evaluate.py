@@ -20,6 +20,8 @@ from r2s2r_policy.evaluation.report import EvaluationReport
 from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialRecord
 from r2s2r_policy.inference import InferenceConfig
 
+from r2s2r.cli.grounded_cell import artifact_option, grounded_arguments
+
 DEFAULT_PROTOCOL = "evaluation/default.yaml"
 POLICY_NODE_CONFIG = "nodes/policy_inference.yaml"
 
@@ -127,14 +129,7 @@ def _echo(record: TrialRecord) -> None:
     show_default=True,
     help="Speed of a launched twin.",
 )
-@click.option(
-    "--artifact",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Evaluate on the cell grounded with this artifact (what `r2s2r ground` wrote): the "
-    "perception uses its camera_info, poses and roller radius, as the pipeline records and "
-    "evaluates (docs/architecture.md section 3). Default: a cell before grounding.",
-)
+@artifact_option("Evaluate")
 @click.option(
     "--graph-timeout-s",
     type=click.FloatRange(min=0.1),
@@ -192,16 +187,10 @@ def evaluate_command(
         )
     else:
         from r2s2r.pipeline.evaluate import evaluate_over_ros
-        from r2s2r.pipeline.stages import grounded_cell_arguments
 
         cell_arguments = None
         if artifact is not None:
-            try:
-                cell_arguments = grounded_cell_arguments(
-                    artifact, Path(out_dir) / "grounding_export"
-                )
-            except ValueError as error:  # ArtifactError: missing or invalid
-                raise click.BadParameter(str(error), param_hint="--artifact") from None
+            cell_arguments = grounded_arguments(artifact, Path(out_dir) / "grounded_cell")
 
         click.echo(
             f"waiting up to {graph_timeout_s:.0f} s for the "

@@ -17,6 +17,7 @@ from r2s2r_recorder.demos import (
     quiet_console,
 )
 
+from r2s2r.cli.grounded_cell import artifact_option, grounded_arguments
 from r2s2r.pipeline.demos import record_demos_on_twin
 
 
@@ -96,14 +97,7 @@ from r2s2r.pipeline.demos import record_demos_on_twin
     multiple=True,
     help="NAME:=VALUE launch argument for the record_demos graph (repeatable).",
 )
-@click.option(
-    "--artifact",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Record on the cell grounded with this artifact (what `r2s2r ground` wrote): its "
-    "camera_info, /tf_static and roller radius, the tracker on grounded extrinsics, as the "
-    "pipeline records (docs/architecture.md section 3).",
-)
+@artifact_option("Record")
 @click.option("--force", is_flag=True, help="Replace bags/dataset no manifest says are ours.")
 @click.option("--quiet", is_flag=True, help="Node output only to the per-node logs.")
 def record_demos_command(
@@ -140,12 +134,7 @@ def record_demos_command(
             "many attempts as successes"
         )
     if artifact is not None:
-        from r2s2r.pipeline.stages import grounded_cell_arguments
-
-        try:
-            grounded = grounded_cell_arguments(artifact, out_dir / "grounded_cell")
-        except ValueError as error:  # ArtifactError: missing or invalid
-            raise click.BadParameter(str(error), param_hint="--artifact") from None
+        grounded = grounded_arguments(artifact, out_dir / "grounded_cell")
         launch_args = tuple(f"{k}:={v}" for k, v in grounded.items()) + launch_args
     config = RecordDemosConfig(
         episodes=episodes or 0,
