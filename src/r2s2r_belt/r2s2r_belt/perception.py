@@ -27,6 +27,7 @@ uncalibrated camera gives (26 mm median on the default twin, ``bench/bench_track
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,8 +152,9 @@ def perception_config(
         r2s2r_common.config.ConfigError: A node file that cannot be loaded.
 
     """
-    belt = load_belt_speed_config(resolve_config_path(belt_config_path))
-    tracker = load_tracker_config(resolve_config_path(tracker_config_path))
+    belt, tracker = _node_configs(
+        str(resolve_config_path(belt_config_path)), str(resolve_config_path(tracker_config_path))
+    )
     if knowledge.grounded:
         radius = knowledge.world.belt.roller_radius_m
         belt = belt.model_copy(
@@ -166,6 +168,15 @@ def perception_config(
     return PerceptionConfig(
         belt=belt, tracker=tracker, geometry=scene_geometry_from_world(knowledge.world)
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _node_configs(belt_path: str, tracker_path: str) -> tuple[BeltSpeedConfig, ObjectTrackerConfig]:
+    """Load the two node files once per process (generation builds a perception per episode).
+
+    Callers change them only through ``model_copy``, never in place.
+    """
+    return load_belt_speed_config(belt_path), load_tracker_config(tracker_path)
 
 
 @dataclass(frozen=True)
