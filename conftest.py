@@ -20,6 +20,10 @@ The tiers are checked while the tests run: a ``unit`` test that initialises rclp
 hence nodes and DDS traffic), or a ``unit``/``node`` test that starts a process, fails with the
 tier it needs. (Importing a module that imports rclpy, e.g. to read a node's parameter schema,
 is not using it.)
+
+The fixtures that tests share (a ROS context, generation inputs) are a plugin of their own,
+``r2s2r_testing.plugin``, loaded below; synthetic episodes, bags and stand-in programs for tests
+are in the same package.
 """
 
 import fcntl
@@ -36,6 +40,9 @@ from types import ModuleType
 from typing import IO, Any
 
 import pytest
+
+pytest_plugins = ("r2s2r_testing.plugin",)
+"""The shared fixtures (ROS context, generation inputs): src/r2s2r_testing, a package of its own."""
 
 DOMAIN_IDS = (*range(1, 102), *range(215, 233))
 """ROS domain ids whose DDS ports stay clear of Linux's ephemeral port range."""
@@ -196,14 +203,3 @@ def _ros_garbage_collected_after_the_test(request: pytest.FixtureRequest) -> Ite
     yield
     if request.node.stash.get(TIER_KEY, "unit") != "unit":
         gc.collect()
-
-
-@pytest.fixture
-def ros_context() -> Iterator[Any]:
-    """Give a node-tier test a fresh rclpy context; shut it down after the test."""
-    import rclpy
-
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)

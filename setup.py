@@ -22,7 +22,7 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 setup(
     name=PACKAGE_NAME,
     version="0.1.0",
-    packages=["r2s2r", "r2s2r.cli", "r2s2r.pipeline"],
+    packages=["r2s2r", "r2s2r.cli", "r2s2r.experiment", "r2s2r.pipeline"],
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE_NAME]),
         ("share/" + PACKAGE_NAME, ["package.xml"]),

@@ -33,8 +33,6 @@ keep their names; grounded ones end in ``_grounded``/``_oracle``).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -43,6 +41,7 @@ from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 import numpy as np
 from r2s2r_belt.config import EncoderConfig, FilterConfig, VisionConfig
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
@@ -361,8 +360,8 @@ def report(result: dict[str, Any], label: str, suffix: str) -> list[dict[str, An
 
 def main() -> None:
     """Run the benchmark (nominal, then grounded if asked), print tables and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--artifact", type=Path, help="Grounding artifact YAML to compare.")
+    parser = benchlib.parser(__doc__)
+    benchlib.add_artifact(parser)
     parser.add_argument(
         "--oracle", action="store_true", help="Also run with an oracle artifact (twin truth)."
     )
@@ -380,7 +379,7 @@ def main() -> None:
     for label, suffix, knowledge in conditions:
         figures += report(measure(twin, knowledge, label), label, suffix)
     print(f"goals: |error| encoder ≤ 1 %, vision ≤ 3 %; wall {time.perf_counter() - wall:.1f} s")
-    print(json.dumps({"benchmark": "belt_twin", "figures": figures}))
+    benchlib.print_json_line("belt_twin", figures)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Run: python bench/bench_datagen.py [--attempts 50] [--workers 2] [--demos D] [--
   distortion and blur cost more per frame than the nominal ones). Goal >= 0.7. Measured on
   the first available planner configuration (one rollout per episode), else the first
   available one, else on the test-only scripted generator
-  (src/r2s2r_datagen/test/datagen_test_generators.py), which is labelled as such. A MimicGen
+  (r2s2r_testing.generation), which is labelled as such. A MimicGen
   episode may take up to max_attempts rollouts, each simulated and rendered in full, so its
   per-episode ratio also reflects its yield: it is printed beside (1 worker), without a goal.
 - Scaling: end-to-end episodes/min with 2 workers over 1 worker (goal >= 1.7x).
@@ -29,20 +29,17 @@ The last line is one JSON object: {"benchmark": "datagen", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchlib
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_DIR = REPO / "src" / "r2s2r_datagen" / "test"
-SCRIPTED = "datagen_test_generators:make_scripted_generator"
 
 from r2s2r_common.config import parse_config, read_yaml, ros_parameters_section  # noqa: E402
 from r2s2r_datagen.config import (  # noqa: E402
@@ -59,6 +56,7 @@ from r2s2r_datagen.ledger import Ledger  # noqa: E402
 from r2s2r_datagen.prerequisites import mimicgen_source_path  # noqa: E402
 from r2s2r_sim.mujoco_backend import MujocoBackend  # noqa: E402
 from r2s2r_sim.task import TrialRunner  # noqa: E402
+from r2s2r_testing.generation import FACTORY as SCRIPTED  # noqa: E402  (test-only generator)
 
 from r2s2r.pipeline.main_job import prepare_prerequisites, run_main_job  # noqa: E402
 
@@ -181,7 +179,7 @@ def overhead(records: list[dict], raw_frame_s: float) -> tuple[float, float, flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--attempts", type=int, default=50, help="episodes per configuration")
     parser.add_argument("--workers", type=int, default=2, help="workers for the yield runs")
     parser.add_argument(
@@ -195,8 +193,6 @@ def main() -> None:
         "configurations file's)",
     )
     args = parser.parse_args()
-    sys.path.insert(0, str(TEST_DIR))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(TEST_DIR), os.environ.get("PYTHONPATH", "")])
     config_path = bundled_configurations_path()
     datagen = load_datagen_config(config_path)
     inputs = Inputs(main_job_config(), datagen, args.demos, args.artifact)
@@ -337,7 +333,7 @@ def main() -> None:
         {"name": "scaling_1_to_2_workers", "value": round(scaling, 3), "unit": "x", "goal": 1.7},
         {"name": "overhead_measured_on", "value": label, "unit": "", "goal": None},
     ]  # fmt: skip
-    print(json.dumps({"benchmark": "datagen", "figures": figures}))
+    benchlib.print_json_line("datagen", figures)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import tempfile
 import time
@@ -33,13 +32,12 @@ import numpy as np
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 from r2s2r_sim.demonstrator import HumanLikeDemonstrator, run_demo_on_backend
 from r2s2r_sim.demonstrator.driver import run_planner_reference_on_backend
 from r2s2r_sim.demonstrator.style import StyleMetrics, style_metrics
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _median_metrics(metrics: list[StyleMetrics]) -> dict[str, float]:
@@ -81,12 +79,12 @@ def ros_figures(args: argparse.Namespace, results: list) -> list[dict]:
     launch_args = list(args.ros_launch_arg)
     if args.ros_out:
         manifest = run_recording(
-            args.ros_trials, args.real_time_factor, args.twin, Path(args.ros_out), launch_args
+            args.ros_trials, args.real_time_factor, str(args.twin), Path(args.ros_out), launch_args
         )
     else:
         with tempfile.TemporaryDirectory(prefix="bench_demonstrator_") as folder:
             manifest = run_recording(
-                args.ros_trials, args.real_time_factor, args.twin, Path(folder), launch_args
+                args.ros_trials, args.real_time_factor, str(args.twin), Path(folder), launch_args
             )
     wall = time.perf_counter() - started
     load_after = load_average()
@@ -137,11 +135,11 @@ def ros_figures(args: argparse.Namespace, results: list) -> list[dict]:
 
 def main() -> None:
     """Run the benchmark and print the table and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--trials", type=int, default=20, help="Demonstrator trials.")
     parser.add_argument("--style-trials", type=int, default=5, help="Trials for style metrics.")
-    parser.add_argument("--twin", default=str(REPO / "config/twin/default.yaml"))
-    parser.add_argument("--nominal", default=str(REPO / "config/world/nominal.yaml"))
+    benchlib.add_twin(parser)
+    benchlib.add_nominal(parser)
     parser.add_argument("--ros", action="store_true", help="Also record takes through ROS.")
     parser.add_argument("--ros-trials", type=int, default=20, help="Takes through ROS.")
     parser.add_argument("--real-time-factor", type=float, default=1.0, help="Twin speed.")
@@ -223,7 +221,7 @@ def main() -> None:
         )
     if args.ros:
         figures += ros_figures(args, results)
-    print(json.dumps({"benchmark": "demonstrator", "figures": figures}))
+    benchlib.print_json_line("demonstrator", figures)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Run: ``MUJOCO_GL=egl python bench/bench_family_pipeline.py --twins results/famil
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -32,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchlib
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 DEMO_SUCCESS_GOAL = 0.9
@@ -143,7 +143,7 @@ def experiment_figures(data: dict[str, Any]) -> dict[str, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--twins", type=Path, nargs="*", default=[], help="Twin world files.")
     parser.add_argument("--seeds", default="", help="Sample twins: A:B, A,B,C or one seed.")
     parser.add_argument("--outer-fifth", action="store_true", help="Sample from outer fifths.")
@@ -225,7 +225,7 @@ def main() -> int:
             "goal": "all",
         },
     ]
-    print(json.dumps({"benchmark": "family_pipeline", "figures": figures}))
+    benchlib.print_json_line("family_pipeline", figures)
     return 0
 
 

@@ -17,7 +17,6 @@ Run: ``MUJOCO_GL=egl python bench/bench_grounding.py [--mode ros] [--twins defau
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchlib
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,8 @@ def score(
     name: str, artifact: Any, truth: Any, nominal: Any, quiet: bool = False
 ) -> list[dict[str, Any]]:
     """Compare an artifact with the twin's truth (benchmark only; ``quiet``: no printing)."""
-    from r2s2r_calibration.geometry import invert_pose, pose_error
+    from r2s2r_calibration.geometry import pose_error
+    from r2s2r_description.transforms import invert_transform as invert_pose
 
     figures: list[dict[str, Any]] = []
 
@@ -276,7 +277,7 @@ def twin_path(entry: str) -> tuple[Path, str]:
 
 def main() -> int:
     """Run the benchmark; the last line is one JSON object with every figure."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--mode", choices=["inprocess", "ros"], default="inprocess")
     parser.add_argument(
         "--twins",
@@ -343,7 +344,7 @@ def main() -> int:
         print(f"[{name}] procedure wall time {wall:.1f} s ({args.mode})")
         figures.append({"twin": name, "figure": "wall_time_s", "value": wall, "mode": args.mode})
         figures.extend(score(name, artifact, truth, nominal))
-    print(json.dumps({"benchmark": "grounding", "figures": figures}, default=float))
+    benchlib.print_json_line("grounding", figures)
     return 0
 
 

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import bench_grounding  # noqa: E402  (the single-twin benchmark's grounding and scoring)
+import benchlib  # noqa: E402
 
 REPLAY_GOAL = 50.0
 """Replay improvement required on every twin of the family."""
@@ -157,7 +157,7 @@ def coverage_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main() -> int:
     """Run the benchmark; the last line is one JSON object with every figure."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--seeds", default="0:20", help="Twin seeds: A:B, A,B,C or one seed.")
     parser.add_argument("--mode", choices=["inprocess", "ros"], default="inprocess")
     parser.add_argument("--rtf", type=float, default=1.0, help="Twin real-time factor (ros).")
@@ -263,16 +263,8 @@ def main() -> int:
             "mode": args.mode,
         }
     )
-    print(
-        json.dumps(
-            {
-                "benchmark": "grounding_family",
-                "seeds": seeds,
-                "outer_fraction": outer_fraction,
-                "figures": figures,
-            },
-            default=float,
-        )
+    benchlib.print_json_line(
+        "grounding_family", figures, seeds=seeds, outer_fraction=outer_fraction
     )
     return 0
 

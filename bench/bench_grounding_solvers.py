@@ -7,22 +7,21 @@ error per quantity against the issue's targets. Run: ``python bench/bench_ground
 
 from __future__ import annotations
 
-import json
 import time
 
+import benchlib
 import numpy as np
 from r2s2r_calibration.belt_model import fit_belt_model
 from r2s2r_calibration.blur import estimate_blur
 from r2s2r_calibration.errors import RegistrationError
 from r2s2r_calibration.extrinsics import calibrate_hand_eye
-from r2s2r_calibration.geometry import invert_pose, look_at_pose, pose_error, pose_from_xyz_rpy
+from r2s2r_calibration.geometry import look_at_pose, pose_error, pose_from_xyz_rpy
 from r2s2r_calibration.intrinsics import (
     CharucoBoardConfig,
     calibrate_intrinsics,
     make_board,
-    render_board_view,
 )
-from r2s2r_calibration.registration import register_scene
+from r2s2r_calibration.registration.register import register_scene
 from r2s2r_calibration.synthetic import (
     TEST_CAMERA_MATRIX,
     TEST_DISTORTION,
@@ -30,8 +29,10 @@ from r2s2r_calibration.synthetic import (
     cell_elements,
     charuco_view_poses,
     project_board_detection,
+    render_board_view,
     render_depth,
 )
+from r2s2r_description.transforms import invert_transform as invert_pose
 
 ROWS: list[tuple[str, str, str, float]] = []
 
@@ -300,7 +301,7 @@ def main() -> None:
         },
         {"name": "bench_wall_time", "value": round(total, 2), "unit": "s", "goal": "report"},
     ]
-    print(json.dumps({"benchmark": "grounding_solvers", "figures": figures}))
+    benchlib.print_json_line("grounding_solvers", figures)
 
 
 if __name__ == "__main__":

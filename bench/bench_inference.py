@@ -14,8 +14,6 @@ The last line is one JSON object: {"benchmark": "inference", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -23,12 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchlib
 import numpy as np
 import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.evaluation.baseline import robot_policy_spec, untrained_policy
-from r2s2r_policy.inference import InferenceConfig, InferenceEngine, StepStatus
+from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine, StepStatus
 
 HOME = [HOME_POSITIONS[name] for name in ALL_JOINT_NAMES]
 
@@ -182,10 +181,10 @@ def ros_latency(checkpoint: Path, samples: int, domain_id: int) -> dict[str, flo
 
 def main() -> None:
     """Run both measurements and print the table and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--iterations", type=int, default=300, help="Engine steps timed.")
     parser.add_argument("--ros-samples", type=int, default=150, help="Images through the graph.")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads.")
+    benchlib.add_threads(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     policy = untrained_policy(robot_policy_spec(128, 12, 10.0), seed=0)
@@ -218,14 +217,11 @@ def main() -> None:
         ("image_to_command_answered", ros["received"], "fraction", None, "images answered < 1 s"),
         ("load_average_1min", os.getloadavg()[0], "procs", None, "during the run (2 cores)"),
     ]
-    print(f"{'figure':28s} {'value':>10s} {'unit':9s} {'goal':7s} note")
-    for name, value, unit, goal, note in rows:
-        print(f"{name:28s} {value:10.3f} {unit:9s} {goal or '-':7s} {note}")
     figures = [
-        {"name": name, "value": round(value, 4), "unit": unit, "goal": goal}
-        for name, value, unit, goal, _ in rows
+        benchlib.Figure(name, round(value, 4), unit, goal, note)
+        for name, value, unit, goal, note in rows
     ]
-    print(json.dumps({"benchmark": "inference", "figures": figures}))
+    benchlib.report("inference", figures)
     sys.stdout.flush()
 
 

@@ -21,8 +21,6 @@ The last line is one JSON object: {"benchmark": "mimicgen", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
@@ -31,6 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.generator import EpisodeJob, EpisodeSkipped
 from r2s2r_datagen.mimicgen.config import load_mimicgen_config
@@ -102,7 +101,7 @@ def run_condition(
 
 def main() -> None:
     """Run the benchmark and print the table and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--demos", type=int, default=10, help="source demonstrations N")
     parser.add_argument("--attempts", type=int, default=20, help="generation attempts M")
     parser.add_argument("--cache", type=Path, default=None, help="demo cache dir (default: temp)")
@@ -165,7 +164,7 @@ def main() -> None:
             "goal": "-",
         }
     )
-    print(json.dumps({"benchmark": "mimicgen", "figures": figures}))
+    benchlib.print_json_line("mimicgen", figures)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ The last line is one JSON object: {"benchmark": "planner", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from collections import Counter
@@ -15,6 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_planner.collision import Obstacle
@@ -62,7 +61,7 @@ def rrt_times(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--world", type=Path, default=REPO / "config" / "world" / "nominal.yaml")
     parser.add_argument("--seeds", type=int, default=20, help="planner picks to synthesize")
     parser.add_argument("--queries", type=int, default=30, help="RRTConnect queries")
@@ -143,11 +142,8 @@ def main() -> None:
         {"name": "episode_sim_median_s", "value": float(np.median(sim)), "unit": "s", "goal": None},
     ]
     print()
-    print(f"{'figure':28s} {'value':>10s}  unit")
-    for figure in figures:
-        print(f"{figure['name']:28s} {figure['value']:10.3f}  {figure['unit']}")
     print("failure reasons:", dict(reasons))
-    print(json.dumps({"benchmark": "planner", "figures": figures}))
+    benchlib.report("planner", figures)
 
 
 if __name__ == "__main__":

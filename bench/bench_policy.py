@@ -10,17 +10,16 @@ weights. Prints a table, then one JSON line:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
+import benchlib
 import numpy as np
 import torch
 from r2s2r_common.config import load_config
-from r2s2r_policy.data import InMemoryEpisodeSource, ObservationSemantics
+from r2s2r_policy.data.sources import InMemoryEpisodeSource, ObservationSemantics
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.normalization import stats_from_arrays
 from r2s2r_policy.training import TrainConfig, make_spec, train
@@ -112,8 +111,8 @@ def training_throughput(config: TrainConfig, steps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser = benchlib.parser(__doc__)
+    benchlib.add_threads(parser)
     parser.add_argument("--iterations", type=int, default=300, help="latency samples")
     parser.add_argument("--train-steps", type=int, default=15, help="timed training steps")
     args = parser.parse_args()
@@ -154,14 +153,11 @@ def main() -> None:
         # Shared 2-core machine: figures scale with the load other processes put on it.
         ("load_average_1min", os.getloadavg()[0], "procs", None, "during the run (2 cores)"),
     ]
-    print(f"{'figure':28s} {'value':>12s} {'unit':10s} {'goal':8s} note")
-    for name, value, unit, goal, note in rows:
-        print(f"{name:28s} {value:12.3f} {unit:10s} {goal or '-':8s} {note}")
     figures = [
-        {"name": name, "value": round(value, 4), "unit": unit, "goal": goal}
-        for name, value, unit, goal, _ in rows
+        benchlib.Figure(name, round(value, 4), unit, goal, note)
+        for name, value, unit, goal, note in rows
     ]
-    print(json.dumps({"benchmark": "policy", "figures": figures}))
+    benchlib.report("policy", figures)
 
 
 if __name__ == "__main__":

@@ -10,100 +10,31 @@ Usage: python bench/bench_recorder.py [--duration-s 10]
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
 
-PUBLISHER = textwrap.dedent(
-    """
-    import sys, time
-    import numpy as np
-    import rclpy
-    from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import Image, JointState
-    from geometry_msgs.msg import TwistStamped
-    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-    from std_msgs.msg import String
-    duration = float(sys.argv[1])
-    rclpy.init()
-    node = rclpy.create_node("bench_publisher")
-    pubs = {
-        "/head_camera/image_raw": node.create_publisher(Image, "/head_camera/image_raw",
-                                                        qos_profile_sensor_data),
-        "/hand_camera/image_raw": node.create_publisher(Image, "/hand_camera/image_raw",
-                                                        qos_profile_sensor_data),
-    }
-    joints = node.create_publisher(JointState, "/joint_states", 10)
-    arm = node.create_publisher(JointTrajectory, "/arm_controller/joint_trajectory", 10)
-    hand = node.create_publisher(JointTrajectory, "/hand_controller/joint_trajectory", 10)
-    belt = node.create_publisher(TwistStamped, "/belt/speed", 10)
-    outcome = node.create_publisher(String, "/trial/outcome", 10)
-    deadline = time.monotonic() + 20
-    while any(p.get_subscription_count() == 0 for p in [*pubs.values(), joints, arm, hand, belt]):
-        assert time.monotonic() < deadline, "recorder not subscribed"
-        time.sleep(0.05)
-    print("READY", flush=True)
-    sys.stdin.readline()
-    rng = np.random.default_rng(0)
-    frames = [rng.integers(0, 255, (128, 128, 3), dtype=np.uint8).tobytes() for _ in range(8)]
-    counts = {}
-    def bump(topic):
-        counts[topic] = counts.get(topic, 0) + 1
-    start = time.monotonic()
-    tick = 0
-    names = ["j%d" % i for i in range(7)] + ["h%d" % i for i in range(4)]
-    while tick * 0.01 < duration:
-        target = start + tick * 0.01
-        now = time.monotonic()
-        if target > now:
-            time.sleep(target - now)
-        stamp = node.get_clock().now().to_msg()
-        js = JointState(name=names, position=[0.01 * tick] * len(names))
-        js.header.stamp = stamp
-        joints.publish(js); bump("/joint_states")
-        if round(tick * 0.01 * 30) != round((tick - 1) * 0.01 * 30) or tick == 0:
-            for topic, pub in pubs.items():
-                img = Image(height=128, width=128, encoding="rgb8", step=384,
-                            data=frames[tick % 8])
-                img.header.stamp = stamp
-                pub.publish(img); bump(topic)
-        if tick % 10 == 0:
-            for pub, jn in ((arm, names[:7]), (hand, names[7:])):
-                cmd = JointTrajectory(joint_names=jn)
-                cmd.header.stamp = stamp
-                cmd.points = [JointTrajectoryPoint(positions=[0.02 * tick] * len(jn))]
-                pub.publish(cmd)
-        if tick % 5 == 0:
-            tw = TwistStamped(); tw.header.stamp = stamp; tw.twist.linear.x = 0.1
-            belt.publish(tw)
-        tick += 1
-    outcome.publish(String(data="success"))
-    time.sleep(0.5)
-    print("COUNTS " + repr(counts), flush=True)
-    node.destroy_node()
-    rclpy.shutdown()
-    """
-)
+import benchlib
+
+TRAFFIC = Path(__file__).resolve().parent / "ros_traffic.py"
+"""The publisher runs in a process of its own (bench/ros_traffic.py)."""
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--duration-s", type=float, default=10.0)
     args = parser.parse_args()
     os.environ["ROS_DOMAIN_ID"] = str(random.randint(1, 200))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
     import rclpy
+    from r2s2r_recorder.bag_reading import opened_bag
     from r2s2r_recorder.bag_to_dataset import convert_bags
-    from r2s2r_recorder.bag_writer import opened_bag
     from r2s2r_recorder.config import ConversionConfig
     from r2s2r_recorder.nodes.recorder_node import RecorderNode
     from rclpy.executors import SingleThreadedExecutor
@@ -126,7 +57,7 @@ def main() -> None:
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     pub = subprocess.Popen(
-        [sys.executable, "-c", PUBLISHER, str(args.duration_s)],
+        [sys.executable, str(TRAFFIC), "publish-recording", str(args.duration_s)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -208,7 +139,7 @@ def main() -> None:
             "goal": "report",
         },
     ]
-    print(json.dumps({"benchmark": "recorder", "figures": figures}))
+    benchlib.print_json_line("recorder", figures)
 
 
 if __name__ == "__main__":

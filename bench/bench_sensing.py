@@ -12,8 +12,6 @@ Last line: ``{"benchmark": "sensing", "figures": [...]}``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import benchlib
 import cv2
 import numpy as np
 from r2s2r_belt.config import EncoderConfig, FilterConfig, VisionConfig
@@ -204,20 +203,18 @@ def replay_throughput(duration_s: float) -> tuple[float, int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="shorter sequences")
     args = parser.parse_args()
     duration_s = 1.0 if args.quick else 2.0
     source: SensingSource = SyntheticSource()
-    figures: list[dict[str, object]] = []
-    rows: list[tuple[str, str, str]] = []
+    figures: list[benchlib.Figure] = []
     cpu_encoder: list[float] = []
     cpu_vision: list[float] = []
     cpu_filter: list[float] = []
 
     def add(name: str, value: float, unit: str, goal: str) -> None:
-        figures.append({"name": name, "value": round(value, 6), "unit": unit, "goal": goal})
-        rows.append((name, f"{value:.4g} {unit}", goal))
+        figures.append(benchlib.Figure(name, round(value, 6), unit, goal))
 
     for speed_mps in (0.07, 0.10, 0.15):
         result = run(source, SpeedProfile(speed_mps), duration_s)
@@ -257,11 +254,7 @@ def main() -> None:
     add("replay_frames_received", float(received), "frames", "")
     add("replay_drops", float(drops), "frames", "0")
 
-    width = max(len(r[0]) for r in rows)
-    print(f"{'figure':<{width}}  {'value':>14}  goal")
-    for name, value, goal in rows:
-        print(f"{name:<{width}}  {value:>14}  {goal}")
-    print(json.dumps({"benchmark": "sensing", "figures": figures}))
+    benchlib.report("sensing", figures)
 
 
 if __name__ == "__main__":

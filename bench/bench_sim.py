@@ -6,14 +6,13 @@ The last line is one JSON object: {"benchmark": "sim", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 import mujoco
 import numpy as np
 from r2s2r_sim.backend import ObjectInstance
@@ -48,7 +47,7 @@ def scene(world_path: Path) -> MujocoBackend:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--world", type=Path, default=REPO / "config" / "twin" / "default.yaml")
     parser.add_argument("--seconds", type=float, default=2.0, help="simulated time per ratio run")
     args = parser.parse_args()
@@ -138,11 +137,7 @@ def main() -> None:
     print(
         f"world: {args.world}  (MuJoCo {mujoco.__version__}, MUJOCO_GL={os.environ['MUJOCO_GL']})"
     )
-    print(f"{'figure':<42}{'value':>12}  {'unit':<12}{'goal':>8}")
-    for fig in figures:
-        goal = "" if fig["goal"] is None else f"{fig['goal']}"
-        print(f"{fig['name']:<42}{fig['value']:>12}  {fig['unit']:<12}{goal:>8}")
-    print(json.dumps({"benchmark": "sim", "figures": figures}))
+    benchlib.report("sim", figures)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ Usage: MUJOCO_GL=egl python bench/bench_tracker.py [--seeds 40] [--frames 20] [-
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import time
@@ -35,6 +33,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import benchlib
 import numpy as np
 from r2s2r_belt.perception import catalogue_from_world, scene_geometry_from_world
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
@@ -154,16 +153,11 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--seeds", type=int, default=40, help="Runs (one object each).")
     parser.add_argument("--frames", type=int, default=20, help="Frames per run.")
-    parser.add_argument("--artifact", type=Path, help="Grounding artifact YAML to compare.")
-    parser.add_argument(
-        "--twin",
-        type=Path,
-        default=REPO / "config" / "twin" / "default.yaml",
-        help="The twin rendered as reality (any world file, e.g. a sampled family twin).",
-    )
+    benchlib.add_artifact(parser)
+    benchlib.add_twin(parser)  # rendered as reality (any world file, e.g. a family twin)
     args = parser.parse_args()
     nominal = load_world(REPO / "config" / "world" / "nominal.yaml")
     twin = load_world(args.twin)
@@ -325,7 +319,7 @@ def main() -> None:
                 "goal": ">= 98",
             },
         ]
-    print(json.dumps({"benchmark": "tracker", "figures": figures}))
+    benchlib.print_json_line("tracker", figures)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchlib
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,14 +61,17 @@ WARMUP_STEPS = 5
 DEFAULT_IMAGE_PX = (64, 128)  # config/experiment/reduced.yaml, config/policy/cotrain.yaml
 
 
-def _use_tree(tree: Path) -> None:
-    """Import the Python packages of ``tree/src`` ahead of the installed ones."""
-    packages = [
-        str(package)
-        for package in sorted((tree / "src").iterdir())
-        if (package / package.name / "__init__.py").exists()
-    ]
-    sys.path[:0] = packages
+def _tree_env(tree: Path) -> dict[str, str]:
+    """The environment of a worker for ``tree``: its packages ahead of the installed ones."""
+    env = dict(os.environ)
+    if tree != REPO:
+        packages = [
+            str(package)
+            for package in sorted((tree / "src").iterdir())
+            if (package / package.name / "__init__.py").exists()
+        ]
+        env["PYTHONPATH"] = os.pathsep.join([*packages, *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def write_dataset(path: Path, episodes: int, frames: int) -> None:
@@ -139,8 +143,12 @@ def measure(
     """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
     import torch
     from r2s2r_common.config import load_config
-    from r2s2r_policy.data import HDF5EpisodeSource
     from r2s2r_policy.training import TrainConfig, train
+
+    try:
+        from r2s2r_policy.data.sources import HDF5EpisodeSource
+    except ModuleNotFoundError:  # a tree from before r2s2r_policy.data was split (baseline)
+        from r2s2r_policy.data import HDF5EpisodeSource  # type: ignore[attr-defined,no-redef]
 
     torch.set_num_threads(threads)
     config = load_config(TrainConfig, tree / PRESET)
@@ -162,7 +170,7 @@ def measure(
     source = HDF5EpisodeSource(dataset, name="sim")
     cached = None
     if cache:
-        from r2s2r_policy.data import ChunkDataset
+        from r2s2r_policy.data.chunks import ChunkDataset
         from r2s2r_policy.training import make_spec
 
         spec = make_spec(config.policy, source, source.control_rate_hz)
@@ -192,7 +200,7 @@ def encoder_floor_ms(policy: Any, dataset: Any, batch_size: int, repeats: int = 
     """
     import numpy as np
     import torch
-    from r2s2r_policy.data import collate_batch
+    from r2s2r_policy.data.chunks import collate_batch
     from r2s2r_policy.models.conv_keypoint import images_to_float
 
     batch = collate_batch(dataset.batch(np.arange(batch_size) % len(dataset)))
@@ -224,9 +232,7 @@ def encoder_floor_ms(policy: Any, dataset: Any, batch_size: int, repeats: int = 
 
 def _worker(args: argparse.Namespace) -> None:
     """One path in this process: write the dataset or measure, print one JSON line."""
-    tree = Path(args.tree)
-    if tree != REPO:
-        _use_tree(tree)
+    tree = Path(args.tree)  # its packages come first on the import path (_tree_env)
     if args.write:
         write_dataset(Path(args.dataset), args.episodes, args.frames)
         return
@@ -245,7 +251,7 @@ def _worker(args: argparse.Namespace) -> None:
 def _run_worker(tree: Path, *options: str) -> dict[str, float]:
     """Run this file as a worker for ``tree``; the figures of its last output line."""
     command = [sys.executable, __file__, "--worker", "--tree", str(tree), *options]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=_tree_env(tree))
     if done.returncode != 0:
         raise SystemExit(f"worker for {tree} failed ({' '.join(command)}):\n{done.stderr}")
     lines = done.stdout.strip().splitlines()
@@ -358,7 +364,7 @@ def _figures(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--dataset", type=Path, help="HDF5 dataset every path reads")
     parser.add_argument("--episodes", type=int, default=20, help="generated episodes")
     parser.add_argument("--frames", type=int, default=120, help="frames per generated episode")
@@ -371,9 +377,7 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds (best kept)")
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads of every path (reduced preset: 1)"
-    )
+    benchlib.add_threads(parser)  # of every path
     parser.add_argument(
         "--baseline",
         default=ISSUE_13_BASE,
@@ -436,14 +440,11 @@ def main() -> None:
     rows.append(
         ("load_average_1min", os.getloadavg()[0], "procs", None, "after the runs (2 cores)")
     )
-    print(f"{'figure':40s} {'value':>12s} {'unit':10s} {'goal':8s} note")
-    for name, value, unit, goal, note in rows:
-        print(f"{name:40s} {value:12.3f} {unit:10s} {goal or '-':8s} {note}")
     figures = [
-        {"name": name, "value": round(value, 4), "unit": unit, "goal": goal}
-        for name, value, unit, goal, _ in rows
+        benchlib.Figure(name, round(value, 4), unit, goal, note)
+        for name, value, unit, goal, note in rows
     ]
-    print(json.dumps({"benchmark": "training_data", "figures": figures}))
+    benchlib.report("training_data", figures)
 
 
 if __name__ == "__main__":

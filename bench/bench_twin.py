@@ -17,13 +17,13 @@ The last line is one JSON object: {"benchmark": "twin", "figures": [...]}.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import benchlib
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -36,34 +36,8 @@ from r2s2r_world.world import load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-REPO = Path(__file__).resolve().parents[1]
-
-SUBSCRIBER = """
-import sys, time, rclpy
-from rclpy.node import Node
-from r2s2r_common.ros.qos import SENSOR_DATA_QOS, RELIABLE_QOS
-from sensor_msgs.msg import Image, JointState
-from r2s2r_interfaces.msg import ObjectTrackArray
-rclpy.init()
-node = Node("bench_twin_subscriber")
-counts = {}
-def counter(topic):
-    counts[topic] = 0
-    def callback(msg):
-        counts[topic] += 1
-    return callback
-for topic in ("/head_camera/image_raw", "/hand_camera/image_raw", "/head_camera/depth/image_raw"):
-    node.create_subscription(Image, topic, counter(topic), SENSOR_DATA_QOS)
-node.create_subscription(JointState, "/joint_states", counter("/joint_states"), RELIABLE_QOS)
-node.create_subscription(
-    ObjectTrackArray, "/twin/operator/object_poses", counter("/twin/operator/object_poses"),
-    RELIABLE_QOS,
-)
-deadline = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < deadline:
-    rclpy.spin_once(node, timeout_sec=0.05)
-print(counts)
-"""
+TRAFFIC = Path(__file__).resolve().parent / "ros_traffic.py"
+"""The matched readers run in a process of their own (bench/ros_traffic.py)."""
 
 
 def bench_cell(twin_path: Path, nominal_path: Path, sim_seconds: float) -> CostAccount:
@@ -93,7 +67,7 @@ def bench_node(
 ) -> tuple[float, CostAccount, float]:
     """Run the twin node flat out for ``wall_seconds``; return (achieved RTF, costs, wall)."""
     subscriber = subprocess.Popen(
-        [sys.executable, "-c", SUBSCRIBER, str(wall_seconds + 3.0)],
+        [sys.executable, str(TRAFFIC), "count-twin-topics", str(wall_seconds + 3.0)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -146,9 +120,9 @@ def per_sim_second_ms(costs: CostAccount, wall_s: float | None = None) -> dict[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--twin", type=Path, default=REPO / "config" / "twin" / "default.yaml")
-    parser.add_argument("--nominal", type=Path, default=REPO / "config" / "world" / "nominal.yaml")
+    parser = benchlib.parser(__doc__)
+    benchlib.add_twin(parser)
+    benchlib.add_nominal(parser)
     parser.add_argument("--cell-seconds", type=float, default=5.0, help="sim s, SimCell run")
     parser.add_argument("--node-seconds", type=float, default=6.0, help="wall s per node run")
     args = parser.parse_args()
@@ -205,7 +179,7 @@ def main() -> None:
         }
         for key, value in node_split.items()
     ]
-    print(json.dumps({"benchmark": "twin", "figures": figures}))
+    benchlib.print_json_line("twin", figures)
 
 
 if __name__ == "__main__":

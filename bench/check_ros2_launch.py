@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import random
 import re
@@ -75,6 +74,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import benchlib
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "r2s2r"
@@ -703,7 +704,7 @@ def ros_domain() -> Iterator[None]:
 
 def main() -> int:
     """Run the cases and print the table and the JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("--duration", type=float, default=30.0, help="Seconds each graph runs.")
     parser.add_argument("--cases", default="", help="Comma-separated subset (default: all).")
     parser.add_argument(
@@ -782,7 +783,7 @@ def main() -> int:
                     "goal": goal,
                 }
             )
-    print(json.dumps({"benchmark": "check_ros2_launch", "figures": figures}))
+    benchlib.print_json_line("check_ros2_launch", figures)
     return 0 if passed == len(results) else 1
 
 

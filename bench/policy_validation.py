@@ -3,7 +3,7 @@
 The experiment's evaluation trials (seeds 10000 and up) must never choose a hyper-parameter.
 This script is how choices are made instead: each variant (a dotted override of the preset's
 training config, e.g. ``policy.palm_object_features=true``) is trained exactly as the experiment
-trains its policies (``r2s2r.pipeline.experiment.train_config_for`` on the preset) and
+trains its policies (``r2s2r.experiment.training.train_config_for`` on the preset) and
 evaluated in process on the twin on *validation* seeds (20000 and up by default), the same
 seeds for every variant. It prints a table and ends with one JSON line.
 
@@ -105,11 +105,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from r2s2r_policy.evaluation.in_process import evaluate_in_process
     from r2s2r_policy.evaluation.trials import EvaluationConfig
-    from r2s2r_policy.experiment.config import load_preset
-    from r2s2r_policy.inference import InferenceConfig
+    from r2s2r_policy.inference.engine import InferenceConfig
     from r2s2r_policy.training import TrainConfig, train
 
-    from r2s2r.pipeline.experiment import Dataset, _deep_merge, train_config_for
+    from r2s2r.experiment.config import load_preset
+    from r2s2r.experiment.products import EpisodeDataset
+    from r2s2r.experiment.training import deep_merge, train_config_for
 
     if args.base_seed < VALIDATION_BASE_SEED:
         parser.error(f"--base-seed {args.base_seed}: validation seeds start at 20000")
@@ -127,15 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         execution=args.execution or preset.execution,
         executed_steps=args.executed_steps or preset.executed_steps,
     )
-    real = Dataset(args.real, "") if args.real else None
-    sim = Dataset(args.sim, "") if args.sim else None
+    real = EpisodeDataset(args.real, "") if args.real else None
+    sim = EpisodeDataset(args.sim, "") if args.sim else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for text in args.variant:
         name, overrides = parse_variant(text)
         config_dict = train_config_for(preset, real, sim, args.sim_ratio)
-        config_dict = _deep_merge(config_dict, overrides)
+        config_dict = deep_merge(config_dict, overrides)
         config = TrainConfig.model_validate(config_dict)
         config = config.model_copy(update={"progress_bar": False})
         run_dir = out / name

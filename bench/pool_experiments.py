@@ -6,7 +6,7 @@ Each argument is an ``r2s2r experiment`` record (``results/experiment_reduced*.j
 runs are replicates when they differ only in the training seed (or are fresh runs of one
 command): their trials add up per policy and condition, and the effects (world, behavior,
 fully grounded minus real only) are recomputed on the pooled counts with the experiment's own
-:func:`~r2s2r_policy.experiment.grounding_effects` (Agresti-Caffo 95 % intervals). The
+:func:`~r2s2r.experiment.results.grounding_effects` (Agresti-Caffo 95 % intervals). The
 intervals treat every trial as independent; replicates that share the evaluation's trial seeds
 make them somewhat too narrow, so read them next to the per-run intervals.
 
@@ -18,14 +18,15 @@ effect > 0). ``--out`` also writes the pooled table as JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
 
+import benchlib
 from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
-from r2s2r_policy.experiment import REAL_ONLY, GroupResult, PolicyResult, grounding_effects
+
+from r2s2r.experiment.results import REAL_ONLY, GroupResult, PolicyResult, grounding_effects
 
 FULLY_GROUNDED = "grounded_mimicgen"
 
@@ -90,7 +91,7 @@ def _effect(effects: dict[str, Any], group: str, key: str) -> tuple[float, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchlib.parser(__doc__)
     parser.add_argument("records", type=Path, nargs="+", help="experiment records (JSON)")
     parser.add_argument("--out", type=Path, help="write the pooled table here (JSON)")
     args = parser.parse_args()
@@ -137,7 +138,7 @@ def main() -> None:
         {"name": name, "value": round(value, 2), "unit": unit, "goal": goal}
         for name, value, unit, goal in rows
     ]
-    print(json.dumps({"benchmark": "pool_experiments", "figures": figures}))
+    benchlib.print_json_line("pool_experiments", figures)
 
 
 if __name__ == "__main__":

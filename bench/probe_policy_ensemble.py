@@ -24,8 +24,9 @@ from policy_validation import VALIDATION_BASE_SEED, tally
 from r2s2r_policy.checkpoint import load_checkpoint
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
 from r2s2r_policy.evaluation.trials import EvaluationConfig
-from r2s2r_policy.experiment.config import load_preset
-from r2s2r_policy.inference import InferenceConfig
+from r2s2r_policy.inference.engine import InferenceConfig
+
+from r2s2r.experiment.config import load_preset
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HAND_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
 from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialSpec
-from r2s2r_policy.inference import InferenceConfig
+from r2s2r_policy.inference.engine import InferenceConfig
 from r2s2r_policy.models.palm_frame import PalmObjectFeatures
 from r2s2r_sim.cell_runtime import ControlStep, SimCell
 

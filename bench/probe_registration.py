@@ -33,8 +33,9 @@ class TrueHeadCameraClient:
     """A cell client that publishes the twin's true head camera (probe only)."""
 
     def __init__(self, client: Any, truth: Any):
-        from r2s2r_calibration.geometry import invert_pose, pose_from_xyz_rpy
-        from r2s2r_calibration.procedure import CameraModel
+        from r2s2r_calibration.cell_client import CameraModel
+        from r2s2r_calibration.geometry import pose_from_xyz_rpy
+        from r2s2r_description.transforms import invert_transform as invert_pose
 
         self._client = client
         head = truth.cameras.head
@@ -68,7 +69,8 @@ class TrueHeadCameraClient:
 
 def score(label: str, artifact: Any, truth: Any, nominal: Any) -> list[dict[str, Any]]:
     """Pose errors of the registered elements in base_link, split along the element axes."""
-    from r2s2r_calibration.geometry import invert_pose, pose_error
+    from r2s2r_calibration.geometry import pose_error
+    from r2s2r_description.transforms import invert_transform as invert_pose
 
     T_nominal_base = nominal.robot.base_pose.to_pose().matrix()
     T_true_base = truth.robot.base_pose.to_pose().matrix()
@@ -121,13 +123,9 @@ def main() -> int:
     if args.artifact is None:
         args.artifact = str(ROOT / "runs/g2/artifact.yaml") if args.twin == "default" else ""
     from r2s2r_calibration.artifact import GroundingArtifact, load_artifact
-    from r2s2r_calibration.procedure import (
-        GroundingRun,
-        ProcedureConfig,
-        run_grounding,
-        run_registration,
-    )
+    from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, run_grounding
     from r2s2r_calibration.sim_cell_client import SimCellClient
+    from r2s2r_calibration.steps.scene import run_registration
     from r2s2r_sim.cell_runtime import SimCell
     from r2s2r_sim.mujoco_backend import MujocoBackend
     from r2s2r_world.world import load_world

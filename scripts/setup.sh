@@ -81,9 +81,15 @@ BUILD_HASH="$( { git ls-files -co --exclude-standard -- src r2s2r config launch 
 mkdir -p log
 if [ "$(cat "$BUILD_STAMP" 2>/dev/null)" != "$BUILD_HASH" ] || [ ! -f install/setup.bash ]; then
   log "building the workspace with colcon"
-  # The bring-up's config/ and launch/ are installed as copies: drop the old copies first, so
-  # that a file moved or removed in the source tree does not stay resolvable from the install.
+  # The bring-up's config/ and launch/ and every Python package are installed as copies: drop
+  # the old copies first (and the build folders they are copied from), so that a module moved
+  # or removed in the source tree does not stay importable from the install.
   rm -rf install/r2s2r/share/r2s2r/config install/r2s2r/share/r2s2r/launch
+  for setup_py in setup.py src/*/setup.py; do
+    package="$(basename "$(dirname "$(realpath "$setup_py")")")"
+    [ "$setup_py" = setup.py ] && package=r2s2r
+    rm -rf "build/$package" install/"$package"/lib/python3*/site-packages/"$package"
+  done
   colcon --log-base log build --base-paths src . "${SKIP[@]}" \
     --event-handlers console_cohesion- summary+ status- \
     --cmake-args -DPython3_EXECUTABLE="$PYTHON_BIN" -DBUILD_TESTING=OFF > log/colcon-build.txt 2>&1 \

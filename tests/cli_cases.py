@@ -28,7 +28,6 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src/r2s2r_recorder/test"), str(REPO / "src/r2s2r_policy/test")]
 
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -144,8 +143,9 @@ TINY_TRAIN = {
 
 def write_chunked_bag(bag_dir: Path, outcome: str, outcome_message: str | None) -> Path:
     """A finished episode bag whose MCAP has many chunks (as the recorder flushes them)."""
-    from r2s2r_recorder.bag_writer import EpisodeBagWriter, EpisodeInfo
-    from recorder_fixtures import EpisodeSpec, episode_messages
+    from r2s2r_recorder.bag_format import EpisodeInfo
+    from r2s2r_recorder.bag_writer import EpisodeBagWriter
+    from r2s2r_testing.bags import EpisodeSpec, episode_messages
 
     info = EpisodeInfo(
         episode_id=bag_dir.name, object_type="cube", belt_speed_mps=0.1, outcome=outcome
@@ -212,7 +212,7 @@ def write_artifact(path: Path) -> dict[str, Any]:
 
 def make_world(root: Path) -> Path:
     """Write every bad (and good) file the cases use into ``root``; return ``root``."""
-    from experiment_fixtures import write_robot_dataset
+    from r2s2r_testing.episodes import write_robot_dataset
 
     root.mkdir(parents=True, exist_ok=True)
     # Datasets.

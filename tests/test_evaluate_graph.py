@@ -123,6 +123,7 @@ def test_a_node_that_died_is_named_with_its_log(
 def test_real_deploy_with_a_policy_commands_the_cells_controllers(tmp_path: Path) -> None:
     import rclpy
     from r2s2r_common.ros.qos import RELIABLE_QOS
+    from r2s2r_testing.ros import ros_context_of
     from rclpy.executors import SingleThreadedExecutor
     from trajectory_msgs.msg import JointTrajectory
 
@@ -130,44 +131,42 @@ def test_real_deploy_with_a_policy_commands_the_cells_controllers(tmp_path: Path
 
     checkpoint = _checkpoint(tmp_path)
     domain = 1 + (os.getpid() + 70) % 100
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain)
-    probe = rclpy.create_node("deploy_probe", context=context)
-    commands: dict[str, list[JointTrajectory]] = {"arm": [], "hand": []}
-    for controller, received in commands.items():
-        probe.create_subscription(
-            JointTrajectory,
-            f"/{controller}_controller/joint_trajectory",
-            received.append,
-            RELIABLE_QOS,
-        )
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(probe)
-    arguments = {
-        "policy": "true",
-        "checkpoint": str(checkpoint),
-        "image_height_px": "32",
-        "image_width_px": "32",
-        "policy_object_tracks": "false",  # the tiny checkpoint reads no tracked object
-    }
-    with open(os.devnull, "w") as quiet:
-        try:
-            with running_graph(
-                "real_deploy",
-                arguments,
-                tmp_path / "logs",
-                console=quiet,
-                env={"ROS_DOMAIN_ID": str(domain)},
-            ) as supervisor:
-                deadline = time.monotonic() + 120.0
-                while time.monotonic() < deadline and min(map(len, commands.values())) < 5:
-                    executor.spin_once(timeout_sec=0.1)
-                    assert supervisor.dead_node() is None, supervisor.dead_node()
-                    log = (tmp_path / "logs" / "policy_inference.log").read_text()
-                    assert "configure failed" not in log, log[-2000:]
-        finally:
-            probe.destroy_node()
-            rclpy.shutdown(context=context)
+    with ros_context_of(domain) as context:
+        probe = rclpy.create_node("deploy_probe", context=context)
+        commands: dict[str, list[JointTrajectory]] = {"arm": [], "hand": []}
+        for controller, received in commands.items():
+            probe.create_subscription(
+                JointTrajectory,
+                f"/{controller}_controller/joint_trajectory",
+                received.append,
+                RELIABLE_QOS,
+            )
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(probe)
+        arguments = {
+            "policy": "true",
+            "checkpoint": str(checkpoint),
+            "image_height_px": "32",
+            "image_width_px": "32",
+            "policy_object_tracks": "false",  # the tiny checkpoint reads no tracked object
+        }
+        with open(os.devnull, "w") as quiet:
+            try:
+                with running_graph(
+                    "real_deploy",
+                    arguments,
+                    tmp_path / "logs",
+                    console=quiet,
+                    env={"ROS_DOMAIN_ID": str(domain)},
+                ) as supervisor:
+                    deadline = time.monotonic() + 120.0
+                    while time.monotonic() < deadline and min(map(len, commands.values())) < 5:
+                        executor.spin_once(timeout_sec=0.1)
+                        assert supervisor.dead_node() is None, supervisor.dead_node()
+                        log = (tmp_path / "logs" / "policy_inference.log").read_text()
+                        assert "configure failed" not in log, log[-2000:]
+            finally:
+                probe.destroy_node()
     log = (tmp_path / "logs" / "policy_inference.log").read_text()
     assert "active: commanding" in log, log[-2000:]
     for controller, received in commands.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
@@ -41,9 +42,23 @@ def modules(name: str, folder: Path) -> dict[str, Path]:
     return result
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _syntax_trees_without_the_cyclic_collector() -> Iterator[None]:
+    """Parse with the cyclic garbage collector off, and drop the trees after the module.
+
+    Syntax trees hold no reference cycles; a few hundred of them are millions of objects, which
+    set off full collections of the whole test process while they are built (more time than the
+    parsing) and, kept in ``parsed``'s cache, make every later full collection longer.
+    """
+    gc.disable()
+    yield
+    parsed.cache_clear()
+    gc.enable()
+
+
 @functools.cache
 def parsed(path: Path) -> ast.Module:
-    """The syntax tree of a source file, parsed once per test session (several checks read it)."""
+    """A source file's syntax tree, parsed once while this module runs (several checks read it)."""
     return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
@@ -286,3 +301,22 @@ def test_no_module_under_src_imports_the_bring_up() -> None:
         if (names := bring_up_imports(path))
     }
     assert not offenders, f"imports of the bring-up under src/: {offenders}"
+
+
+def test_only_tests_and_benchmarks_import_the_test_infrastructure() -> None:
+    """``r2s2r_testing`` (fixtures, synthetic data, stand-in programs) is never shipped code's."""
+    offenders = sorted(
+        module
+        for name, folder in packages().items()
+        if name != "r2s2r_testing"
+        for module, path in modules(name, folder).items()
+        if "r2s2r_testing" in imported_packages_of_file(module, path)
+    )
+    assert not offenders, f"shipped modules importing r2s2r_testing: {offenders}"
+
+
+def imported_packages_of_file(module: str, path: Path) -> set[str]:
+    """Top-level packages a module imports (any import statement, anywhere in it)."""
+    return {
+        target.split(".")[0] for target in imported_names(module, path, path.name == "__init__.py")
+    }

@@ -4,6 +4,7 @@ import time
 
 import rclpy
 from geometry_msgs.msg import TransformStamped
+from r2s2r_testing.ros import ros_context_of
 from rclpy.executors import SingleThreadedExecutor
 
 from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
@@ -15,9 +16,7 @@ UPSTREAM_TFMESSAGE_HASH = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cb
 
 
 def exchange(msg_type: type, topic: str, message: object) -> tuple[object, str]:
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+    with ros_context_of() as context:
         node = rclpy.create_node("interfaces_test", context=context)
         received: list[object] = []
         publisher = node.create_publisher(msg_type, topic, 10)
@@ -32,8 +31,6 @@ def exchange(msg_type: type, topic: str, message: object) -> tuple[object, str]:
         node.destroy_node()
         assert received, f"nothing received on {topic}"
         return received[0], type_hash
-    finally:
-        rclpy.shutdown(context=context)
 
 
 def test_tfmessage_round_trip_with_upstream_type_hash() -> None:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,16 +60,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-@pytest.fixture
-def context() -> Iterator[rclpy.Context]:
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
-
-
 def test_twin_and_belt_speed_talk_over_dds_and_stop_on_sigint(
-    tmp_path: Path, context: rclpy.Context
+    tmp_path: Path, ros_context: rclpy.Context
 ) -> None:
     graph = write_graph(
         tmp_path,
@@ -87,12 +78,12 @@ nodes:
     parameters: ["{CONFIG}/nodes/belt_speed.yaml"]
 """,
     )
-    probe = rclpy.create_node("launch_probe", context=context)
+    probe = rclpy.create_node("launch_probe", context=ros_context)
     speeds: list[float] = []
     probe.create_subscription(
         TwistStamped, "/belt/speed", lambda m: speeds.append(m.twist.linear.x), DEFAULT_QOS
     )
-    executor = SingleThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(probe)
     launch = start_launch(graph, tmp_path)
     try:

@@ -10,25 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config
 from r2s2r_datagen.summary import EXIT_NOTHING_RAN
 
 from r2s2r.pipeline.commands import EXIT_TIMEOUT, command_runner
 from r2s2r.pipeline.main_job import prepare_prerequisites, run_main_job
-from r2s2r.pipeline.stages import ground_command
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src/r2s2r_datagen/test"))
-
-from datagen_support import ARTIFACT_OVERRIDES, write_configurations
-
-
-@pytest.fixture
-def configurations_file(tmp_path: Path) -> Path:
-    (tmp_path / "artifact.yaml").write_text(yaml.safe_dump(ARTIFACT_OVERRIDES), encoding="utf-8")
-    return write_configurations(tmp_path / "configurations.yaml")
-
+from r2s2r.pipeline.stages import ground_argv, runnable
 
 GROUNDING_FIXTURE = Path(__file__).resolve().parent / "data" / "grounding_default_twin.yaml"
 """A real artifact (the shipped twin's) for the fake ``r2s2r ground`` to write."""
@@ -88,8 +76,8 @@ def test_missing_demos_are_recorded_then_used(tmp_path: Path, configurations_fil
     dataset = tmp_path / "demos" / "dataset.hdf5"
     (command,) = runner.commands
     assert command[3:] == [
-        "record-demos", "--episodes", "4", "--out", str(dataset.parent), "--dataset",
-        str(dataset), "--seed", "9", "--real-time-factor", "1.0", "--quiet",
+        "record-demos", "--out", str(dataset.parent), "--successes", "4", "--seed", "9",
+        "--dataset", str(dataset), "--real-time-factor", "1.0", "--quiet",
     ]  # fmt: skip
     (step,) = report.steps
     assert step.status == "produced" and step.path == str(dataset)
@@ -134,7 +122,8 @@ def test_demos_this_job_made_are_cached_by_their_inputs(
     more = config.model_copy(update={"demos_episodes": 5})
     runner = FakeRunner()
     (remade,) = prepare_prerequisites(more, datagen, tmp_path, print, runner).steps
-    assert remade.status == "produced" and runner.commands[0][5] == "5"
+    (command,) = runner.commands
+    assert remade.status == "produced" and command[command.index("--successes") + 1] == "5"
 
 
 def test_nothing_is_prepared_when_disabled_or_not_needed(
@@ -219,7 +208,7 @@ def test_grounding_runs_ground_with_the_cell_and_sets_a_partial_artifact_aside(
 
 
 def test_ground_command_passes_cell_launch_args_on() -> None:
-    command = ground_command(Path("/a.yaml"), ["x:=1", "y:=2"])
+    command = runnable(ground_argv(Path("/a.yaml"), ["x:=1", "y:=2"]))
     assert command[3:] == [
         "ground", "--output", "/a.yaml", "--launch", "real_deploy",
         "--launch-arg", "x:=1", "--launch-arg", "y:=2",
@@ -312,11 +301,10 @@ def test_a_command_s_output_goes_to_its_log_once_and_only_problems_to_the_consol
         "[real_twin] WARN: belt slipping",
         "plain progress text",
     ]
-    script = "".join(f"print({line!r})\n" for line in lines)
     said: list[str] = []
     log = tmp_path / "ground.log"
     code, tail = command_runner(said.append, progress=False)(
-        [sys.executable, "-c", script], 60.0, log
+        [sys.executable, "-m", "r2s2r_testing.stand_ins", "print-lines", *lines], 60.0, log
     )
     assert code == 0
     assert said == [

@@ -18,7 +18,7 @@ import click
 from r2s2r_common.config import load_config, parse_config
 from r2s2r_policy.evaluation.report import EvaluationReport
 from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialRecord
-from r2s2r_policy.inference import InferenceConfig
+from r2s2r_policy.inference.engine import InferenceConfig
 
 from r2s2r.cli.grounded_cell import artifact_option, grounded_arguments
 

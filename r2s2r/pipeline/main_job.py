@@ -31,13 +31,12 @@ from typing import Any
 
 from r2s2r_common.config import resolve_config_path
 from r2s2r_datagen.config import DatagenConfig, GenerateConfig, bundled_configurations_path
-from r2s2r_datagen.configurations import load_datagen_config
+from r2s2r_datagen.configurations import load_datagen_config, with_inputs
 from r2s2r_datagen.prerequisites import (
     PrerequisitesReport,
     PrerequisiteStep,
     mimicgen_source_path,
     selected_configurations,
-    with_source,
 )
 from r2s2r_datagen.runner import ProgressCallback, run_generation
 from r2s2r_datagen.summary import RunSummary
@@ -49,11 +48,12 @@ from r2s2r.pipeline.stages import (
     GROUNDING,
     CommandStage,
     CommandStageError,
-    demos_command,
     demos_stage,
-    ground_command,
+    ground_argv,
     grounding_stage,
+    record_demos_argv,
     run_command_stage,
+    runnable,
 )
 
 # The schema the sim_generate node declares its ROS parameters from; r2s2r.graph types launch
@@ -190,7 +190,7 @@ def prepare_prerequisites(
             say(step.stage_line())
         else:
             stage = grounding_stage(
-                ground_command(artifact, config.cell_launch_args),
+                runnable(ground_argv(artifact, config.cell_launch_args)),
                 artifact,
                 log_dir / "ground.log",
                 config.prepare_timeout_s,
@@ -226,14 +226,17 @@ def prepare_prerequisites(
             step = PrerequisiteStep(DEMOS, "failed", str(path), unusable, demo_users)
             say(step.stage_line())
         else:
-            command = demos_command(
-                config.demos_episodes,
-                path.parent,
-                path,
-                config.demos_seed,
-                config.demos_real_time_factor,
-                config.cell_launch_args,
-                artifact if grounded else None,
+            command = runnable(
+                record_demos_argv(
+                    path.parent,
+                    config.demos_episodes,
+                    config.demos_seed,
+                    artifact=artifact if grounded else None,
+                    dataset=path,
+                    real_time_factor=config.demos_real_time_factor,
+                    launch_args=config.cell_launch_args,
+                    quiet=True,
+                )
             )
             inputs = {
                 "episodes": config.demos_episodes,
@@ -248,7 +251,7 @@ def prepare_prerequisites(
             what = f"recording {config.demos_episodes} demonstrations"
             step = _prepare(stage, demo_stages, run, what, demo_users, say)
             if step.status in ("present", "produced") and origin == "default":
-                datagen = with_source(datagen, path)
+                datagen = with_inputs(datagen, mimicgen_source=path)
         steps.append(step)
     return PrerequisitesReport(steps, datagen)
 

@@ -3,10 +3,10 @@
 Both are a command that starts a cell graph of its own and writes one file: ``r2s2r ground``
 writes the grounding artifact, ``r2s2r record-demos`` the real dataset, on the cell run with
 that artifact (:func:`grounded_cell_arguments`; docs/architecture.md section 3). The main job
-(:mod:`r2s2r.pipeline.main_job`) and the experiment (:mod:`r2s2r.pipeline.experiment`) run
+(:mod:`r2s2r.pipeline.main_job`) and the experiment (:mod:`r2s2r.experiment`) run
 them through :func:`run_command_stage` (a :class:`~r2s2r.pipeline.cache.StageRunner` stage:
-``stage.json``, skipped when up to date) with the commands of :func:`demos_command` and
-:func:`ground_command`, or the experiment's command templates.
+``stage.json``, skipped when up to date) with the one command line of each
+(:func:`record_demos_argv`, :func:`ground_argv`).
 
 A stage fails (:class:`~r2s2r.pipeline.cache.StageError`) when its command exits non-zero,
 runs past its time limit, cannot start, or does not write its file; a grounding artifact that
@@ -93,51 +93,61 @@ def grounding_stage(
     return CommandStage(GROUNDING, command, artifact, "artifact", log, timeout_s, inputs)
 
 
-def demos_command(
-    episodes: int,
-    out_dir: Path,
-    dataset: Path,
-    seed: int,
-    real_time_factor: float,
+def record_demos_argv(
+    out_dir: str | Path,
+    successes: int | str,
+    seed: int | str,
+    *,
+    twin_config: str | Path | None = None,
+    artifact: str | Path | None = None,
+    dataset: str | Path | None = None,
+    real_time_factor: float | None = None,
     launch_args: Sequence[str] = (),
-    artifact: Path | None = None,
+    quiet: bool = False,
 ) -> list[str]:
-    """Return the ``r2s2r record-demos`` command of the main job (its output only in logs).
+    """Return ``r2s2r record-demos ...``: the one command line of the ``demos`` stage.
 
-    With ``artifact``, the demonstrations are recorded on the cell grounded with it
-    (``--artifact``: :func:`grounded_cell_arguments`).
+    Records until ``successes`` takes succeeded (failed takes are re-recorded with the next
+    seed) into ``out_dir`` (``dataset``: another file than ``OUT/dataset.hdf5``); with
+    ``artifact``, on the cell grounded with it (``--artifact``: :func:`grounded_cell_arguments`).
+    The experiment keys its stage on this command with placeholders for its values
+    (``{out_dir}``, ...), so a change here re-runs the stage. The first word is ``r2s2r``;
+    :func:`runnable` makes it this interpreter's.
     """
-    command = cli_command(
-        "record-demos",
-        "--episodes",
-        str(episodes),
-        "--out",
-        str(out_dir),
-        "--dataset",
-        str(dataset),
-        "--seed",
-        str(seed),
-        "--real-time-factor",
-        str(real_time_factor),
-        "--quiet",
-    )
+    argv = ["r2s2r", "record-demos", "--out", str(out_dir), "--successes", str(successes)]
+    argv += ["--seed", str(seed)]
+    if twin_config is not None:
+        argv += ["--twin-config", str(twin_config)]
     if artifact is not None:
-        command += ["--artifact", str(artifact)]
+        argv += ["--artifact", str(artifact)]
+    if dataset is not None:
+        argv += ["--dataset", str(dataset)]
+    if real_time_factor is not None:
+        argv += ["--real-time-factor", str(real_time_factor)]
+    if quiet:
+        argv.append("--quiet")
     for argument in launch_args:
-        command += ["--launch-arg", argument]
-    return command
+        argv += ["--launch-arg", argument]
+    return argv
 
 
-def ground_command(artifact: Path, launch_args: Sequence[str] = ()) -> list[str]:
-    """Return the ``r2s2r ground`` command that starts the cell graph itself.
+def ground_argv(artifact: str | Path, launch_args: Sequence[str] = ()) -> list[str]:
+    """Return ``r2s2r ground ...``: the one command line of the ``grounding`` stage.
 
-    ``--launch real_deploy`` plus one ``--launch-arg`` per cell launch argument (passed on
-    unread).
+    ``--launch real_deploy`` (it starts the cell graph itself) plus one ``--launch-arg`` per
+    cell launch argument (passed on unread). The first word is ``r2s2r`` (:func:`runnable`).
     """
-    command = cli_command("ground", "--output", str(artifact), "--launch", CELL_GRAPH)
+    argv = ["r2s2r", "ground", "--output", str(artifact), "--launch", CELL_GRAPH]
     for argument in launch_args:
-        command += ["--launch-arg", argument]
-    return command
+        argv += ["--launch-arg", argument]
+    return argv
+
+
+def runnable(argv: Sequence[str]) -> list[str]:
+    """Return ``argv`` with its ``r2s2r`` run by this interpreter (:func:`cli_command`)."""
+    if argv and argv[0] == "r2s2r":
+        return cli_command(*argv[1:])
+    return list(argv)
 
 
 def grounded_cell_arguments(artifact: Path, export_dir: Path) -> dict[str, str]:

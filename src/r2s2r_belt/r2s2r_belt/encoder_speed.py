@@ -12,14 +12,10 @@ import math
 from collections import deque
 
 import numpy as np
+from r2s2r_description.transforms import wrap_angle
 
 from r2s2r_belt.config import EncoderConfig
 from r2s2r_belt.estimates import SpeedMeasurement
-
-
-def wrap_to_pi(angle_rad: float) -> float:
-    """Wrap an angle to [-pi, pi)."""
-    return (angle_rad + math.pi) % (2.0 * math.pi) - math.pi
 
 
 class EncoderSpeedEstimator:
@@ -58,7 +54,7 @@ class EncoderSpeedEstimator:
         if self._samples and stamp_s - self._samples[-1][0] > self.config.window_s:
             self.reset()
         if self._last_raw_rad is not None:
-            self._unwrapped_rad += wrap_to_pi(angle_rad - self._last_raw_rad)
+            self._unwrapped_rad += wrap_angle(angle_rad - self._last_raw_rad)
         self._last_raw_rad = angle_rad
         self._samples.append((stamp_s, self._unwrapped_rad))
         while self._samples and self._samples[0][0] < stamp_s - self.config.window_s:

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 from r2s2r_common.config import load_config, resolve_config_path
 from r2s2r_description.robot import OPTICAL_FROM_LINK
+from r2s2r_description.transforms import invert_transform
 from r2s2r_recorder.dataset.object_track import TrackView
 from r2s2r_world.grounding import load_world_overrides
 from r2s2r_world.world import WorldParams, apply_grounding, load_world
@@ -46,7 +47,7 @@ from r2s2r_belt.speed_filter import BeltSpeedFilter
 from r2s2r_belt.tracking.catalogue import Catalogue
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
 from r2s2r_belt.tracking.detection import SceneGeometry
-from r2s2r_belt.tracking.geometry import CameraModel, invert_transform
+from r2s2r_belt.tracking.geometry import CameraModel
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
 from r2s2r_belt.vision_geometry import vision_config_from_camera
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray

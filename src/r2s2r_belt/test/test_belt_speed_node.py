@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +30,6 @@ from tf2_msgs.msg import TFMessage
 
 RADIUS_M = 0.03
 SPEED_MPS = 0.12
-
-
-@pytest.fixture
-def context() -> Iterator[Context]:
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.shutdown(context=ctx)
 
 
 def run_encoder(
@@ -85,8 +74,8 @@ def run_encoder(
     return speeds, diagnostics
 
 
-def test_encoder_messages_give_belt_speed(context: Context) -> None:
-    speeds, diagnostics = run_encoder(context, RADIUS_M, [])
+def test_encoder_messages_give_belt_speed(ros_context: Context) -> None:
+    speeds, diagnostics = run_encoder(ros_context, RADIUS_M, [])
     assert len(speeds) >= 60
     recent = speeds[len(speeds) // 2 :]
     for _, msg in recent:
@@ -105,10 +94,10 @@ def test_encoder_messages_give_belt_speed(context: Context) -> None:
     assert float(from_encoder[-1]["variance_mps2"]) < 4e-4  # std < 2 cm/s; accuracy: above
 
 
-def test_bad_parameters_fail_at_startup(context: Context) -> None:
+def test_bad_parameters_fail_at_startup(ros_context: Context) -> None:
     with pytest.raises(ConfigError, match="image_to_belt_homography"):
         BeltSpeedNode(
-            context=context,
+            context=ros_context,
             parameter_overrides=[Parameter("vision.image_to_belt_homography", value=[1.0, 2.0])],
         )
 
@@ -120,14 +109,14 @@ def write_artifact(path: Path, overrides: dict) -> Path:
 
 
 def test_grounded_roller_radius_replaces_the_configured_one(
-    context: Context, tmp_path: Path
+    ros_context: Context, tmp_path: Path
 ) -> None:
     grounded_radius_m = RADIUS_M * 1.02  # a worn roller, as grounding measured it
     artifact = write_artifact(
         tmp_path / "artifact.yaml", {"belt": {"roller_radius_m": grounded_radius_m}}
     )
     speeds, diagnostics = run_encoder(
-        context, grounded_radius_m, [Parameter("grounding_artifact", value=str(artifact))]
+        ros_context, grounded_radius_m, [Parameter("grounding_artifact", value=str(artifact))]
     )
     recent = speeds[len(speeds) // 2 :]
     assert len(recent) >= 30
@@ -172,23 +161,24 @@ def test_apply_grounding_keeps_or_replaces_the_radius(tmp_path: Path) -> None:
     ],
 )
 def test_bad_grounding_artifact_fails_at_startup(
-    context: Context, tmp_path: Path, content: str | None, expected: str
+    ros_context: Context, tmp_path: Path, content: str | None, expected: str
 ) -> None:
     path = tmp_path / "artifact.yaml"
     if content is not None:
         path.write_text(content)
     with pytest.raises(ConfigError, match=expected):
         BeltSpeedNode(
-            context=context, parameter_overrides=[Parameter("grounding_artifact", value=str(path))]
+            context=ros_context,
+            parameter_overrides=[Parameter("grounding_artifact", value=str(path))],
         )
 
 
-def test_vision_geometry_from_camera_info_and_tf_static(context: Context) -> None:
+def test_vision_geometry_from_camera_info_and_tf_static(ros_context: Context) -> None:
     """With geometry_from_tf the node builds its homography from camera_info + /tf_static."""
     camera = SyntheticBeltCamera(width_px=320, height_px=240, focal_px=300.0, noise_std=0.0)
     T_belt_camera = np.linalg.inv(camera.camera_from_belt())
     node = BeltSpeedNode(
-        context=context,
+        context=ros_context,
         parameter_overrides=[
             Parameter("encoder.roller_radius_m", value=RADIUS_M),
             Parameter("diagnostics_period_s", value=0.2),
@@ -196,7 +186,7 @@ def test_vision_geometry_from_camera_info_and_tf_static(context: Context) -> Non
             Parameter("vision.belt_length_m", value=0.5),
         ],
     )
-    driver = rclpy.create_node("fake_cell", context=context)
+    driver = rclpy.create_node("fake_cell", context=ros_context)
     image_pub = driver.create_publisher(Image, "/head_camera/image_raw", qos_profile_sensor_data)
     info_pub = driver.create_publisher(
         CameraInfo, "/head_camera/camera_info", qos_profile_sensor_data
@@ -230,7 +220,7 @@ def test_vision_geometry_from_camera_info_and_tf_static(context: Context) -> Non
         reports = [{kv.key: kv.value for kv in d.status[0].values} for d in list(diagnostics)]
         return [r for r in reports if r["vision_state"] == "ok"]
 
-    with spinning(context, node, driver):
+    with spinning(ros_context, node, driver):
         deadline = time.monotonic() + 15.0
         while time.monotonic() < deadline and len(vision_reports()) < 2:
             time.sleep(0.05)

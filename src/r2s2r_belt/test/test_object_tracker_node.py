@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +34,6 @@ from tf2_msgs.msg import TFMessage
 
 REPO = Path(__file__).resolve().parents[3]
 FRAMES = 8
-
-
-@pytest.fixture
-def context() -> Iterator[Context]:
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.shutdown(context=ctx)
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +82,14 @@ def nominal_camera_info(nominal: WorldParams) -> CameraInfo:
 
 
 def test_tracks_in_base_link_from_twin_messages(
-    context: Context, frames: tuple[WorldParams, list[TwinFrame]]
+    ros_context: Context, frames: tuple[WorldParams, list[TwinFrame]]
 ) -> None:
     twin, rendered = frames
     nominal = load_world(REPO / "config" / "world" / "nominal.yaml")
     node = ObjectTrackerNode(
-        context=context, parameter_overrides=[Parameter("diagnostics_period_s", value=0.2)]
+        context=ros_context, parameter_overrides=[Parameter("diagnostics_period_s", value=0.2)]
     )
-    driver = rclpy.create_node("fake_twin", context=context)
+    driver = rclpy.create_node("fake_twin", context=ros_context)
     rgb_pub = driver.create_publisher(Image, "/head_camera/image_raw", SENSOR_DATA_QOS)
     depth_pub = driver.create_publisher(Image, "/head_camera/depth/image_raw", SENSOR_DATA_QOS)
     info_pub = driver.create_publisher(CameraInfo, "/head_camera/camera_info", SENSOR_DATA_QOS)
@@ -111,7 +100,7 @@ def test_tracks_in_base_link_from_twin_messages(
     driver.create_subscription(ObjectTrackArray, "/objects/tracks", received.append, 10)
     driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
     tf_pub.publish(nominal_tf_static(nominal))
-    with spinning(context, node, driver):
+    with spinning(ros_context, node, driver):
         # Discovery: best-effort messages sent before the match are lost, not dropped.
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline and not (
@@ -184,9 +173,9 @@ def test_tracks_in_base_link_from_twin_messages(
     assert float(values["processing_ms_mean"]) < 100.0
 
 
-def test_bad_parameters_fail_at_startup(context: Context) -> None:
+def test_bad_parameters_fail_at_startup(ros_context: Context) -> None:
     with pytest.raises(ConfigError, match="catalogue"):
         ObjectTrackerNode(
-            context=context,
+            context=ros_context,
             parameter_overrides=[Parameter("catalogue.shapes", value=["box"])],
         )

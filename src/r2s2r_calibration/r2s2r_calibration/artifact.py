@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, format_validation_error
+from r2s2r_description.transforms import invert_transform
 from r2s2r_world.grounding import ARTIFACT_SCHEMA_VERSION, read_artifact
 
 from r2s2r_calibration.belt_model import BeltModelResult
@@ -40,12 +41,11 @@ from r2s2r_calibration.blur import BlurResult
 from r2s2r_calibration.errors import ArtifactError
 from r2s2r_calibration.geometry import (
     FloatArray,
-    invert_pose,
     pose_from_xyz_rpy,
     xyz_rpy_from_pose,
 )
 from r2s2r_calibration.intrinsics import IntrinsicsResult
-from r2s2r_calibration.registration import ElementRegistration
+from r2s2r_calibration.registration.register import ElementRegistration
 
 Vec3 = tuple[float, float, float]
 
@@ -275,7 +275,7 @@ class GroundingArtifact(ConfigModel):
 def camera_link_pose(T_parent_optical: FloatArray) -> FloatArray:
     """``T_parent_<camera>_link`` from ``T_parent_<camera>_optical_frame``."""
     T_link_optical = pose_from_xyz_rpy((0.0, 0.0, 0.0), OPTICAL_FROM_LINK_RPY_RAD)
-    return np.asarray(T_parent_optical, dtype=float) @ invert_pose(T_link_optical)
+    return np.asarray(T_parent_optical, dtype=float) @ invert_transform(T_link_optical)
 
 
 def pose_value(T_parent_child: FloatArray, parent_frame: str, child_frame: str) -> PoseValue:

@@ -13,12 +13,8 @@ registration left them (a bin stands on the table).
 
 Everything comes from images, ``/joint_states`` (through the nominal arm kinematics) and the
 calibrated hand camera (intrinsics and hand-eye from the board steps); the description gives the
-bin's shape.
-
-On hardware: the arm moves between the views as in the board steps (joint-space moves at
-``board_steps.move_s``, nominal IK), so the space above the bins must be clear of people and
-objects, and the bins empty (an object inside does not disturb the rim edges, one on the rim
-does).
+bin's shape. The procedure's step ``bins`` that takes the views is
+:func:`r2s2r_calibration.steps.scene.run_bin_views`.
 """
 
 from __future__ import annotations
@@ -29,27 +25,17 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 import numpy.typing as npt
-from r2s2r_description.robot import ARM_JOINT_NAMES
-from r2s2r_world.kinematics import IkError, PalmIk
-from r2s2r_world.world import WorldParams
+from r2s2r_description.transforms import invert_transform
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 from scipy.special import ndtr
 
-from r2s2r_calibration.artifact import Provenance, ScenePoseRecord, pose_value
 from r2s2r_calibration.bin_config import BinViewsConfig
 from r2s2r_calibration.blur import BILINEAR_VARIANCE_PX2, PIXEL_BOX_VARIANCE_PX2
-from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.errors import CalibrationError
-from r2s2r_calibration.geometry import FloatArray, invert_pose, look_at_pose
-from r2s2r_calibration.procedure_types import GroundingRun, ProcedureConfig, ProgressFn
-from r2s2r_calibration.registration import SceneElement, element_bounds
-from r2s2r_calibration.step_support import (
-    T_LINK_OPTICAL,
-    camera_intrinsics,
-    move_arm,
-    scene_elements,
-)
+from r2s2r_calibration.geometry import FloatArray, look_at_pose
+from r2s2r_calibration.registration.elements import SceneElement
+from r2s2r_calibration.registration.faces import element_bounds
 from r2s2r_calibration.uncertainty import CameraReplicate, UncertaintyConfig, pose_intervals
 
 EDGE_NAMES = ("+x", "-x", "+y", "-y")
@@ -341,7 +327,7 @@ def rim_edge_points(
     """
     signal = _signal(view.image)
     height, width = signal.shape
-    T_optical_bin = invert_pose(view.T_base_optical) @ T_base_bin
+    T_optical_bin = invert_transform(view.T_base_optical) @ T_base_bin
     rvec = cv2.Rodrigues(T_optical_bin[:3, :3])[0]
     tvec = T_optical_bin[:3, 3]
     offsets = np.arange(
@@ -584,7 +570,7 @@ def refine_bin_pose(
         except CalibrationError:
             break
         moved = float(np.linalg.norm(estimate.T_base_bin[:3, 3] - T_predicted[:3, 3]))
-        turned = abs(_yaw_change(T_predicted, estimate.T_base_bin))
+        turned = abs(yaw_change(T_predicted, estimate.T_base_bin))
         T_predicted = estimate.T_base_bin
         if moved < 1e-4 and turned < 1e-3:
             break
@@ -612,7 +598,7 @@ def rim_intervals(
     (its rotation times the viewing distance), a held height's uncertainty and the model floors
     are added.
     """
-    T_optical_palm = invert_pose(T_palm_optical)
+    T_optical_palm = invert_transform(T_palm_optical)
     refits = []
     for replicate in replicates:
         if replicate.T_parent_optical is None:
@@ -647,155 +633,7 @@ def rim_intervals(
     )
 
 
-def run_bin_views(
-    client: CellClient,
-    nominal: WorldParams,
-    config: ProcedureConfig,
-    run: GroundingRun,
-    say: ProgressFn,
-) -> None:
-    """Refine each bin's x, y and yaw from hand-camera views of its rim (procedure step ``bins``).
-
-    Starts from the registration step's bin poses (nominal when a bin was not registered) and
-    uses the calibrated hand camera of this run's artifact (``camera_info`` and the nominal
-    mount otherwise, with a note). A bin whose views do not give a good fit keeps its
-    registered pose; the step fails only when no bin could be refined.
-
-    Raises:
-        CalibrationError: Every bin was refused.
-
-    """
-    cfg = config.bin_views
-    board_cfg = config.board_steps
-    layout = nominal.layout()
-    camera, note = camera_intrinsics(client, run.artifact, "hand")
-    K, D = camera.camera_matrix, camera.distortion
-    if note:
-        say(f"bins: {note}")
-    record = run.artifact.cameras.get("hand")
-    blur_sigma_px = record.blur.sigma_px if record is not None and record.blur is not None else None
-    if blur_sigma_px is None:
-        # Without the calibrated blur the edge model fits it (less exactly): the rim's apparent
-        # size, and so its height, is left to the registration.
-        say("bins: hand camera blur not calibrated: fitted from the rim profiles; bin heights held")
-        cfg = cfg.model_copy(update={"fit_height": False})
-    if record is not None and record.pose is not None:
-        T_palm_link = record.pose.pose.matrix()
-    else:
-        T_palm_link = layout.hand_camera_pose.matrix()
-        say("bins: hand camera mount from the description (uncalibrated)")
-    T_palm_optical = T_palm_link @ T_LINK_OPTICAL
-    T_world_base = client.frame_pose("base_link")
-    T_base_world = invert_pose(T_world_base)
-    T_base_world_kinematics = invert_pose(nominal.robot.base_pose.to_pose().matrix())
-    ik = PalmIk(layout, "hand_camera_optical_frame")
-    fk = PalmIk(layout, "palm_link")
-    home = np.asarray(client.joint_positions(), dtype=float)[: len(ARM_JOINT_NAMES)]
-    elements = scene_elements(nominal, list(nominal.bins))
-    failures: dict[str, str] = {}
-    refined = 0
-    seed = home
-    try:
-        for element in elements:
-            name = element.name
-            scene = run.artifact.scene.get(name)
-            T_world_bin = (
-                scene.pose.matrix() if scene is not None else T_world_base @ element.nominal_pose()
-            )
-            if scene is None:
-                say(f"bins: {name} was not registered; starting from its nominal pose")
-            rim = RimGeometry.from_element(element)
-            T_base_bin = T_base_world @ T_world_bin
-            views: list[RimView] = []
-            for T_world_optical in view_poses(T_world_bin, rim, cfg):
-                try:
-                    q = ik.solve(T_world_optical, seed_q=seed, max_iterations=300)
-                except IkError:
-                    try:
-                        q = ik.solve(T_world_optical, seed_q=home, max_iterations=300)
-                    except IkError:
-                        say(f"bins: a view of {name} is out of reach; skipped")
-                        continue
-                seed = q
-                move_arm(client, q, board_cfg, config.command_lead_s)
-                measured = np.asarray(client.joint_positions(), dtype=float)[: len(q)]
-                stamp, image = client.capture_image(
-                    "hand_camera", client.now_s() + board_cfg.frame_delay_s
-                )
-                T_base_palm = T_base_world_kinematics @ fk.forward(measured)
-                views.append(RimView(image, K, D, T_base_palm @ T_palm_optical, stamp))
-            try:
-                if not views:
-                    raise CalibrationError("no view of it was reachable")
-                fit, found = refine_bin_pose(views, T_base_bin, rim, cfg, blur_sigma_px)
-            except CalibrationError as error:
-                failures[name] = str(error)
-                say(f"bins: {name}: refused, keeping the registered pose: {error}")
-                continue
-            held = scene.held_at_nominal if scene is not None else []
-            if cfg.fit_height:  # measured here, no longer held
-                held = [text for text in held if not text.startswith(f"translation along {name} z")]
-            run.artifact.scene[name] = ScenePoseRecord(
-                pose=pose_value(T_world_base @ fit.T_base_bin, "world", f"{name}_link"),
-                fitness=fit.coverage,
-                inlier_rmse_m=fit.rms_m,
-                observability=fit.observability,
-                provenance=Provenance(
-                    source=client.source,
-                    start_stamp_s=min(view.stamp_s for view in views),
-                    end_stamp_s=max(view.stamp_s for view in views),
-                    n_samples=int(sum(fit.n_points.values())),
-                    sample_kind="rim edge points (hand camera) + joint states",
-                    solver="hand-camera rim edges (blurred-edge model fits), robust ray-plane "
-                    "fit of x, y, yaw"
-                    + (", height" if cfg.fit_height else "")
-                    + " (bin_views.fit_bin_pose); "
-                    + ("roll, pitch" if cfg.fit_height else "height, roll, pitch")
-                    + " from the registration",
-                ),
-                held_at_nominal=list(held),
-            )
-            if record is not None and record.intrinsics is not None and record.pose is not None:
-                intervals = rim_intervals(
-                    views,
-                    found,
-                    T_base_bin,
-                    rim,
-                    cfg,
-                    fit,
-                    run.camera_replicates.get("hand_camera", []),
-                    T_palm_optical,
-                    record.pose.translation_std_m,
-                    record.pose.rotation_std_rad,
-                    config.uncertainty,
-                )
-                scene_record = run.artifact.scene[name]
-                scene_record.position_interval_95_m = intervals[0]
-                scene_record.rotation_interval_95_rad = intervals[1]
-            refined += 1
-            std_x, std_y, std_yaw = fit.std_xy_yaw
-            say(
-                f"bins: {name}: moved {1000 * fit.correction_m:.1f} mm and "
-                f"{np.degrees(_yaw_change(T_base_bin, fit.T_base_bin)):+.2f} deg from the "
-                f"registration, rms {1000 * fit.rms_m:.2f} mm over {sum(fit.n_points.values())} "
-                f"edge points in {len(views)} views, std {1000 * std_x:.2f}/{1000 * std_y:.2f} mm "
-                f"{np.degrees(std_yaw):.3f} deg"
-                + (
-                    f", height {1000 * fit.height_change_m:+.1f} +- "
-                    f"{1000 * fit.height_std_m:.2f} mm"
-                    if cfg.fit_height
-                    else ""
-                )
-            )
-    finally:
-        move_arm(client, home, board_cfg, config.command_lead_s)
-    if refined == 0:
-        raise CalibrationError(
-            "bins: no bin could be refined from the hand camera (registered poses kept): "
-            + "; ".join(f"{name}: {message}" for name, message in failures.items())
-        )
-
-
-def _yaw_change(T_from: FloatArray, T_to: FloatArray) -> float:
+def yaw_change(T_from: FloatArray, T_to: FloatArray) -> float:
+    """Yaw (rad) of ``T_to`` relative to ``T_from``, about ``T_from``'s z axis."""
     relative = T_from[:3, :3].T @ T_to[:3, :3]
     return float(np.arctan2(relative[1, 0], relative[0, 0]))

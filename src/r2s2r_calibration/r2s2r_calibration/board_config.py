@@ -1,4 +1,4 @@
-"""Settings of the board steps (kept apart from :mod:`.board_steps` to avoid an import cycle)."""
+"""Settings of the board steps (kept apart from :mod:`.steps.board` to avoid an import cycle)."""
 
 from __future__ import annotations
 

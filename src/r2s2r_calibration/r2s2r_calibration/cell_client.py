@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.sysid import JointStateLog
+from r2s2r_calibration.sysid.log import JointStateLog
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.transforms import invert_transform
 from scipy.optimize import least_squares
 from scipy.spatial.transform import Rotation
 
@@ -41,7 +42,6 @@ from r2s2r_calibration.errors import (
 )
 from r2s2r_calibration.geometry import (
     FloatArray,
-    invert_pose,
     make_pose,
     pose_from_rvec_tvec,
     rvec_tvec_from_pose,
@@ -231,13 +231,13 @@ def calibrate_static_camera(
     dist = np.asarray(distortion, dtype=float).reshape(-1)
     initial = _mean_pose(
         [
-            T_board @ invert_pose(board_pose_in_camera(detection, K, dist)[0])
+            T_board @ invert_transform(board_pose_in_camera(detection, K, dist)[0])
             for T_board, detection in zip(T_parent_board, detections, strict=True)
         ]
     )
 
     def residual(params: FloatArray) -> FloatArray:
-        T_camera_parent = invert_pose(_pose_from_params(params))
+        T_camera_parent = invert_transform(_pose_from_params(params))
         return np.concatenate(
             [
                 _reprojection(T_camera_parent @ T_board, detection, K, dist)
@@ -287,8 +287,8 @@ def _park_martin(A: list[FloatArray], C: list[FloatArray]) -> FloatArray:
     """Closed-form X of ``A_ij X = X B_ij`` with A_ij = A_i inv(A_j), B_ij = C_i inv(C_j)."""
     alphas, betas, pairs = [], [], []
     for i, j in combinations(range(len(A)), 2):
-        A_ij = A[i] @ invert_pose(A[j])
-        B_ij = C[i] @ invert_pose(C[j])
+        A_ij = A[i] @ invert_transform(A[j])
+        B_ij = C[i] @ invert_transform(C[j])
         alpha = Rotation.from_matrix(A_ij[:3, :3]).as_rotvec()
         beta = Rotation.from_matrix(B_ij[:3, :3]).as_rotvec()
         if np.linalg.norm(alpha) < 1e-3:
@@ -356,13 +356,13 @@ def calibrate_hand_eye(
         )
     K = np.asarray(camera_matrix, dtype=float)
     dist = np.asarray(distortion, dtype=float).reshape(-1)
-    A = [invert_pose(F) if eye_in_hand else np.asarray(F, float) for F in T_base_flange]
+    A = [invert_transform(F) if eye_in_hand else np.asarray(F, float) for F in T_base_flange]
     C = [board_pose_in_camera(detection, K, dist)[0] for detection in detections]
     X0 = _park_martin(A, C)
-    Y0 = _mean_pose([invert_pose(A_i) @ X0 @ C_i for A_i, C_i in zip(A, C, strict=True)])
+    Y0 = _mean_pose([invert_transform(A_i) @ X0 @ C_i for A_i, C_i in zip(A, C, strict=True)])
 
     def residual(params: FloatArray) -> FloatArray:
-        X_inv = invert_pose(_pose_from_params(params[:6]))
+        X_inv = invert_transform(_pose_from_params(params[:6]))
         Y = _pose_from_params(params[6:])
         return np.concatenate(
             [

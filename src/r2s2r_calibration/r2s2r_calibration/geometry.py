@@ -1,7 +1,8 @@
 """Small rigid-transform helpers shared by the solvers (4x4 homogeneous matrices, metres, rad).
 
 Naming: ``T_a_b`` is the pose of frame ``b`` expressed in frame ``a`` (maps points from ``b``
-to ``a``). Roll-pitch-yaw follow REP 103: ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``.
+to ``a``). Roll-pitch-yaw follow REP 103: ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``. The inverse
+of a pose is the workspace's one :func:`r2s2r_description.transforms.invert_transform`.
 """
 
 from __future__ import annotations
@@ -44,13 +45,6 @@ def rvec_tvec_from_pose(pose: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Split a 4x4 pose into an OpenCV Rodrigues vector and a translation."""
     matrix = np.asarray(pose, dtype=float)
     return Rotation.from_matrix(matrix[:3, :3]).as_rotvec(), matrix[:3, 3].copy()
-
-
-def invert_pose(pose: npt.ArrayLike) -> FloatArray:
-    """Invert a rigid 4x4 pose without a general matrix inverse."""
-    matrix = np.asarray(pose, dtype=float)
-    rotation = matrix[:3, :3]
-    return make_pose(rotation.T, -rotation.T @ matrix[:3, 3])
 
 
 def rotation_angle_rad(rotation: npt.ArrayLike) -> float:

@@ -1,44 +1,42 @@
-"""What every step of the grounding procedure shares: its settings and the run it adds to.
+"""What every step of the grounding procedure shares: its signature, settings and the run.
 
 :class:`ProcedureConfig` holds every step's settings; :class:`GroundingRun` is what one run of
-the procedure produced so far (the artifact and the measurements behind it). Each step is a
-function ``(client, nominal, config, run, say)`` (:mod:`.procedure`, :mod:`.board_steps`,
-:mod:`.bin_views`); the steps depend on this module and :mod:`.step_support`, not on each other.
+the procedure produced so far (the artifact and the measurements behind it). Every step is a
+:class:`Step`, ``(client, nominal, config, run, say) -> None``, in :mod:`.steps` (one module per
+step family; :data:`.procedure.STEPS` is their table); the steps depend on this module and
+:mod:`.step_support`, not on each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import GroundingArtifact
 from r2s2r_calibration.belt_model import BeltModelConfig
 from r2s2r_calibration.bin_config import BinViewsConfig
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.cell_client import CameraModel, npt_float32
+from r2s2r_calibration.cell_client import CameraModel, CellClient, npt_float32
 from r2s2r_calibration.extrinsics import HandEyeResult
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.intrinsics import IntrinsicsResult
-from r2s2r_calibration.registration import ElementRegistration, PoseAxis, RegistrationConfig
-from r2s2r_calibration.sysid import ExcitationSegment, JointStateLog, SysIdConfig, SysIdResult
+from r2s2r_calibration.registration.elements import PoseAxis
+from r2s2r_calibration.registration.register import ElementRegistration, RegistrationConfig
+from r2s2r_calibration.sysid.config import SysIdConfig
+from r2s2r_calibration.sysid.excitation import ExcitationSegment
+from r2s2r_calibration.sysid.identify import SysIdResult
+from r2s2r_calibration.sysid.log import JointStateLog
 from r2s2r_calibration.uncertainty import CameraReplicate, UncertaintyConfig
 
-STEP_NAMES: tuple[str, ...] = (
-    "intrinsics",
-    "extrinsics",
-    "registration",
-    "bins",
-    "sysid",
-    "belt",
-)
-"""Grounding steps, in the order the full procedure runs them."""
-
 ProgressFn = Callable[[str], None]
+"""One-line progress messages of a step."""
 
 
 class ProcedureConfig(ConfigModel):
@@ -229,3 +227,27 @@ class GroundingRun:
     T_base_head_optical_calibrated: FloatArray | None = None
     camera_replicates: dict[str, list[CameraReplicate]] = field(default_factory=dict)
     mount_fits: dict[str, HandEyeResult] = field(default_factory=dict)
+
+
+class Step(Protocol):
+    """One step of the grounding procedure (:data:`r2s2r_calibration.procedure.STEPS`).
+
+    A step measures through the cell client and adds its records to ``run.artifact`` (and what
+    later steps or the report need to ``run``); it reports progress through ``say``.
+
+    Raises:
+        CalibrationError: The step cannot give a result (the procedure records it and, by
+            default, goes on with the next step).
+
+    """
+
+    def __call__(
+        self,
+        client: CellClient,
+        nominal: WorldParams,
+        config: ProcedureConfig,
+        run: GroundingRun,
+        say: ProgressFn,
+        /,
+    ) -> None:
+        """Run the step against ``client`` (``nominal``: the description and datasheet world)."""

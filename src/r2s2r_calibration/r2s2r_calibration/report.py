@@ -36,9 +36,10 @@ from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.intrinsics import BoardDetection
 from r2s2r_calibration.procedure_types import GroundingRun
-from r2s2r_calibration.registration import element_model_points
+from r2s2r_calibration.registration.faces import element_model_points
 from r2s2r_calibration.step_support import scene_elements
-from r2s2r_calibration.sysid import JointStateLog, simulate_log
+from r2s2r_calibration.sysid.log import JointStateLog
+from r2s2r_calibration.sysid.simulation import simulate_log
 
 
 @dataclass

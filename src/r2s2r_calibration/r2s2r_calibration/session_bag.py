@@ -26,6 +26,14 @@ from typing import Any
 
 import numpy as np
 from r2s2r_common.stamps import split_s, stamp_to_s
+from r2s2r_common.topics import (
+    BELT_ENCODER,
+    CALIBRATION_TRACE,
+    HEAD_DEPTH,
+    JOINT_STATES,
+    camera_image,
+    camera_info,
+)
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
@@ -33,12 +41,7 @@ from rosbags.typesys import Stores, get_typestore
 from r2s2r_calibration.cell_client import BoardOperator, CameraModel, CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.sysid import JointStateLog
-
-TRACE_TOPIC = "/calibration/trace"
-JOINT_TOPIC = "/joint_states"
-ENCODER_TOPIC = "/belt/encoder"
-DEPTH_TOPIC = "/head_camera/depth/image_raw"
+from r2s2r_calibration.sysid.log import JointStateLog
 
 _TYPES = get_typestore(Stores.ROS2_HUMBLE)
 _Time = _TYPES.types["builtin_interfaces/msg/Time"]
@@ -125,7 +128,7 @@ class RecordingCellClient:
         self._writer.write(self._connections[topic], time.time_ns(), data)
 
     def _trace(self, call: str, **fields: Any) -> None:
-        self._write(TRACE_TOPIC, "trace", _String(json.dumps({"call": call, **fields})))
+        self._write(CALIBRATION_TRACE, "trace", _String(json.dumps({"call": call, **fields})))
 
     def close(self) -> None:
         """Finish the bag (``metadata.yaml``); the bag is readable after this."""
@@ -174,7 +177,7 @@ class RecordingCellClient:
         log = self.inner.stop_joint_log()
         for k, stamp in enumerate(log.stamps_s):
             msg = _joint_msg(float(stamp), log.joint_names, log.positions[k], log.velocities[k])
-            self._write(JOINT_TOPIC, "joints", msg)
+            self._write(JOINT_STATES, "joints", msg)
         self._trace("stop_joint_log", samples=len(log.stamps_s))
         return log
 
@@ -183,7 +186,7 @@ class RecordingCellClient:
         times, angles = self.inner.encoder_samples(duration_s)
         for stamp, angle in zip(times, angles, strict=True):
             msg = _joint_msg(float(stamp), ["belt_roller"], np.array([angle]), np.zeros(1))
-            self._write(ENCODER_TOPIC, "joints", msg)
+            self._write(BELT_ENCODER, "joints", msg)
         self._trace("encoder_samples", duration_s=duration_s, samples=len(times))
         return times, angles
 
@@ -210,21 +213,21 @@ class RecordingCellClient:
             "plumb_bob", np.asarray(model.distortion, dtype=float), K.reshape(-1),
             np.eye(3).reshape(-1), P, 0, 0, _Roi(0, 0, 0, 0, False),
         )  # fmt: skip
-        self._write(f"/{camera}/camera_info", "info", msg)
+        self._write(camera_info(camera), "info", msg)
         self._trace("camera_model", camera=camera)
         return model
 
     def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
         """See :class:`CellClient`."""
         stamp, image = self.inner.capture_image(camera, after_s)
-        self._write(f"/{camera}/image_raw", "image", _image_msg(stamp, image))
+        self._write(camera_image(camera), "image", _image_msg(stamp, image))
         self._trace("capture_image", camera=camera, stamp_s=stamp)
         return stamp, image
 
     def capture_depth(self) -> tuple[float, np.ndarray]:
         """See :class:`CellClient`."""
         stamp, depth = self.inner.capture_depth()
-        self._write(DEPTH_TOPIC, "image", _image_msg(stamp, depth))
+        self._write(HEAD_DEPTH, "image", _image_msg(stamp, depth))
         self._trace("capture_depth", stamp_s=stamp)
         return stamp, depth
 
@@ -289,7 +292,7 @@ class BagCellClient:
             with Reader(self.bag_dir) as reader:
                 for connection, _, data in reader.messages():
                     msg: Any = _TYPES.deserialize_cdr(data, connection.msgtype)
-                    if connection.topic == TRACE_TOPIC:
+                    if connection.topic == CALIBRATION_TRACE:
                         self._trace.append(json.loads(msg.data))
                     else:
                         self._streams.setdefault(connection.topic, []).append(msg)
@@ -297,7 +300,7 @@ class BagCellClient:
             raise SessionBagError(f"{self.bag_dir}: cannot read the bag: {error}") from None
         if not self._trace or self._trace[0]["call"] != "open":
             raise SessionBagError(
-                f"{self.bag_dir}: no {TRACE_TOPIC} session trace; record one with "
+                f"{self.bag_dir}: no {CALIBRATION_TRACE} session trace; record one with "
                 "`r2s2r ground --record-bag DIR`"
             )
         self._cursor = 1
@@ -380,7 +383,7 @@ class BagCellClient:
     def stop_joint_log(self) -> JointStateLog:
         """See :class:`CellClient`."""
         entry = self._next("stop_joint_log")
-        messages = self._take(JOINT_TOPIC, int(entry["samples"]))
+        messages = self._take(JOINT_STATES, int(entry["samples"]))
         if not messages:
             return JointStateLog(np.zeros(0), np.zeros((0, 18)), np.zeros((0, 18)))
         names = tuple(messages[0].name)
@@ -394,7 +397,7 @@ class BagCellClient:
     def encoder_samples(self, duration_s: float) -> tuple[FloatArray, FloatArray]:
         """See :class:`CellClient`."""
         entry = self._next("encoder_samples")
-        messages = self._take(ENCODER_TOPIC, int(entry["samples"]))
+        messages = self._take(BELT_ENCODER, int(entry["samples"]))
         times = np.array([stamp_to_s(m.header.stamp) for m in messages])
         angles = np.array([float(m.position[0]) for m in messages])
         return times, angles
@@ -407,7 +410,7 @@ class BagCellClient:
     def camera_model(self, camera: str) -> CameraModel:
         """See :class:`CellClient`."""
         self._next("camera_model")
-        (msg,) = self._take(f"/{camera}/camera_info", 1)
+        (msg,) = self._take(camera_info(camera), 1)
         return CameraModel(
             np.asarray(msg.k, dtype=float).reshape(3, 3),
             np.asarray(msg.d, dtype=float),
@@ -423,13 +426,13 @@ class BagCellClient:
                 f"{self.bag_dir}: the procedure asks for a {camera} image where the recording "
                 f"took a {entry['camera']} image (entry {self._cursor - 1})"
             )
-        (msg,) = self._take(f"/{camera}/image_raw", 1)
+        (msg,) = self._take(camera_image(camera), 1)
         return stamp_to_s(msg.header.stamp), _image_array(msg)
 
     def capture_depth(self) -> tuple[float, np.ndarray]:
         """See :class:`CellClient`."""
         self._next("capture_depth")
-        (msg,) = self._take(DEPTH_TOPIC, 1)
+        (msg,) = self._take(HEAD_DEPTH, 1)
         return stamp_to_s(msg.header.stamp), _image_array(msg)
 
     def frame_pose(self, frame: str) -> FloatArray:
@@ -470,12 +473,12 @@ def _stream_use(entry: dict[str, Any]) -> Iterator[tuple[str, int]]:
     """Yield the stream messages a trace entry consumed: (topic, count)."""
     call = entry["call"]
     if call == "stop_joint_log":
-        yield JOINT_TOPIC, int(entry["samples"])
+        yield JOINT_STATES, int(entry["samples"])
     elif call == "encoder_samples":
-        yield ENCODER_TOPIC, int(entry["samples"])
+        yield BELT_ENCODER, int(entry["samples"])
     elif call == "camera_model":
-        yield f"/{entry['camera']}/camera_info", 1
+        yield camera_info(entry["camera"]), 1
     elif call == "capture_image":
-        yield f"/{entry['camera']}/image_raw", 1
+        yield camera_image(entry["camera"]), 1
     elif call == "capture_depth":
-        yield DEPTH_TOPIC, 1
+        yield HEAD_DEPTH, 1

@@ -16,7 +16,7 @@ from r2s2r_sim.cell_runtime import SimCell
 
 from r2s2r_calibration.cell_client import BoardOperator, CameraModel
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.sysid import JointStateLog
+from r2s2r_calibration.sysid.log import JointStateLog
 
 
 class SimCellClient:

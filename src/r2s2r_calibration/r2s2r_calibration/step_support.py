@@ -8,19 +8,15 @@ import numpy as np
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import ShapeKind
 from r2s2r_description.robot import ARM_JOINT_NAMES
+from r2s2r_description.transforms import invert_transform
 from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import OPTICAL_FROM_LINK_RPY_RAD, GroundingArtifact
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.cell_client import CameraModel, CellClient
 from r2s2r_calibration.errors import CalibrationError
-from r2s2r_calibration.geometry import (
-    FloatArray,
-    invert_pose,
-    pose_from_xyz_rpy,
-    xyz_rpy_from_pose,
-)
-from r2s2r_calibration.registration import BoxPrimitive, SceneElement
+from r2s2r_calibration.geometry import FloatArray, pose_from_xyz_rpy, xyz_rpy_from_pose
+from r2s2r_calibration.registration.elements import BoxPrimitive, SceneElement
 
 
 def scene_elements(nominal: WorldParams, names: Sequence[str]) -> list[SceneElement]:
@@ -34,7 +30,7 @@ def scene_elements(nominal: WorldParams, names: Sequence[str]) -> list[SceneElem
     """
     description = build_description(nominal.layout())
     T_world_base = nominal.robot.base_pose.to_pose().matrix()
-    T_base_world = invert_pose(T_world_base)
+    T_base_world = invert_transform(T_world_base)
     poses = {"belt": nominal.belt.pose.to_pose().matrix()}
     poses.update({name: b.pose.to_pose().matrix() for name, b in nominal.bins.items()})
     elements = []
@@ -89,6 +85,27 @@ def camera_intrinsics(
         distortion = np.array([d.k1, d.k2, d.p1, d.p2, d.k3])
         return CameraModel(K, distortion, intr.width_px, intr.height_px), None
     return client.camera_model(f"{key}_camera"), f"{key} intrinsics from camera_info (uncalibrated)"
+
+
+def head_camera(
+    client: CellClient, artifact: GroundingArtifact
+) -> tuple[CameraModel, FloatArray, list[str]]:
+    """Head camera K/D and ``T_base_optical``: calibrated when available, else published.
+
+    Returns:
+        The camera model, ``T_base_optical`` and notes on what was not calibrated.
+
+    """
+    camera, note = camera_intrinsics(client, artifact, "head")
+    notes = [note] if note else []
+    record = artifact.cameras.get("head")
+    T_world_base = client.frame_pose("base_link")
+    if record is not None and record.pose is not None:
+        T_world_optical = record.pose.pose.matrix() @ T_LINK_OPTICAL
+    else:
+        T_world_optical = client.frame_pose("head_camera_optical_frame")
+        notes.append("head camera pose from /tf_static (uncalibrated)")
+    return camera, invert_transform(T_world_base) @ T_world_optical, notes
 
 
 def arm_positions(q: FloatArray) -> FloatArray:

@@ -1,8 +1,9 @@
 """Synthetic calibration data with known answers, for the tests and the accuracy benchmark.
 
 Nothing here is used by the solvers themselves: it plans board poses that cover the image and
-the tilt directions the way an operator following the coverage guidance would, and renders
-scene depth images of boxes by ray casting.
+the tilt directions the way an operator following the coverage guidance would, renders board
+views (:func:`render_board_view`: known intrinsics, distortion, pose and blur) and scene depth
+images of boxes by ray casting.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from r2s2r_calibration.geometry import (
     rvec_tvec_from_pose,
 )
 from r2s2r_calibration.intrinsics import BoardDetection
-from r2s2r_calibration.registration import BoxPrimitive, SceneElement
+from r2s2r_calibration.registration.elements import BoxPrimitive, SceneElement
+
+ImageArray = npt.NDArray[np.uint8]
 
 TEST_CAMERA_MATRIX = np.array([[520.0, 0.0, 322.0], [0.0, 518.0, 243.0], [0.0, 0.0, 1.0]])
 """A 640x480 camera with a slightly off-centre principal point (px)."""
@@ -200,3 +203,119 @@ def render_depth(
         noise = np.random.default_rng(seed).normal(0.0, noise_std_m, depth.shape)
         depth = (depth + noise).astype(np.float32)
     return depth
+
+
+def render_board_view(
+    board: cv2.aruco.CharucoBoard,
+    camera_matrix: npt.ArrayLike,
+    distortion: npt.ArrayLike,
+    pose: npt.ArrayLike,
+    image_size: tuple[int, int],
+    blur_sigma: float,
+    *,
+    noise_std: float = 0.0,
+    seed: int = 0,
+    supersample: int = 3,
+    background: int = 110,
+    paper_margin_squares: float = 0.5,
+) -> ImageArray:
+    """Synthesize a grey camera image of the board.
+
+    The printed side faces the board's -z direction (a camera sees it when it is on the board's
+    -z side); the back renders as blank paper. The board plane is ray-cast exactly through the
+    distortion model (each sensor pixel is undistorted, intersected with the board plane and the
+    board texture is sampled there), rendered at ``supersample`` x resolution, blurred with a
+    Gaussian of ``blur_sigma`` (sensor px), and area-averaged down to the sensor grid, which
+    models pixel integration.
+
+    Args:
+        board: The board.
+        camera_matrix: 3x3 K (px).
+        distortion: (k1, k2, p1, p2, k3).
+        pose: ``T_camera_board`` (4x4, m).
+        image_size: (width, height) in px.
+        blur_sigma: Gaussian optical blur sigma (px); 0 for none.
+        noise_std: Additive Gaussian noise std (grey levels).
+        seed: Noise seed.
+        supersample: Rendering oversampling factor (>= 1).
+        background: Grey level outside the printed paper.
+        paper_margin_squares: White paper margin around the chessboard (squares).
+
+    Returns:
+        uint8 image of shape (height, width).
+
+    """
+    K = np.asarray(camera_matrix, dtype=float)
+    dist = np.asarray(distortion, dtype=float).reshape(-1)
+    T = np.asarray(pose, dtype=float)
+    width, height = image_size
+    squares_x, squares_y = board.getChessboardSize()
+    square_m = float(board.getSquareLength())
+    # Texel density: finer than one supersampled pixel, so the texture adds no blur.
+    corners_board = np.array(
+        [[0, 0, 0], [squares_x, 0, 0], [0, squares_y, 0], [squares_x, squares_y, 0]], float
+    )
+    corners_cam = (T[:3, :3] @ (corners_board * square_m).T).T + T[:3, 3]
+    depth = np.maximum(corners_cam[:, 2], 1e-3)
+    projected = corners_cam[:, :2] / depth[:, None] * K[0, 0]
+    span_px = np.max(np.ptp(projected, axis=0)) / min(squares_x, squares_y)
+    texels_per_square = int(np.clip(2.0 * span_px * supersample, 60, 800))
+    margin_texels = round(paper_margin_squares * texels_per_square)
+    chessboard = board.generateImage(
+        (squares_x * texels_per_square, squares_y * texels_per_square), marginSize=0
+    )
+    texture = np.asarray(
+        cv2.copyMakeBorder(
+            chessboard,
+            margin_texels,
+            margin_texels,
+            margin_texels,
+            margin_texels,
+            cv2.BORDER_CONSTANT,
+            value=255,
+        ),
+        dtype=np.float32,
+    )
+    if float(T[:3, 2] @ T[:3, 3]) <= 0.0:
+        texture[:] = 255.0  # the camera sees the blank back of the board
+    # Undistorted normalized coordinates of every sensor pixel centre, upsampled (smooth map).
+    grid_u, grid_v = np.meshgrid(
+        np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32)
+    )
+    pixels = np.stack([grid_u, grid_v], axis=-1).reshape(-1, 1, 2)
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 1e-7)
+    normalized = cv2.undistortPoints(pixels, K, dist, None, None, None, criteria)
+    normalized = normalized.reshape(height, width, 2).astype(np.float32)
+    # Ray / plane intersection: [x, y, 1] ~ inv([r1 r2 t]) @ [xn, yn, 1], positive depth only;
+    # board texel coordinates are then a per-pixel projective map of (xn, yn).
+    inverse = np.linalg.inv(np.column_stack([T[:3, 0], T[:3, 1], T[:3, 3]]))
+    texel_scale = texels_per_square / square_m
+    homogeneous = normalized @ inverse[:, :2].T.astype(np.float32) + inverse[:, 2].astype(
+        np.float32
+    )
+    visible = homogeneous[..., 2] > 1e-9
+    safe_w = np.where(visible, homogeneous[..., 2], np.float32(1.0))
+    offset = np.float32(margin_texels - 0.5)
+    map_x1 = np.where(visible, homogeneous[..., 0] / safe_w * texel_scale + offset, -1e4)
+    map_y1 = np.where(visible, homogeneous[..., 1] / safe_w * texel_scale + offset, -1e4)
+    size_ss = (width * supersample, height * supersample)
+    map_x = cv2.resize(map_x1.astype(np.float32), size_ss, interpolation=cv2.INTER_LINEAR)
+    map_y = cv2.resize(map_y1.astype(np.float32), size_ss, interpolation=cv2.INTER_LINEAR)
+    rendered = cv2.remap(
+        texture,
+        map_x,
+        map_y,
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=float(background),
+    )
+    if blur_sigma > 0:
+        rendered = cv2.GaussianBlur(rendered, (0, 0), blur_sigma * supersample)
+    if supersample > 1:
+        rendered = cv2.resize(rendered, (width, height), interpolation=cv2.INTER_AREA)
+    if noise_std > 0:
+        rng = np.random.default_rng(seed)
+        rendered = np.asarray(rendered, dtype=np.float32) + rng.normal(
+            0.0, noise_std, (height, width)
+        ).astype(np.float32)
+    return np.clip(np.rint(rendered), 0, 255).astype(np.uint8)

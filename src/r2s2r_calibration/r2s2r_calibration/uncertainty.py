@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.transforms import invert_transform
 from scipy.spatial.transform import Rotation
 
-from r2s2r_calibration.geometry import FloatArray, invert_pose
+from r2s2r_calibration.geometry import FloatArray
 
 Z_95 = 1.959963984540054
 """Two-sided 95 % quantile of the standard normal distribution."""
@@ -208,7 +209,7 @@ def pose_deviation(T_reference: FloatArray, T: FloatArray) -> FloatArray:
 
     Both are expressed in the reference's own frame (``inv(T_reference) @ T``).
     """
-    delta = invert_pose(np.asarray(T_reference, dtype=float)) @ np.asarray(T, dtype=float)
+    delta = invert_transform(np.asarray(T_reference, dtype=float)) @ np.asarray(T, dtype=float)
     rotvec = Rotation.from_matrix(delta[:3, :3]).as_rotvec()
     return np.concatenate([delta[:3, 3], rotvec])
 
@@ -228,7 +229,7 @@ def carried_covariance(
     its correlations, carried through it.
     """
     params = params_from_pose(X)
-    X_inverse = invert_pose(X)
+    X_inverse = invert_transform(X)
     jacobian = np.zeros((6, params.size))
     step = 1e-6
     for j in range(params.size):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board, render_board_view
+from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board
 from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K_TRUE
 from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST_TRUE
 from r2s2r_calibration.synthetic import TEST_IMAGE_SIZE as IMAGE_SIZE
-from r2s2r_calibration.synthetic import charuco_view_poses
+from r2s2r_calibration.synthetic import charuco_view_poses, render_board_view
 
 BOARD_CONFIG = CharucoBoardConfig(
     squares_x=10, squares_y=7, square_length_m=0.03, marker_length_m=0.022

@@ -23,7 +23,7 @@ from r2s2r_calibration.artifact import (
 )
 from r2s2r_calibration.errors import ArtifactError
 from r2s2r_calibration.geometry import look_at_pose, pose_from_xyz_rpy
-from r2s2r_calibration.registration import ElementRegistration
+from r2s2r_calibration.registration.register import ElementRegistration
 
 PROV = Provenance(source="live", n_samples=16, sample_kind="views", solver="test")
 REPO = Path(__file__).resolve().parents[3]

@@ -8,9 +8,10 @@ from r2s2r_calibration.belt_model import (
     surface_speed_from_track,
 )
 from r2s2r_calibration.errors import DegenerateMotionError, ResidualTooLargeError
-from r2s2r_calibration.geometry import invert_pose, look_at_pose
+from r2s2r_calibration.geometry import look_at_pose
 from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K
 from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST
+from r2s2r_description.transforms import invert_transform as invert_pose
 
 
 def test_fit_recovers_roller_radius():

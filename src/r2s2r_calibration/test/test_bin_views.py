@@ -127,7 +127,7 @@ def test_no_rim_in_view_is_refused_with_the_missing_edges() -> None:
     T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
     cfg = BinViewsConfig()
     views = _views(T_true, T_true, cfg, rim_present=False)
-    found = [rim_edge_points(view, T_true, RIM, cfg) for view in views]
+    found = [rim_edge_points(view, T_true, RIM, cfg, BLUR_PX) for view in views]
     assert all(len(edges.pixels) == 0 for edges in found)
     with pytest.raises(CalibrationError, match=r"\+x 0, -x 0, \+y 0, -y 0"):
         fit_bin_pose(views, found, T_true, RIM, cfg)
@@ -137,19 +137,24 @@ def test_a_rim_of_another_size_is_refused() -> None:
     T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
     cfg = BinViewsConfig()
     views = _views(T_true, T_true, cfg)
-    found = [rim_edge_points(view, T_true, RIM, cfg) for view in views]
+    found = [rim_edge_points(view, T_true, RIM, cfg, BLUR_PX) for view in views]
     # The description says 2 cm wider in x than the bin really is.
     wrong = RimGeometry((0.0, 0.0), RIM.half_x_m + 0.01, RIM.half_y_m, RIM.height_m)
     with pytest.raises(CalibrationError, match="RMS"):
         fit_bin_pose(views, found, T_true, wrong, cfg)
 
 
-def test_a_fit_far_from_the_registration_is_refused() -> None:
+@pytest.mark.parametrize(
+    "blur_px",
+    # Uncalibrated blur (the edge model fits it: ~6x the search) on the full suite only.
+    [BLUR_PX, pytest.param(None, marks=pytest.mark.slow, id="blur-fitted")],
+)
+def test_a_fit_far_from_the_registration_is_refused(blur_px: float | None) -> None:
     T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
     T_guess = pose_from_xyz_rpy((0.406, 0.0, 0.0), (0.0, 0.0, 0.0))
     cfg = BinViewsConfig(max_correction_m=0.003)
     views = _views(T_true, T_guess, cfg)
-    found = [rim_edge_points(view, T_guess, RIM, cfg) for view in views]
+    found = [rim_edge_points(view, T_guess, RIM, cfg, blur_px) for view in views]
     with pytest.raises(CalibrationError, match="max_correction_m"):
         fit_bin_pose(views, found, T_guess, RIM, cfg)
 

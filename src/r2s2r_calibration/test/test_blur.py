@@ -7,11 +7,13 @@ from r2s2r_calibration.blur import (
     simulator_render_variance_px2,
 )
 from r2s2r_calibration.errors import BlurEstimationError
-from r2s2r_calibration.geometry import invert_pose, look_at_pose
-from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board, render_board_view
+from r2s2r_calibration.geometry import look_at_pose
+from r2s2r_calibration.intrinsics import CharucoBoardConfig, make_board
 from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K_TRUE
 from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST_TRUE
 from r2s2r_calibration.synthetic import TEST_IMAGE_SIZE as IMAGE_SIZE
+from r2s2r_calibration.synthetic import render_board_view
+from r2s2r_description.transforms import invert_transform as invert_pose
 
 # Larger squares so that markers stay detectable and margins wide at strong blur.
 BLUR_BOARD = make_board(

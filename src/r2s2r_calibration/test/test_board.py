@@ -11,14 +11,14 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.board_steps import hand_view_plan, head_view_plan
+from r2s2r_calibration.cell_client import CameraModel
 from r2s2r_calibration.intrinsics import (
     ChessboardConfig,
     detect_board,
     refine_chessboard_corners,
 )
-from r2s2r_calibration.procedure import CameraModel
 from r2s2r_calibration.sim_cell_client import SimCellClient
+from r2s2r_calibration.steps.board import hand_view_plan, head_view_plan
 from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.camera_model import project_points
 from r2s2r_sim.cell_runtime import SimCell
@@ -131,7 +131,7 @@ def test_place_board_refuses_bad_requests(cell):
 def test_head_view_plan_keeps_the_board_in_the_image():
     nominal = load_world(NOMINAL)
     cfg = BoardStepsConfig()
-    from r2s2r_calibration.procedure import CameraModel
+    from r2s2r_calibration.cell_client import CameraModel
 
     K = np.array([[120.0, 0, 63.5], [0, 120.0, 63.5], [0, 0, 1]])
     camera = CameraModel(K, np.zeros(5), 128, 128)
@@ -175,6 +175,7 @@ def test_hand_view_plan_shows_the_whole_board_from_spread_tilted_views() -> None
     assert np.ptp(np.array(centres), axis=0).min() > 20
 
 
+@pytest.mark.slow  # tries every nearby variant of every view (~1.5 s)
 def test_hand_view_plan_replaces_unreachable_views_by_nearby_ones() -> None:
     cfg = BoardStepsConfig()
     camera = _hand_camera()

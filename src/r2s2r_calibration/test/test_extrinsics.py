@@ -7,16 +7,16 @@ from r2s2r_calibration.errors import (
 )
 from r2s2r_calibration.extrinsics import calibrate_hand_eye, calibrate_static_camera
 from r2s2r_calibration.geometry import (
-    invert_pose,
     look_at_pose,
     pose_error,
     pose_from_xyz_rpy,
 )
-from r2s2r_calibration.intrinsics import detect_board, render_board_view
+from r2s2r_calibration.intrinsics import detect_board
 from r2s2r_calibration.synthetic import TEST_CAMERA_MATRIX as K
 from r2s2r_calibration.synthetic import TEST_DISTORTION as DIST
 from r2s2r_calibration.synthetic import TEST_IMAGE_SIZE as SIZE
-from r2s2r_calibration.synthetic import project_board_detection
+from r2s2r_calibration.synthetic import project_board_detection, render_board_view
+from r2s2r_description.transforms import invert_transform as invert_pose
 
 T_FLANGE_CAMERA = pose_from_xyz_rpy([0.05, -0.02, 0.08], [0.1, -0.05, 1.6])
 # Printed side down the board z axis: a board lying face-up has z pointing down.

@@ -70,9 +70,9 @@ def test_views_only_in_one_region_are_refused_with_guidance(board, views):
         calibrate_intrinsics(board, [views[0], views[9], views[4], views[13]], config)
 
 
+@pytest.mark.slow  # renders and calibrates 9 views of its own (~1 s)
 def test_untilted_views_are_refused(board):
-    from r2s2r_calibration.intrinsics import render_board_view
-    from r2s2r_calibration.synthetic import charuco_view_poses
+    from r2s2r_calibration.synthetic import charuco_view_poses, render_board_view
 
     poses = charuco_view_poses((0.3, 0.21), K_TRUE, IMAGE_SIZE, 9, 0.45, 0.0, seed=0)
     images = [render_board_view(board, K_TRUE, DIST_TRUE, p, IMAGE_SIZE, 1.0) for p in poses]

@@ -7,17 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from r2s2r_calibration.errors import BoardUnavailableError
 from r2s2r_calibration.procedure import (
     STEP_NAMES,
-    BoardUnavailableError,
     ProcedureConfig,
     parse_steps,
     run_grounding,
-    scene_elements,
-    top_face_band_m,
-    top_face_position_m,
 )
 from r2s2r_calibration.sim_cell_client import SimCellClient
+from r2s2r_calibration.step_support import scene_elements
+from r2s2r_calibration.steps.belt import top_face_band_m, top_face_position_m
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import apply_grounding, load_world
@@ -157,7 +156,7 @@ def _belt_track(seed: int, jitter_m: float) -> tuple[np.ndarray, ...]:
 def test_a_refused_belt_track_is_replaced_by_a_spare_object(monkeypatch):
     # Before, the belt step failed on the first object whose depth track was poor (a round
     # object whose highest points jump between its parts: 6.5 mm residual on twin seed 1008).
-    import r2s2r_calibration.procedure as procedure
+    import r2s2r_calibration.steps.belt as procedure
 
     jitter = {7: 0.02, 8: 0.0005, 9: 0.02, 10: 0.0005}
     tracked: list[int] = []
@@ -181,7 +180,7 @@ def test_a_refused_belt_track_is_replaced_by_a_spare_object(monkeypatch):
 
 
 def test_belt_step_refuses_when_every_track_is_poor(monkeypatch):
-    import r2s2r_calibration.procedure as procedure
+    import r2s2r_calibration.steps.belt as procedure
 
     monkeypatch.setattr(
         procedure, "_track_object", lambda client, camera, T, config, seed: _belt_track(seed, 0.02)

@@ -2,11 +2,8 @@ import numpy as np
 import pytest
 from r2s2r_calibration.errors import DepthImageError, RegistrationError
 from r2s2r_calibration.geometry import look_at_pose, pose_error, pose_from_xyz_rpy
-from r2s2r_calibration.registration import (
-    RegistrationConfig,
-    depth_to_points,
-    register_scene,
-)
+from r2s2r_calibration.registration.depth import depth_to_points
+from r2s2r_calibration.registration.register import RegistrationConfig, register_scene
 from r2s2r_calibration.synthetic import cell_elements, render_depth
 
 K_DEPTH = np.array([[250.0, 0.0, 160.0], [0.0, 250.0, 120.0], [0.0, 0.0, 1.0]])

@@ -4,10 +4,8 @@ import numpy as np
 import pytest
 from r2s2r_calibration.errors import RegistrationError
 from r2s2r_calibration.geometry import look_at_pose, pose_from_xyz_rpy
-from r2s2r_calibration.registration import (
-    BoxPrimitive,
-    PoseAxis,
-    SceneElement,
+from r2s2r_calibration.registration.elements import BoxPrimitive, PoseAxis, SceneElement
+from r2s2r_calibration.registration.register import (
     register_element,
     register_scene,
     register_scene_elements,
@@ -97,7 +95,7 @@ def test_a_bin_seen_as_one_plane_is_refused_even_with_the_belt_allowance() -> No
 
 
 def _points(depth: np.ndarray, camera: np.ndarray) -> np.ndarray:
-    from r2s2r_calibration.registration import depth_to_points
+    from r2s2r_calibration.registration.depth import depth_to_points
 
     points = depth_to_points(depth, K_DEPTH)
     return points @ camera[:3, :3].T + camera[:3, 3]

@@ -4,13 +4,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 from r2s2r_calibration.geometry import look_at_pose, pose_from_xyz_rpy
-from r2s2r_calibration.registration import (
-    BoxPrimitive,
-    PoseAxis,
-    RegistrationConfig,
-    SceneElement,
-    register_scene_elements,
-)
+from r2s2r_calibration.registration.elements import BoxPrimitive, PoseAxis, SceneElement
+from r2s2r_calibration.registration.register import RegistrationConfig, register_scene_elements
 from r2s2r_calibration.synthetic import render_depth
 
 # A coarse depth camera 2 m away and 1 m above, like the cell's 128 px head camera.

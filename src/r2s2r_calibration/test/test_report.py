@@ -15,7 +15,8 @@ from r2s2r_calibration.artifact import (
 )
 from r2s2r_calibration.procedure import GroundingRun
 from r2s2r_calibration.report import build_report, format_report, save_report
-from r2s2r_calibration.sysid import plan_excitation, simulate_log
+from r2s2r_calibration.sysid.excitation import plan_excitation
+from r2s2r_calibration.sysid.simulation import simulate_log
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_world.world import apply_grounding, load_world
 

@@ -18,6 +18,7 @@ from r2s2r_calibration.intrinsics import ChessboardConfig, detect_board  # noqa:
 from r2s2r_calibration.nodes.ros_client import CellTimeoutError, RosCellClient  # noqa: E402
 from r2s2r_description.robot import ARM_JOINT_NAMES  # noqa: E402
 from r2s2r_sim.nodes import real_twin  # noqa: E402
+from r2s2r_testing.ros import ros_context_of  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 
@@ -26,47 +27,45 @@ NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.ya
 
 @pytest.fixture(scope="module")
 def cell():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    # A "twin" whose hidden world is the nominal one: this test checks plumbing, not truth.
-    twin = real_twin.RealTwinNode(
-        context=context,
-        parameter_overrides=[
-            rclpy.parameter.Parameter("twin_config_path", value=str(NOMINAL)),
-            rclpy.parameter.Parameter("real_time_factor", value=1.0),
-        ],
-    )
-    node = Node("calibration_client_test", context=context)
-    # Twin and client share one process (and the GIL) here; the limit allows a loaded machine.
-    client = RosCellClient(node, board_operator=True, timeout_s=60.0)
-    twin_executor = SingleThreadedExecutor(context=context)  # EGL: render on one thread
-    twin_executor.add_node(twin)
-    # As in `r2s2r ground`: one thread (rclpy's MultiThreadedExecutor busy-waits at 500 Hz
-    # and its spinning thread starves the twin of the GIL: 2 s of cell time took 56 s).
-    client_executor = SingleThreadedExecutor(context=context)
-    client_executor.add_node(node)
-    started = threading.Event()
+    with ros_context_of() as context:
+        # A "twin" whose hidden world is the nominal one: this test checks plumbing, not truth.
+        twin = real_twin.RealTwinNode(
+            context=context,
+            parameter_overrides=[
+                rclpy.parameter.Parameter("twin_config_path", value=str(NOMINAL)),
+                rclpy.parameter.Parameter("real_time_factor", value=1.0),
+            ],
+        )
+        node = Node("calibration_client_test", context=context)
+        # Twin and client share one process (and the GIL) here; the limit allows a loaded machine.
+        client = RosCellClient(node, board_operator=True, timeout_s=60.0)
+        twin_executor = SingleThreadedExecutor(context=context)  # EGL: render on one thread
+        twin_executor.add_node(twin)
+        # As in `r2s2r ground`: one thread (rclpy's MultiThreadedExecutor busy-waits at 500 Hz
+        # and its spinning thread starves the twin of the GIL: 2 s of cell time took 56 s).
+        client_executor = SingleThreadedExecutor(context=context)
+        client_executor.add_node(node)
+        started = threading.Event()
 
-    def run_twin() -> None:
-        # EGL contexts belong to the thread that made them: configure and spin on one thread.
-        started.ok = twin.autostart()  # type: ignore[attr-defined]
-        started.set()
-        twin_executor.spin()
-        twin.destroy_node()  # frees the renderers on the thread that owns their EGL context
+        def run_twin() -> None:
+            # EGL contexts belong to the thread that made them: configure and spin on one thread.
+            started.ok = twin.autostart()  # type: ignore[attr-defined]
+            started.set()
+            twin_executor.spin()
+            twin.destroy_node()  # frees the renderers on the thread that owns their EGL context
 
-    twin_thread = threading.Thread(target=run_twin, daemon=True)
-    twin_thread.start()
-    threading.Thread(target=client_executor.spin, daemon=True).start()
-    assert started.wait(30.0) and started.ok  # type: ignore[attr-defined]
-    # Refuses a second /joint_states publisher (another run's twin on this ROS_DOMAIN_ID), whose
-    # clock would mix into cell time and the joint log.
-    client.wait_for_cell()
-    yield client
-    twin_executor.shutdown()
-    twin_thread.join(10.0)
-    client_executor.shutdown()
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+        twin_thread = threading.Thread(target=run_twin, daemon=True)
+        twin_thread.start()
+        threading.Thread(target=client_executor.spin, daemon=True).start()
+        assert started.wait(30.0) and started.ok  # type: ignore[attr-defined]
+        # Refuses a second /joint_states publisher (another run's twin on this ROS_DOMAIN_ID), whose
+        # clock would mix into cell time and the joint log.
+        client.wait_for_cell()
+        yield client
+        twin_executor.shutdown()
+        twin_thread.join(10.0)
+        client_executor.shutdown()
+        node.destroy_node()
 
 
 def test_cell_time_static_frames_and_camera_info(cell):
@@ -153,13 +152,9 @@ def test_waiting_for_a_far_cell_time_times_out_only_when_the_clock_stalls(cell):
     finally:
         cell.timeout_s = limit
     # A client on a domain without a cell: its clock never moves, the wait ends at the limit.
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=(int(os.environ.get("ROS_DOMAIN_ID", "0")) + 1) % 230)
-    try:
+    with ros_context_of((int(os.environ.get("ROS_DOMAIN_ID", "0")) + 1) % 230) as context:
         node = Node("stalled_client_test", context=context)
         lonely = RosCellClient(node, timeout_s=0.5)
         with pytest.raises(CellTimeoutError, match="did not advance"):
             lonely.wait_until(10.0)
         node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)

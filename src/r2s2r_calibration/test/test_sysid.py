@@ -8,19 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from r2s2r_calibration.sysid import (
-    JointStateLog,
-    LatencyAtBoundError,
-    SegmentSimulator,
-    SysIdConfig,
-    SysIdLogError,
-    _Fitter,
-    check_log,
-    identify_controller,
-    merge_segments,
-    plan_excitation,
-    simulate_log,
-)
+from r2s2r_calibration.sysid.config import SysIdConfig
+from r2s2r_calibration.sysid.excitation import merge_segments, plan_excitation
+from r2s2r_calibration.sysid.fit import _Fitter
+from r2s2r_calibration.sysid.identify import LatencyAtBoundError, identify_controller
+from r2s2r_calibration.sysid.log import JointStateLog, SysIdLogError, check_log
+from r2s2r_calibration.sysid.simulation import SegmentSimulator, simulate_log
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
@@ -63,6 +56,7 @@ def test_recovers_gains_and_latency(nominal, measured):
     assert result.n_samples > 100
 
 
+@pytest.mark.slow  # ~1.3 s each; the fast tier identifies a controller in the test above
 @pytest.mark.parametrize(
     ("latency_s", "kp_factor", "damping_factor"),
     [(0.0447, 0.75, 1.28), (0.0375, 1.25, 0.72)],
@@ -212,6 +206,7 @@ def _two_joint_log(nominal, latency_s, config=None):
     return segments, simulate_log(truth, segments)
 
 
+@pytest.mark.slow  # a whole identification (~1 s), as the next test
 def test_a_latency_beyond_the_twin_family_is_measured(nominal):
     # The family's command paths reach 50 ms; a slower cell is still grounded (the search once
     # stopped at 80 ms: a 90 ms cell then got kp -56 % with a held-out error that passed).
@@ -223,6 +218,7 @@ def test_a_latency_beyond_the_twin_family_is_measured(nominal):
         assert result.joints[joint].kd == pytest.approx(kd, rel=0.01)
 
 
+@pytest.mark.slow
 def test_a_latency_at_the_search_bound_is_refused_not_clipped(nominal):
     config = SysIdConfig(max_latency_s=0.08)
     segments, log = _two_joint_log(nominal, 0.09, config)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,6 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image
 
 WIDTH, HEIGHT = 64, 48
-
-
-@pytest.fixture
-def context() -> Iterator[Context]:
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.shutdown(context=ctx)
 
 
 @pytest.fixture
@@ -67,8 +56,8 @@ def make_node(context: Context, **params: Any) -> CameraDriverNode:
     return CameraDriverNode(context=context, parameter_overrides=overrides)
 
 
-def test_parameters_are_declared_from_the_schema(context: Context) -> None:
-    node = make_node(context)
+def test_parameters_are_declared_from_the_schema(ros_context: Context) -> None:
+    node = make_node(ros_context)
     try:
         descriptor = node.describe_parameter("device.width_px")
         assert descriptor.integer_range[0].from_value == 1
@@ -96,10 +85,10 @@ def test_parameters_are_declared_from_the_schema(context: Context) -> None:
     ],
 )
 def test_bad_parameters_fail_configure(
-    context: Context, image_folder: Path, params: dict[str, Any], why: str
+    ros_context: Context, image_folder: Path, params: dict[str, Any], why: str
 ) -> None:
     params.setdefault("replay.path", str(image_folder))
-    node = make_node(context, autostart=False, **params)
+    node = make_node(ros_context, autostart=False, **params)
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE, why
         assert node.config is None
@@ -108,11 +97,11 @@ def test_bad_parameters_fail_configure(
 
 
 def test_calibration_for_another_resolution_fails_configure(
-    context: Context, image_folder: Path, tmp_path: Path
+    ros_context: Context, image_folder: Path, tmp_path: Path
 ) -> None:
     calibration = write_calibration(tmp_path / "cal.yaml", 640, 480)
     node = make_node(
-        context,
+        ros_context,
         backend="replay",
         **{"replay.path": str(image_folder), "calibration_file": str(calibration)},
     )
@@ -155,11 +144,11 @@ def collect(
 
 
 def test_publishes_image_and_camera_info(
-    context: Context, image_folder: Path, tmp_path: Path
+    ros_context: Context, image_folder: Path, tmp_path: Path
 ) -> None:
     calibration = write_calibration(tmp_path / "cal.yaml", WIDTH, HEIGHT)
     node = make_node(
-        context,
+        ros_context,
         camera_name="head_camera",
         backend="replay",
         encoding="rgb8",
@@ -168,7 +157,7 @@ def test_publishes_image_and_camera_info(
     )
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        images, infos = collect(context, node, "head_camera", count=6)
+        images, infos = collect(ros_context, node, "head_camera", count=6)
     finally:
         node.destroy_node()
     assert len(images) >= 6 and len(infos) >= 6
@@ -191,11 +180,11 @@ def test_publishes_image_and_camera_info(
 
 
 def test_resized_mono_output_scales_camera_info(
-    context: Context, image_folder: Path, tmp_path: Path
+    ros_context: Context, image_folder: Path, tmp_path: Path
 ) -> None:
     calibration = write_calibration(tmp_path / "cal.yaml", WIDTH, HEIGHT)
     node = make_node(
-        context,
+        ros_context,
         camera_name="hand_camera",
         backend="replay",
         encoding="mono8",
@@ -206,7 +195,7 @@ def test_resized_mono_output_scales_camera_info(
     )
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        images, infos = collect(context, node, "hand_camera", count=3)
+        images, infos = collect(ros_context, node, "hand_camera", count=3)
     finally:
         node.destroy_node()
     assert images and infos

@@ -131,6 +131,11 @@ def parse_config(model: type[ModelT], data: Any, source: str | None = None) -> M
         raise ConfigError(format_validation_error(error, source)) from None
 
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it (the same documents, about 10x faster:
+every node and test reads dozens of config files), else the pure-Python one."""
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file.
 
@@ -143,7 +148,7 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{file_path}: file not found")
     try:
         with file_path.open(encoding="utf-8") as stream:
-            return yaml.safe_load(stream)
+            return yaml.load(stream, Loader=_SAFE_LOADER)
     except yaml.YAMLError as error:
         raise ConfigError(f"{file_path}: not valid YAML: {error}") from None
 

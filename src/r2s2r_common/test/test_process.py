@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -24,32 +23,11 @@ from r2s2r_common.errors import (
 )
 from r2s2r_common.process import run_owned, spawn_owned
 
-CHILD = (
-    "import time\n"
-    "from r2s2r_common.process import terminate_self, watch_owner\n"
-    "watch_owner(terminate_self)\n"
-    "time.sleep(600)\n"
-)
-
-OWNER = textwrap.dedent(
-    """
-    import sys, threading, time
-    from r2s2r_common.process import spawn_owned
-    child = [sys.executable, "-c", {child!r}]
-    if {from_thread!r}:
-        # Started from a thread that ends at once: PDEATHSIG would fire now, so the child
-        # must rely on its owner watch (and live on while the owner lives).
-        holder = []
-        thread = threading.Thread(target=lambda: holder.append(spawn_owned(child)))
-        thread.start()
-        thread.join()
-        process = holder[0]
-    else:
-        process = spawn_owned(["sleep", "600"])
-    print(process.pid, flush=True)
-    time.sleep(600)
-    """
-)
+STAND_IN = [sys.executable, "-m", "r2s2r_testing.stand_ins"]
+"""Programs for tests to start (python -m r2s2r_testing.stand_ins --help)."""
+OWNER = [*STAND_IN, "owner"]
+"""Starts an owned child, prints its pid, sleeps (``--child-from-thread``: the child is
+started from a thread that ends at once, so it must rely on its owner watch)."""
 
 
 def alive(pid: int) -> bool:
@@ -72,10 +50,8 @@ def gone_within(pid: int, timeout_s: float) -> bool:
 @pytest.mark.graph
 @pytest.mark.parametrize("from_thread", [False, True], ids=["main_thread", "other_thread"])
 def test_owned_child_dies_when_its_owner_is_killed(from_thread: bool) -> None:
-    script = OWNER.format(child=CHILD, from_thread=from_thread)
-    owner = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
+    command = [*OWNER, "--child-from-thread"] if from_thread else OWNER
+    owner = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     child_pid = 0
     try:
         assert owner.stdout is not None
@@ -96,14 +72,7 @@ def test_owned_child_dies_when_its_owner_is_killed(from_thread: bool) -> None:
 def test_owned_child_has_its_own_group_and_knows_its_owner(tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
     with out.open("w") as stream:
-        process = spawn_owned(
-            [
-                sys.executable,
-                "-c",
-                "import os; print(os.getpgid(0), os.environ['R2S2R_OWNER_PID'])",
-            ],
-            stdout=stream,
-        )
+        process = spawn_owned([*STAND_IN, "group-and-owner"], stdout=stream)
         process.wait(timeout=30)
     group, owner = out.read_text().split()
     assert int(group) == process.pid and int(owner) == os.getpid()
@@ -114,7 +83,7 @@ def test_run_owned_stops_the_group_on_timeout() -> None:
     started = time.monotonic()
     code, timed_out = run_owned(["sleep", "600"], timeout_s=0.5, grace_s=2.0)
     assert timed_out and code != 0 and time.monotonic() - started < 10.0
-    assert run_owned([sys.executable, "-c", "raise SystemExit(3)"], timeout_s=30) == (3, False)
+    assert run_owned([*STAND_IN, "fail", "3"], timeout_s=30) == (3, False)
 
 
 class _LibraryError(RuntimeError):

@@ -282,7 +282,11 @@ class GenerateConfig(ConfigModel):
         "MimicGen config names one (recorded there by prepare_demos).",
     )
     demos_episodes: int = Field(
-        default=6, ge=1, le=100000, description="Demonstrations prepare_demos records."
+        default=6,
+        ge=1,
+        le=100000,
+        description="Successful demonstrations prepare_demos records (failed takes are "
+        "re-recorded with the next seed, at most twice as many takes).",
     )
     demos_seed: int = Field(
         default=0, ge=0, le=2**31 - 1, description="Seed of the first recorded demonstration."

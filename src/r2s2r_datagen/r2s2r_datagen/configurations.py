@@ -115,6 +115,36 @@ def nominal_world_path(config: DatagenConfig, config_path: str | Path) -> Path:
     return path if path.is_absolute() else (Path(config_path).parent / path).resolve()
 
 
+def with_inputs(
+    config: DatagenConfig,
+    config_path: str | Path | None = None,
+    *,
+    grounding_artifact: str | Path | None = None,
+    mimicgen_source: str | Path | None = None,
+) -> DatagenConfig:
+    """Return the configurations with their inputs set, to be written anywhere and run.
+
+    Args:
+        config: The configurations (the loaded file is not changed).
+        config_path: The file they were loaded from: the nominal world, relative to it, is
+            made absolute (None: left as it is).
+        grounding_artifact: The grounded world's artifact (``grounding_artifact_path``).
+        mimicgen_source: MimicGen's source demonstrations
+            (``behavior_options.mimicgen.source_dataset``).
+
+    """
+    update: dict[str, Any] = {}
+    if config_path is not None:
+        update["nominal_world_path"] = str(nominal_world_path(config, config_path))
+    if grounding_artifact is not None:
+        update["grounding_artifact_path"] = str(grounding_artifact)
+    if mimicgen_source is not None:
+        options = {name: dict(values) for name, values in config.behavior_options.items()}
+        options.setdefault("mimicgen", {})["source_dataset"] = str(mimicgen_source)
+        update["behavior_options"] = options
+    return config.model_copy(update=update)
+
+
 def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     """Read the world overrides of a grounding artifact.
 

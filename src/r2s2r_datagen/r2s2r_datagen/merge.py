@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
-from r2s2r_recorder.dataset import MergeReport, merge_shards
+from r2s2r_recorder.dataset import (
+    DATA_GROUP,
+    EPISODE_PREFIX,
+    METADATA_ATTR,
+    NUM_SAMPLES_ATTR,
+    TOTAL_ATTR,
+    MergeReport,
+    episode_group,
+    episode_keys,
+    merge_shards,
+)
 
 from r2s2r_datagen.ledger import EpisodeKey
 
@@ -55,11 +65,11 @@ def scan_shards(run_dir: str | Path) -> ShardScan:
     for path in shard_files(run_dir):
         try:
             with h5py.File(path, "r") as handle:
-                data = handle["data"]
+                data = handle[DATA_GROUP]
                 for name in data:
-                    if not name.startswith("demo_"):
+                    if not name.startswith(EPISODE_PREFIX):
                         continue
-                    key = _job_key(str(data[name].attrs["metadata"]))
+                    key = _job_key(str(data[name].attrs[METADATA_ATTR]))
                     if key is not None:
                         scan.present.setdefault(key, []).append(path)
         except (OSError, KeyError, ValueError, RuntimeError) as error:
@@ -115,11 +125,11 @@ def merge_configuration(
     result.excluded_shards = list(report.excluded)
     seen: set[EpisodeKey] = set()
     with h5py.File(tmp, "a") as handle:
-        data = handle["data"]
-        names = sorted((n for n in data if n.startswith("demo_")), key=lambda n: int(n[5:]))
+        data = handle[DATA_GROUP]
+        names = episode_keys(data)
         kept = []
         for name in names:
-            key = _job_key(str(data[name].attrs["metadata"]))
+            key = _job_key(str(data[name].attrs[METADATA_ATTR]))
             if key is None or key not in wanted or key in seen:
                 result.dropped.append(key if key is not None else (configuration, -1))
                 del data[name]
@@ -131,9 +141,9 @@ def merge_configuration(
             data.move(name, f"_renumber_{index}")
         total = 0
         for index in range(len(kept)):
-            data.move(f"_renumber_{index}", f"demo_{index}")
-            total += int(data[f"demo_{index}"].attrs["num_samples"])
-        data.attrs["total"] = total
+            data.move(f"_renumber_{index}", episode_group(index))
+            total += int(data[episode_group(index)].attrs[NUM_SAMPLES_ATTR])
+        data.attrs[TOTAL_ATTR] = total
         result.episodes, result.frames = len(kept), total
     tmp.replace(output)
     result.missing = sorted(wanted - seen)

@@ -5,7 +5,8 @@ or produces them before generation (``prepare_demos``: record on the real twin w
 record-demos`` and point MimicGen's ``source_dataset`` at the result; ``prepare_grounding``:
 ``r2s2r ground`` against the twin) and hands :func:`r2s2r_datagen.runner.run_generation` a
 :class:`PrerequisitesReport`. This module says what is needed and where
-(:func:`mimicgen_source_path`, :func:`selected_configurations`, :func:`with_source`) and how
+(:func:`mimicgen_source_path`, :func:`selected_configurations`; the source is set with
+:func:`r2s2r_datagen.configurations.with_inputs`) and how
 each step ended (:class:`PrerequisiteStep`: present, produced, failed, not needed); the steps
 end up in the job's output and ``summary.json`` notes, a step that failed leaves its
 configurations unavailable (reported by the runner), and nothing is ever faked.
@@ -141,10 +142,3 @@ def mimicgen_source_path(
     if mimicgen.source_dataset:
         return resolve(base_dir, mimicgen.source_dataset), "mimicgen_config"
     return Path(config.demos_dataset_path).resolve(), "default"
-
-
-def with_source(datagen: DatagenConfig, path: Path) -> DatagenConfig:
-    """Return the configurations with MimicGen's ``source_dataset`` set to ``path``."""
-    options = {k: dict(v) for k, v in datagen.behavior_options.items()}
-    options.setdefault("mimicgen", {})["source_dataset"] = str(path)
-    return datagen.model_copy(update={"behavior_options": options})

@@ -34,6 +34,7 @@ from typing import Any
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.controllers import CONTROLLER_JOINTS
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -42,6 +43,7 @@ from r2s2r_description.robot import (
 )
 from r2s2r_description.transforms import Vector
 from r2s2r_recorder.dataset import (
+    IMAGE_KEY_OF_CAMERA,
     OBJECT_TRACK_KEY,
     TRACKER_SOURCE,
     Episode,
@@ -55,7 +57,7 @@ from scipy.spatial.transform import Rotation
 
 from r2s2r_datagen.config import RecordingConfig
 
-CAMERAS: dict[str, str] = {"head_camera_rgb": "head_camera", "hand_camera_rgb": "hand_camera"}
+CAMERAS: dict[str, str] = {key: camera for camera, key in IMAGE_KEY_OF_CAMERA.items()}
 """Dataset image key → simulator camera name."""
 
 PREROLL_S = 1.0
@@ -93,10 +95,6 @@ class RecordingError(RuntimeError):
     """The recording cannot be sampled as asked (e.g. the frame period is not whole steps)."""
 
 
-CONTROLLERS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
-"""Joints of each trajectory controller, in its order."""
-
-
 def episode_actions(
     commands: dict[str, list[TimedCommand]], times_s: Sequence[float] | FloatArray
 ) -> NDArray[np.float32]:
@@ -107,7 +105,7 @@ def episode_actions(
 
     """
     columns = []
-    for controller, names in CONTROLLERS.items():
+    for controller, names in CONTROLLER_JOINTS.items():
         home = [HOME_POSITIONS[n] for n in names]
         columns.append(controller_reference(commands[controller], names, times_s, home))
     return np.concatenate(columns, axis=1).astype(np.float32)
@@ -156,13 +154,12 @@ class RecordingBackend:
     def _clear(self) -> None:
         self._frames = {
             "time": [],
-            "head_camera_rgb": [],
-            "hand_camera_rgb": [],
+            **{key: [] for key in CAMERAS},
             "joint_pos": [],
             "belt": [],
             "object_world": [],
             "object_valid": [],
-            "object_track": [],
+            OBJECT_TRACK_KEY: [],
         }
         self._commands = {"arm": [], "hand": []}
         self._steps = 0
@@ -176,10 +173,10 @@ class RecordingBackend:
         """
         if not self.config.perception:
             return True
-        if self._latch is None or not self._frames["object_track"]:
+        if self._latch is None or not self._frames[OBJECT_TRACK_KEY]:
             return False
         visible = self._latch.fields.index("visible")
-        return bool(self._frames["object_track"][-1][visible] > 0.5)
+        return bool(self._frames[OBJECT_TRACK_KEY][-1][visible] > 0.5)
 
     @property
     def num_frames(self) -> int:
@@ -213,7 +210,7 @@ class RecordingBackend:
             self._encoder_sample()
             tracks = self._perception.add_head_frame(time_s, head_native, depth)
             self._latch.update(time_s, tracks or [])
-            self._frames["object_track"].append(self._latch.features(time_s))
+            self._frames[OBJECT_TRACK_KEY].append(self._latch.features(time_s))
             fused = self._perception.belt_speed(time_s)
             belt_speed = float(fused.speed_mps) if fused is not None else 0.0
             self.perception_s += time.perf_counter() - rendered
@@ -323,7 +320,7 @@ class RecordingBackend:
         has_object = self._object_name is not None
         extra_obs = {}
         if self._latch is not None:
-            extra_obs[OBJECT_TRACK_KEY] = np.stack(frames["object_track"]).astype(np.float32)
+            extra_obs[OBJECT_TRACK_KEY] = np.stack(frames[OBJECT_TRACK_KEY]).astype(np.float32)
         episode = Episode(
             metadata=metadata,
             timestamps_s=np.asarray(frames["time"], dtype=np.float64),

@@ -2,7 +2,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from datagen_support import ARTIFACT_OVERRIDES, OVERRIDES
 from r2s2r_common.config import ConfigError
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import (
@@ -17,6 +16,7 @@ from r2s2r_datagen.generator import (
     classify_exception,
     make_generator,
 )
+from r2s2r_testing.generation import ARTIFACT_OVERRIDES, OVERRIDES
 from r2s2r_world.kinematics import IkError
 from r2s2r_world.world import deep_override
 

@@ -19,74 +19,23 @@ from r2s2r_datagen.mimicgen.annotation import (
 )
 from r2s2r_datagen.mimicgen.config import AnnotationConfig, GenerationParams
 from r2s2r_datagen.mimicgen.source import SourceLibrary, SourceLibraryError
-from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
+from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_recorder.dataset import Episode, EpisodeWriter
+from r2s2r_testing.pick_demo import (
+    DT_S,
+    FRAMES,
+    GRASP_CLOSED,
+    GRASP_END,
+    REACH_START,
+    RELEASE,
+    pick_demonstration,
+)
 from r2s2r_world.world import load_world
-
-DT_S = 0.1
-FRAMES = 120
-MCP = ("thumb_mcp_joint", "index_mcp_joint", "middle_mcp_joint", "ring_mcp_joint")
-# Expected boundaries of the synthetic demonstration below.
-REACH_START, GRASP_CLOSED, GRASP_END, RELEASE = 30, 64, 69, 100
 
 
 @pytest.fixture(scope="module")
 def nominal():
     return load_world(NOMINAL)
-
-
-def synthetic_episode(nominal, grasp=True, lift=True, release_over_bin=True) -> Episode:
-    """A cube demo in base_link: arrives (frame 5), reach from frame 30, hand closes over frames
-    60-64, object lifted 2 cm per frame from 68, carried over bin_0 by 95, hand opens at 100."""
-    times = np.arange(FRAMES) * DT_S
-    actions = np.tile([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES], (FRAMES, 1))
-    actions[REACH_START:, 0] += 0.02 * np.arange(1, FRAMES - REACH_START + 1)  # shoulder pan
-    closure = np.full(FRAMES, -0.3)
-    closure[REACH_START:] = -0.5
-    if grasp:
-        closure[60:65] = [-0.5, -0.3, -0.1, 0.1, 0.3]
-        closure[65:RELEASE] = 0.3
-    for name in MCP:
-        actions[:, ALL_JOINT_NAMES.index(name)] = closure
-    rest_z = 0.05 + 0.025  # belt top in base_link + half the cube
-    pose = np.zeros((FRAMES, 7))
-    pose[:, 6] = 1.0
-    pose[:, 0] = -0.55
-    pose[:, 1] = 0.3 - 0.1 * (times - 0.5)
-    pose[:, 2] = rest_z
-    if lift:
-        pose[68:, 2] = rest_z + 0.02 * np.minimum(np.arange(68, FRAMES) - 67, 8)
-        bin_xy = bin_poses_in_base(nominal)["bin_0" if release_over_bin else "bin_2"][:2, 3]
-        if not release_over_bin:
-            bin_xy = bin_xy + np.array([0.0, 0.4])
-        start_xy = pose[74, :2].copy()
-        for k in range(75, FRAMES):
-            s = min((k - 74) / 21.0, 1.0)
-            pose[k, :2] = start_xy + s * (bin_xy - start_xy)
-    valid = np.arange(FRAMES) >= 5
-    metadata = EpisodeMetadata(
-        source="real",
-        world_config_id="real",
-        behavior_source="demo",
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        outcome="success",
-        joint_names=list(ALL_JOINT_NAMES),
-        action_names=list(ALL_JOINT_NAMES),
-        control_rate_hz=10.0,
-    )
-    image = np.zeros((FRAMES, 4, 4, 3), dtype=np.uint8)
-    return Episode(
-        metadata=metadata,
-        timestamps_s=times,
-        images={"head_camera_rgb": image, "hand_camera_rgb": image.copy()},
-        joint_pos_rad=actions.astype(np.float32),
-        belt_speed_mps=np.full(FRAMES, 0.1, dtype=np.float32),
-        actions=actions.astype(np.float32),
-        object_pose=pose.astype(np.float32),
-        object_pose_valid=valid,
-    )
 
 
 def signals(episode: Episode) -> DemoSignals:
@@ -101,7 +50,7 @@ def signals(episode: Episode) -> DemoSignals:
 
 
 def test_annotation_finds_the_boundaries(nominal):
-    annotation = annotate(signals(synthetic_episode(nominal)), nominal, AnnotationConfig())
+    annotation = annotate(signals(pick_demonstration(nominal)), nominal, AnnotationConfig())
     assert (annotation.reach_start, annotation.grasp_closed) == (REACH_START, GRASP_CLOSED)
     assert (annotation.grasp_end, annotation.release, annotation.end) == (GRASP_END, RELEASE, 120)
     assert annotation.boundaries == [(REACH_START, GRASP_END), (GRASP_END, FRAMES)]
@@ -117,15 +66,15 @@ def test_annotation_finds_the_boundaries(nominal):
 )
 def test_bad_demonstrations_raise_a_reason(nominal, kwargs, reason):
     with pytest.raises(AnnotationError) as error:
-        annotate(signals(synthetic_episode(nominal, **kwargs)), nominal, AnnotationConfig())
+        annotate(signals(pick_demonstration(nominal, **kwargs)), nominal, AnnotationConfig())
     assert error.value.reason == reason
 
 
 def test_library_skips_a_demo_without_grasp_with_a_counted_reason(nominal):
     episodes = [
-        synthetic_episode(nominal),
-        synthetic_episode(nominal, grasp=False),
-        synthetic_episode(nominal, lift=False),
+        pick_demonstration(nominal),
+        pick_demonstration(nominal, grasp=False),
+        pick_demonstration(nominal, lift=False),
     ]
     library = SourceLibrary.from_episodes(episodes, nominal, AnnotationConfig())
     assert [d.index for d in library.demos] == [0]
@@ -158,9 +107,9 @@ def test_offsets_are_random_but_keep_the_subtasks_meaningful():
 def test_sidecar_overrides_and_skips(tmp_path: Path, nominal):
     dataset = tmp_path / "demos.hdf5"
     with EpisodeWriter(dataset) as writer:
-        writer.append(synthetic_episode(nominal))
-        writer.append(synthetic_episode(nominal, grasp=False))
-        writer.append(synthetic_episode(nominal))
+        writer.append(pick_demonstration(nominal))
+        writer.append(pick_demonstration(nominal, grasp=False))
+        writer.append(pick_demonstration(nominal))
     assert sidecar_path(dataset) == tmp_path / "demos.subtasks.yaml"
     sidecar = SubtaskSidecar(
         episodes={
@@ -217,7 +166,7 @@ def tracked_episode(nominal, lift: bool = True, drop_bin: str = "bin_0") -> Epis
     from r2s2r_description.robot import ARM_JOINT_NAMES
     from r2s2r_world.kinematics import top_down_palm_pose
 
-    episode = synthetic_episode(nominal)
+    episode = pick_demonstration(nominal)
     arm = BaseLinkArm(nominal)
     actions = episode.actions.astype(float)
     columns = [ALL_JOINT_NAMES.index(j) for j in ARM_JOINT_NAMES]

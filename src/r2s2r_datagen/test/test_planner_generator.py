@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from datagen_support import ARTIFACT_OVERRIDES, NOMINAL
+from datagen_support import NOMINAL
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.generator import EpisodeJob
 from r2s2r_datagen.planner_generator import (
@@ -13,6 +13,7 @@ from r2s2r_datagen.planner_generator import (
     make_generator,
 )
 from r2s2r_sim.task import sample_trial
+from r2s2r_testing.generation import ARTIFACT_OVERRIDES
 from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 

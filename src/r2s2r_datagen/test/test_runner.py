@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from datagen_support import OVERRIDES, write_configurations
+from datagen_support import NOMINAL
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
 from r2s2r_datagen.ledger import Ledger
@@ -17,6 +17,7 @@ from r2s2r_datagen.merge import merge_configuration
 from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.worker import WorkerSetup, WorkerState
 from r2s2r_recorder.dataset import EpisodeDataset
+from r2s2r_testing.generation import OVERRIDES, write_configurations
 
 
 def _episodes_by_index(path: Path) -> dict[int, object]:
@@ -41,7 +42,7 @@ def _assert_same_episode(a, b) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.graph
 def test_resume_after_kill(tmp_path: Path, configurations_file: Path) -> None:
-    write_configurations(configurations_file, {"planner": {"slow_s": 0.3}})
+    write_configurations(configurations_file, NOMINAL, {"planner": {"slow_s": 0.3}})
     run_dir = tmp_path / "run"
     args = [
         sys.executable, "-m", "r2s2r.cli", "generate",
@@ -104,7 +105,7 @@ def test_resume_after_kill(tmp_path: Path, configurations_file: Path) -> None:
 def test_crash_timeout_retry_and_bad_input(tmp_path: Path) -> None:
     options = {"hang_episodes": [1], "crash_episodes": [2], "unreachable_episodes": [4]}
     configurations_file = write_configurations(
-        tmp_path / "configurations.yaml", {"planner": {**options, "fail_every": 4}}
+        tmp_path / "configurations.yaml", NOMINAL, {"planner": {**options, "fail_every": 4}}
     )
     config = GenerateConfig(
         configurations_path=str(configurations_file),
@@ -134,7 +135,7 @@ def test_crash_timeout_retry_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
-    configurations_file = write_configurations(tmp_path / "configurations.yaml")
+    configurations_file = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
     datagen = load_datagen_config(configurations_file)
     overrides = GenerateConfig(generator_overrides=OVERRIDES).overrides()
     nominal, prepared = prepare_configurations(

@@ -3,8 +3,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from datagen_support import OVERRIDES, REPO
+from datagen_support import REPO
 from r2s2r_recorder.dataset import dataset_info
+from r2s2r_testing.generation import OVERRIDES
 
 
 @pytest.mark.graph

@@ -42,6 +42,31 @@ def _quat(rpy: tuple[float, float, float]) -> list[float]:
     return [float(v) for v in matrix_to_quat(rpy_to_matrix(rpy))]
 
 
+def geom_type_and_size(shape: Shape) -> tuple[mujoco.mjtGeom, list[float]]:
+    """MuJoCo geom type and ``size`` (half extents, radius, half length) of a primitive.
+
+    The one mapping from a primitive to a MuJoCo geom: the description's links, the
+    simulator's objects and the planner's attached object all go through it.
+
+    Args:
+        shape: The primitive (sizes in the description convention, see :class:`Shape`).
+
+    Returns:
+        The geom type and its three ``size`` values (m).
+
+    """
+    if shape.kind == ShapeKind.BOX:
+        return mujoco.mjtGeom.mjGEOM_BOX, [s / 2.0 for s in shape.size_m]
+    if shape.kind in (ShapeKind.CYLINDER, ShapeKind.CAPSULE):
+        geom_type = (
+            mujoco.mjtGeom.mjGEOM_CYLINDER
+            if shape.kind == ShapeKind.CYLINDER
+            else mujoco.mjtGeom.mjGEOM_CAPSULE
+        )
+        return geom_type, [shape.size_m[0], shape.size_m[1] / 2.0, 0.0]
+    return mujoco.mjtGeom.mjGEOM_SPHERE, [shape.size_m[0], 0.0, 0.0]
+
+
 def add_shape(body: mujoco.MjsBody, shape: Shape, kind_bits: tuple[int, int]) -> mujoco.MjsGeom:
     """Add a description shape to a MuJoCo body as a geom.
 
@@ -57,19 +82,7 @@ def add_shape(body: mujoco.MjsBody, shape: Shape, kind_bits: tuple[int, int]) ->
     geom = body.add_geom()
     if shape.name:
         geom.name = shape.name
-    if shape.kind == ShapeKind.BOX:
-        geom.type = mujoco.mjtGeom.mjGEOM_BOX
-        geom.size = [s / 2.0 for s in shape.size_m]
-    elif shape.kind in (ShapeKind.CYLINDER, ShapeKind.CAPSULE):
-        geom.type = (
-            mujoco.mjtGeom.mjGEOM_CYLINDER
-            if shape.kind == ShapeKind.CYLINDER
-            else mujoco.mjtGeom.mjGEOM_CAPSULE
-        )
-        geom.size = [shape.size_m[0], shape.size_m[1] / 2.0, 0.0]
-    else:
-        geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
-        geom.size = [shape.size_m[0], 0.0, 0.0]
+    geom.type, geom.size = geom_type_and_size(shape)
     geom.pos = list(shape.origin.xyz_m)
     geom.quat = _quat(shape.origin.rpy_rad)
     geom.rgba = list(shape.rgba)

@@ -6,15 +6,19 @@ Quaternion arrays are ``(w, x, y, z)`` everywhere in the workspace (MuJoCo's ord
 messages name their fields, so a node converts at the message (``(q.w, q.x, q.y, q.z)``); the
 one place with the other order is the dataset's ``obs/object_pose`` row
 ``(x, y, z, qx, qy, qz, qw)``, an on-disk layout shared with SciPy's ``Rotation.as_quat``.
+
+The workspace's one home for rigid-transform algebra (:func:`invert_transform`) and angle
+wrapping (:func:`wrap_angle`, with its two conventions).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
 Vector = Sequence[float] | NDArray[np.float64]
@@ -100,6 +104,55 @@ def make_transform(xyz: Vector, rotation: FloatArray) -> FloatArray:
     transform[:3, :3] = rotation
     transform[:3, 3] = np.asarray(xyz, dtype=float)
     return transform
+
+
+def invert_transform(transform: ArrayLike) -> FloatArray:
+    """Inverse of a rigid 4x4 transform (``T_a_b`` -> ``T_b_a``), without a general inverse.
+
+    Args:
+        transform: Homogeneous 4x4 rigid transform (a rotation and a translation, m).
+
+    Returns:
+        The inverse, as float64.
+
+    """
+    matrix = np.asarray(transform, dtype=float)
+    rotation = matrix[:3, :3]
+    inverse = np.eye(4)
+    inverse[:3, :3] = rotation.T
+    inverse[:3, 3] = -rotation.T @ matrix[:3, 3]
+    return inverse
+
+
+def wrap_angle(
+    angle_rad: float, period_rad: float = 2.0 * math.pi, *, upper_closed: bool = False
+) -> float:
+    """Wrap an angle into one period about zero.
+
+    Two conventions, each kept bit for bit for the results made with it:
+
+    - default: ``[-period/2, period/2)`` by floor modulo, ``(a + p/2) % p - p/2``: ``+pi``
+      wraps to ``-pi``. Any ``period_rad`` (e.g. a shape's yaw symmetry); the belt encoder,
+      the object tracker and the twin family use it.
+    - ``upper_closed=True``: ``atan2(sin a, cos a)``, in ``(-pi, pi]`` for every angle but
+      ``-pi`` itself, which stays ``-pi`` (``+pi`` stays ``+pi``); the period must be
+      ``2 pi``. The demonstrator and MimicGen use it. Away from odd multiples of ``pi`` it
+      differs from the default only in the last bits.
+
+    Args:
+        angle_rad: The angle (rad).
+        period_rad: The period (rad, > 0).
+        upper_closed: Use the ``atan2`` convention.
+
+    Raises:
+        ValueError: ``upper_closed`` with a period other than ``2 pi``.
+
+    """
+    if upper_closed:
+        if period_rad != 2.0 * math.pi:
+            raise ValueError(f"period_rad = {period_rad}: upper_closed needs 2 pi")
+        return math.atan2(math.sin(angle_rad), math.cos(angle_rad))
+    return float((angle_rad + period_rad / 2.0) % period_rad - period_rad / 2.0)
 
 
 def matrix_to_quat(rotation: FloatArray) -> FloatArray:

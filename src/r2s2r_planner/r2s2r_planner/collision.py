@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 from r2s2r_description.cell import CellLayout, build_description
-from r2s2r_description.mjcf import to_mjspec
+from r2s2r_description.mjcf import geom_type_and_size, to_mjspec
 from r2s2r_description.model import LinkKind
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import FloatArray, matrix_to_quat
+from r2s2r_sim.scene import object_shape
 from r2s2r_world.world import ObjectType
 
 CELL_BITS = (1, 6)
@@ -156,17 +157,7 @@ class CollisionChecker:
         palm = spec.body("palm_link")
         geom = palm.add_geom()
         geom.name = "attached_object"
-        obj = attached.object_type
-        x, y, z = obj.size_m
-        if obj.shape == "box":
-            geom.type = mujoco.mjtGeom.mjGEOM_BOX
-            geom.size = [x / 2.0, y / 2.0, z / 2.0]
-        elif obj.shape == "cylinder":
-            geom.type = mujoco.mjtGeom.mjGEOM_CYLINDER
-            geom.size = [x / 2.0, z / 2.0, 0.0]
-        else:
-            geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
-            geom.size = [x / 2.0, 0.0, 0.0]
+        geom.type, geom.size = geom_type_and_size(object_shape(attached.object_type))
         geom.pos = list(attached.pose_in_palm[:3, 3])
         geom.quat = list(matrix_to_quat(attached.pose_in_palm[:3, :3]))
         geom.contype, geom.conaffinity = DISTAL_BITS

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from r2s2r_description.cell import BIN_WALL_HEIGHT_M
+from r2s2r_description.controllers import ARM, HAND, JointCommand
 from r2s2r_description.robot import (
     ARM_JOINT_NAMES,
     HAND_JOINT_NAMES,
@@ -49,9 +50,6 @@ from r2s2r_planner.motion import (
     PlanResult,
 )
 
-ARM_CONTROLLER = "arm_controller"
-HAND_CONTROLLER = "hand_controller"
-
 
 class PickError(RuntimeError):
     """The pick cannot be planned; ``reason`` is a short code, the message the details."""
@@ -59,28 +57,6 @@ class PickError(RuntimeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class JointCommand:
-    """One JointTrajectory command as sent to a controller.
-
-    Attributes:
-        controller: ``arm_controller`` or ``hand_controller``.
-        joint_names: Column order.
-        times_s: (M,) ``time_from_start`` of the points.
-        positions: (M, N) positions.
-        velocities: (M, N) velocities, or None (linear interpolation).
-        send_time_s: Simulated (or ROS) time at which it was sent.
-
-    """
-
-    controller: str
-    joint_names: tuple[str, ...]
-    times_s: FloatArray
-    positions: FloatArray
-    velocities: FloatArray | None
-    send_time_s: float
 
 
 @dataclass(frozen=True)
@@ -427,7 +403,7 @@ class PickPlanner:
         times = np.concatenate([p[0] for p in pieces])
         keep = np.concatenate([[True], np.diff(times) > 1e-6])
         return JointCommand(
-            ARM_CONTROLLER,
+            ARM,
             ARM_JOINT_NAMES,
             times[keep],
             np.vstack([p[1] for p in pieces])[keep],
@@ -456,9 +432,7 @@ class PickPlanner:
         positions = np.array([q for _, q in points])
         keep = np.concatenate([[True], np.diff(times) > 1e-6])
         del start_hand  # the controller interpolates from its current desired position
-        return JointCommand(
-            HAND_CONTROLLER, HAND_JOINT_NAMES, times[keep], positions[keep], None, now_s
-        )
+        return JointCommand(HAND, HAND_JOINT_NAMES, times[keep], positions[keep], None, now_s)
 
 
 def _to_matrix(quat_wxyz: Sequence[float] | FloatArray) -> FloatArray:

@@ -23,8 +23,8 @@ def test_planner_pick_succeeds_on_the_nominal_world(
     assert result.outcome.success, result.failure_reason
     assert result.failure_reason == ""
     arm, hand = result.commands
-    assert arm.controller == "arm_controller" and arm.joint_names == ARM_JOINT_NAMES
-    assert hand.controller == "hand_controller" and hand.joint_names == HAND_JOINT_NAMES
+    assert arm.controller == "arm" and arm.joint_names == ARM_JOINT_NAMES
+    assert hand.controller == "hand" and hand.joint_names == HAND_JOINT_NAMES
     assert np.all(np.diff(arm.times_s) > 0) and arm.positions.shape == (arm.times_s.size, 6)
     pick = result.plan
     assert (

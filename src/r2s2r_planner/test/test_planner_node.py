@@ -8,16 +8,8 @@ from r2s2r_planner.pick import JointCommand  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 
-@pytest.fixture
-def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
-
-
-def test_node_refuses_without_inputs_and_checks_parameters(context) -> None:
-    node = PlannerNode(context=context)
+def test_node_refuses_without_inputs_and_checks_parameters(ros_context) -> None:
+    node = PlannerNode(context=ros_context)
     try:
         assert node.config.backend == "ompl"
         ok, message = node.plan_pick()
@@ -28,14 +20,14 @@ def test_node_refuses_without_inputs_and_checks_parameters(context) -> None:
         node.destroy_node()
     with pytest.raises(ConfigError, match="track_timeout_s"):
         PlannerNode(
-            context=context,
+            context=ros_context,
             parameter_overrides=[Parameter("track_timeout_s", Parameter.Type.DOUBLE, -1.0)],
         )
 
 
 def test_trajectory_message_conversion() -> None:
     command = JointCommand(
-        "arm_controller",
+        "arm",
         ("a", "b"),
         np.array([0.5, 1.25]),
         np.array([[0.0, 1.0], [2.0, 3.0]]),

@@ -18,7 +18,7 @@ from torch.utils.data import Sampler
 
 
 class MixtureSampler(Sampler[int]):
-    """Torch sampler drawing global indices of a :class:`~r2s2r_policy.data.MixtureDataset`.
+    """Torch sampler drawing global indices of a :class:`~r2s2r_policy.data.chunks.MixtureDataset`.
 
     Args:
         source_sizes: Samples per source, in the dataset's source order.

@@ -10,7 +10,7 @@ act on.
 Time (docs/architecture.md section 7): an action chunk computed from the observation at ``t``
 holds the joint targets for ``t + dt, t + 2·dt, ..., t + H·dt`` (``dt = 1 / control_rate_hz``):
 chunk step ``k`` is the target in force ``k + 1`` control steps after the observation. Training
-labels (:class:`r2s2r_policy.data.ChunkDataset`), the inference engine and the trajectory's
+labels (:class:`r2s2r_policy.data.chunks.ChunkDataset`), the inference engine and the trajectory's
 ``time_from_start`` follow that one rule.
 """
 
@@ -20,15 +20,16 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_recorder.dataset import BELT_SPEED_KEY, CAMERA_KEYS, OBJECT_TRACK_KEY
 
-DEFAULT_IMAGE_KEYS: tuple[str, ...] = ("head_camera_rgb", "hand_camera_rgb")
-"""Camera keys of the episode schema (``r2s2r_recorder.dataset.CAMERA_KEYS``)."""
+DEFAULT_IMAGE_KEYS: tuple[str, ...] = CAMERA_KEYS
+"""The cameras a policy reads unless told otherwise: every camera of the episode schema."""
 
-JOINT_POS_KEY = "joint_pos_rad"
-BELT_SPEED_KEY = "belt_speed_mps"
-OBJECT_TRACK_KEY = "object_track"
-ACTIONS_KEY = "actions"
+# A policy's inputs and labels are keyed by the episode schema's names
+# (``r2s2r_recorder.dataset``: JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY, ACTIONS_KEY);
+# the keys below are the policy's own, never in a dataset file.
 ACTION_MASK_KEY = "action_mask"
+"""Batch key of the chunk mask (True where a chunk step has a label; ``data.chunks``)."""
 
 PALM_OBJECT_KEY = "palm_object"
 """Normalisation-statistics key of the derived palm/object input (not a dataset key)."""
@@ -255,25 +256,25 @@ def spec_mismatches(policy: PolicySpec, robot: RobotSpec) -> list[str]:
     lines += _name_diff("joint_names", policy.joint_names, robot.joint_names)
     lines += _name_diff("action_names", policy.action_names, robot.action_names)
     if policy.use_belt_speed and not robot.has_belt_speed:
-        lines.append("belt_speed_mps: policy needs belt speed, robot has none")
+        lines.append(f"{BELT_SPEED_KEY}: policy needs belt speed, robot has none")
     elif policy.use_belt_speed and policy.belt_speed_source != robot.belt_speed_source:
         lines.append(
-            f"belt_speed_mps: policy was trained on {policy.belt_speed_source!r} belt speed, "
+            f"{BELT_SPEED_KEY}: policy was trained on {policy.belt_speed_source!r} belt speed, "
             f"robot gives {robot.belt_speed_source!r}"
         )
     if policy.uses_object_track:
         if not robot.object_track_fields:
             lines.append(
-                "object_track: policy needs the tracked object "
+                f"{OBJECT_TRACK_KEY}: policy needs the tracked object "
                 f"({policy.object_track_source}), robot offers none (no /objects/tracks)"
             )
         else:
             lines += _name_diff(
-                "object_track", policy.object_track_fields, robot.object_track_fields
+                OBJECT_TRACK_KEY, policy.object_track_fields, robot.object_track_fields
             )
             if policy.object_track_source != robot.object_track_source:
                 lines.append(
-                    f"object_track: policy was trained on {policy.object_track_source!r} "
+                    f"{OBJECT_TRACK_KEY}: policy was trained on {policy.object_track_source!r} "
                     f"tracks, robot gives {robot.object_track_source!r}"
                 )
     elif robot.object_track_fields:

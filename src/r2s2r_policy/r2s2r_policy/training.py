@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
@@ -51,49 +52,49 @@ from .checkpoint import (
     read_checkpoint_config,
     save_checkpoint,
 )
-from .data import (
+from .data.chunks import (
     BatchedDataset,
     ChunkDataset,
+    MixtureDataset,
+    collate_batch,
+    compute_normalization,
+)
+from .data.sources import (
     EpisodeSource,
     EpisodeSubset,
     HDF5EpisodeSource,
     MissingFeatureError,
-    MixtureDataset,
     check_source_features,
-    collate_batch,
-    compute_normalization,
     split_episodes,
 )
 from .models import Policy, build_policy
 from .sampling import MixtureSampler
-from .spec import (
-    ACTION_MASK_KEY,
-    ACTIONS_KEY,
-    DEFAULT_IMAGE_KEYS,
-    ImageSpec,
-    ModelConfig,
-    PolicySpec,
-)
+from .spec import ACTION_MASK_KEY, DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
 
 _LOG = logging.getLogger(__name__)
 
-# Fields that may change between a run and its resumption without changing the result.
-_RESUME_FREE_FIELDS = frozenset(
+THROUGHPUT_FIELDS = frozenset(
+    {"progress_bar", "num_workers", "num_threads", "log_every_steps", "device"}
+)
+"""TrainConfig fields that change how fast a run trains and what it prints, never what it
+produces (another device only by float rounding, like another machine): a trained policy is
+kept when only these differ (the experiment leaves them out of its training stage's key)."""
+
+RESUME_FREE_FIELDS = THROUGHPUT_FIELDS | frozenset(
     {
-        "progress_bar",
-        "num_workers",
-        "num_threads",
+        # What a run keeps beside its weights (checkpoint files, the validation curve) and how
+        # it reads samples (bit-identical batches either way: test_policy_batches.py). These
+        # may change when a run resumes; the experiment keys on them, as its stage record
+        # holds what they produce (the checkpoints kept, the validation record).
         "checkpoint_every_steps",
         "keep_last_checkpoints",
-        "log_every_steps",
         "cache_images",
         "validate_every_steps",
         "validation_samples",
-        # Another device changes results by float rounding only, like another machine: a job
-        # preempted on a GPU may resume on the CPU and the other way round.
-        "device",
     }
 )
+"""TrainConfig fields that may change between a run and its resumption: the final weights do
+not depend on them (a job preempted on a GPU may resume on the CPU and the other way round)."""
 
 
 EpisodeOutcome = Literal["success", "failure", "unknown"]
@@ -262,8 +263,8 @@ def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: fl
     """Build the policy spec from training options and a source's names and semantics.
 
     Belt-speed and tracked-object semantics (what made them, the track's columns) come from the
-    source; :func:`~r2s2r_policy.data.check_source_features` then requires every other source
-    to agree.
+    source; :func:`~r2s2r_policy.data.sources.check_source_features` then requires every other
+    source to agree.
     """
     semantics = source.semantics()
     track_fields = list(semantics.object_track_fields) if options.use_object_track else []
@@ -404,7 +405,7 @@ def _check_resume_config(stored: Mapping[str, Any], config: TrainConfig, path: P
     differences = [
         f"{key}: checkpoint {stored.get(key)!r}, now {current[key]!r}"
         for key in current
-        if key not in _RESUME_FREE_FIELDS and stored.get(key) != current[key]
+        if key not in RESUME_FREE_FIELDS and stored.get(key) != current[key]
     ]
     if differences:
         lines = "\n  - ".join(differences)

@@ -33,6 +33,7 @@ from r2s2r_policy.evaluation.baseline import (  # noqa: E402
 )
 from r2s2r_policy.nodes.policy_inference import PolicyInferenceNode  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
+from r2s2r_testing.ros import ros_context_of  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -116,14 +117,12 @@ class GraphThread:
 
 @pytest.fixture(scope="module")
 def in_process_graph(files: tuple[Path, Path]) -> Iterator[GraphThread]:
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=DOMAIN_IN_PROCESS)
-    graph = GraphThread(context, *files)
-    assert graph.ready.wait(30.0) and graph.error is None, graph.error
-    yield graph
-    graph.stop.set()
-    graph.thread.join(10.0)
-    rclpy.shutdown(context=context)
+    with ros_context_of(DOMAIN_IN_PROCESS) as context:
+        graph = GraphThread(context, *files)
+        assert graph.ready.wait(30.0) and graph.error is None, graph.error
+        yield graph
+        graph.stop.set()
+        graph.thread.join(10.0)
 
 
 def test_ros_harness_agrees_with_in_process(

@@ -11,22 +11,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import rclpy
 from r2s2r_policy.evaluation.ros import EvaluationHarness, HarnessError
-from rclpy.context import Context
+from r2s2r_testing.ros import ros_context_of
 from rclpy.task import Future
 
 
 @pytest.fixture
 def harness() -> Iterator[EvaluationHarness]:
-    context = Context()
-    rclpy.init(context=context)
-    made = EvaluationHarness(context, policy_node="", service_timeout_s=1.0)
-    try:
-        yield made
-    finally:
-        made.close()
-        rclpy.shutdown(context=context)
+    with ros_context_of() as context:
+        made = EvaluationHarness(context, policy_node="", service_timeout_s=1.0)
+        try:
+            yield made
+        finally:
+            made.close()
 
 
 class DroppingClient:

@@ -10,17 +10,14 @@ import pytest
 import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
-from r2s2r_policy.inference import (
-    ActionCommand,
-    InferenceConfig,
-    InferenceEngine,
+from r2s2r_policy.inference.commands import ActionCommand, split_by_controller
+from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine, StepStatus
+from r2s2r_policy.inference.observations import stale_inputs
+from r2s2r_policy.inference.safety import (
     JointSafetyLimits,
-    StepStatus,
     chunk_is_finite,
     clamp_positions,
     limit_velocities,
-    split_by_controller,
-    stale_inputs,
 )
 
 HOME = np.array([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES])

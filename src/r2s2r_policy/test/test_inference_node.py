@@ -24,6 +24,7 @@ from r2s2r_policy.evaluation.baseline import (  # noqa: E402
     untrained_policy,
 )
 from r2s2r_policy.nodes.policy_inference import PolicyInferenceNode  # noqa: E402
+from r2s2r_testing.ros import ros_context_of  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.node import Node  # noqa: E402
@@ -84,42 +85,40 @@ Graph = tuple[PolicyInferenceNode, Sensors, Callable[..., bool]]
 
 
 def make_graph(checkpoint: Path, **overrides: object) -> Iterator[Graph]:
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    params = {
-        "checkpoint_path": str(checkpoint),
-        "image_height_px": 32,
-        "image_width_px": 32,
-        "stale_observation_s": 0.2,
-        "diagnostics_period_s": 0.2,
-        **overrides,
-    }
-    node = PolicyInferenceNode(
-        context=context,
-        parameter_overrides=[Parameter(k, value=v) for k, v in params.items()],
-    )
-    sensors = Sensors(context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(sensors.node)
+    with ros_context_of() as context:
+        params = {
+            "checkpoint_path": str(checkpoint),
+            "image_height_px": 32,
+            "image_width_px": 32,
+            "stale_observation_s": 0.2,
+            "diagnostics_period_s": 0.2,
+            **overrides,
+        }
+        node = PolicyInferenceNode(
+            context=context,
+            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()],
+        )
+        sensors = Sensors(context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        executor.add_node(sensors.node)
 
-    def spin_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.01)
-            if predicate():
-                return True
-        return False
+        def spin_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.01)
+                if predicate():
+                    return True
+            return False
 
-    try:
-        yield node, sensors, spin_until
-    finally:
-        if node.engine is not None:
-            node.engine.stop(send_hold=False)
-        executor.shutdown()
-        node.destroy_node()
-        sensors.node.destroy_node()
-        rclpy.shutdown(context=context)
+        try:
+            yield node, sensors, spin_until
+        finally:
+            if node.engine is not None:
+                node.engine.stop(send_hold=False)
+            executor.shutdown()
+            node.destroy_node()
+            sensors.node.destroy_node()
 
 
 @pytest.fixture

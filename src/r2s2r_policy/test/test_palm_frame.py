@@ -5,16 +5,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import IMAGE_PX, SEMANTICS, TRACK_FIELDS, tiny_config
+from policy_fixtures import SEMANTICS, tiny_config
 from r2s2r_description.cell import NOMINAL_LAYOUT, build_description
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import load_checkpoint
-from r2s2r_policy.data import ChunkDataset, InMemoryEpisodeSource, compute_normalization
+from r2s2r_policy.data.chunks import ChunkDataset, compute_normalization
+from r2s2r_policy.data.sources import InMemoryEpisodeSource
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.models.palm_frame import PALM_OBJECT_FIELDS, PalmObjectFeatures
 from r2s2r_policy.spec import PALM_OBJECT_DIM, PALM_OBJECT_KEY, PolicySpec
 from r2s2r_policy.training import make_spec, train
+from r2s2r_testing.episodes import IMAGE_PX, TRACK_FIELDS
 
 
 def palm_in_base(joint_pos: np.ndarray) -> np.ndarray:

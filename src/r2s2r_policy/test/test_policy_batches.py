@@ -7,15 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import make_source, tiny_options, write_hdf5
-from r2s2r_policy.data import (
-    BatchedDataset,
-    ChunkDataset,
-    HDF5EpisodeSource,
-    MixtureDataset,
-    collate_batch,
-)
+from policy_fixtures import make_source, tiny_options
+from r2s2r_policy.data.chunks import BatchedDataset, ChunkDataset, MixtureDataset, collate_batch
+from r2s2r_policy.data.sources import HDF5EpisodeSource
 from r2s2r_policy.training import make_spec
+from r2s2r_testing.episodes import write_hdf5
 from torch.utils.data import DataLoader, default_collate
 
 

@@ -2,22 +2,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from policy_fixtures import JOINTS, TRACK_FIELDS, make_episode, make_source, tiny_config
+from policy_fixtures import make_source, tiny_config
 from r2s2r_policy.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
-from r2s2r_policy.data import (
-    ChunkDataset,
-    InMemoryEpisodeSource,
-    MissingFeatureError,
-    compute_normalization,
-)
+from r2s2r_policy.data.chunks import ChunkDataset, compute_normalization
+from r2s2r_policy.data.sources import InMemoryEpisodeSource, MissingFeatureError
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.spec import ImageSpec, RobotSpec, SpecMismatchError
 from r2s2r_policy.training import make_spec, train
+from r2s2r_testing.episodes import JOINTS, TRACK_FIELDS, make_episode
 
 
 def robot_spec(**overrides: object) -> RobotSpec:
@@ -154,7 +151,7 @@ def test_tracked_object_inputs_must_match_the_graph(tmp_path: Path) -> None:
 
 def test_sources_that_make_an_input_differently_are_refused_before_training() -> None:
     from policy_fixtures import SEMANTICS
-    from r2s2r_policy.data import ObservationSemantics
+    from r2s2r_policy.data.sources import ObservationSemantics
 
     real = make_source("real", [0, 1])
     sim = make_source("sim", [2])

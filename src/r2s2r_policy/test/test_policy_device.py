@@ -19,15 +19,11 @@ import numpy as np
 import pydantic
 import pytest
 import torch
-from policy_fixtures import IMAGE_PX, SEMANTICS, TRACK_FIELDS, tiny_config
+from policy_fixtures import SEMANTICS, tiny_config
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import read_weights
-from r2s2r_policy.data import (
-    ChunkDataset,
-    InMemoryEpisodeSource,
-    collate_batch,
-    compute_normalization,
-)
+from r2s2r_policy.data.chunks import ChunkDataset, collate_batch, compute_normalization
+from r2s2r_policy.data.sources import InMemoryEpisodeSource
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.training import (
     TrainConfig,
@@ -36,6 +32,7 @@ from r2s2r_policy.training import (
     resolve_device,
     train,
 )
+from r2s2r_testing.episodes import IMAGE_PX, TRACK_FIELDS
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 

@@ -6,44 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from policy_fixtures import JOINTS, make_episode
-from r2s2r_policy.data import HDF5EpisodeSource
+from r2s2r_policy.data.sources import HDF5EpisodeSource
 from r2s2r_policy.training import TrainConfig, open_sources
+from r2s2r_testing.episodes import synthetic_episode, write_episodes
 
 
 def write_outcomes(path: Path, outcomes: list[str], frames: int = 6) -> Path:
     """Write one episode per outcome; episode ``i`` has all actions equal to ``i``."""
-    from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter
-
-    with EpisodeWriter(path) as writer:
-        for index, outcome in enumerate(outcomes):
-            arrays = make_episode(index, frames)
-            meta = EpisodeMetadata(
-                source="real",
-                world_config_id="test",
-                behavior_source="demo",
-                task="pick_sort",
-                object_type="cube",
-                belt_speed_mps=0.1,
-                outcome=outcome,  # type: ignore[arg-type]
-                joint_names=JOINTS,
-                action_names=JOINTS,
-                control_rate_hz=10.0,
-            )
-            writer.append(
-                Episode(
-                    metadata=meta,
-                    timestamps_s=np.arange(frames) * 0.1,
-                    images={
-                        "head_camera_rgb": arrays["head_camera_rgb"],
-                        "hand_camera_rgb": arrays["hand_camera_rgb"],
-                    },
-                    joint_pos_rad=arrays["joint_pos_rad"],
-                    belt_speed_mps=arrays["belt_speed_mps"],
-                    actions=np.full_like(arrays["actions"], float(index)),
-                )
-            )
-    return path
+    episodes = []
+    for index, outcome in enumerate(outcomes):
+        episode = synthetic_episode(index, frames, outcome=outcome)
+        episode.actions = np.full_like(episode.actions, float(index))
+        episodes.append(episode)
+    return write_episodes(path, episodes)
 
 
 def test_source_keeps_only_requested_outcomes(tmp_path: Path) -> None:

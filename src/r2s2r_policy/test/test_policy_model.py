@@ -3,9 +3,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import IMAGE_PX, JOINTS, make_episode, make_source, tiny_config
+from policy_fixtures import make_source, tiny_config
 from r2s2r_common.config import ConfigError
-from r2s2r_policy.data import ChunkDataset, compute_normalization
+from r2s2r_policy.data.chunks import ChunkDataset, compute_normalization
 from r2s2r_policy.models import build_policy, model_types
 from r2s2r_policy.models.conv_keypoint import (
     STANDARDIZATION_MIN_STD,
@@ -15,6 +15,7 @@ from r2s2r_policy.models.conv_keypoint import (
 )
 from r2s2r_policy.spec import ModelConfig
 from r2s2r_policy.training import make_spec, train
+from r2s2r_testing.episodes import IMAGE_PX, JOINTS, make_episode
 
 
 def observation(episode: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]:

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from r2s2r_policy.data import action_chunk
+from r2s2r_policy.data.chunks import action_chunk
 from r2s2r_policy.normalization import RunningStats
 from r2s2r_policy.sampling import MixtureSampler
 from r2s2r_policy.training import source_sample_counts

@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from policy_fixtures import make_source, tiny_config, write_hdf5
+from policy_fixtures import make_source, tiny_config
 from r2s2r_policy.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
-from r2s2r_policy.data import HDF5EpisodeSource
+from r2s2r_policy.data.sources import HDF5EpisodeSource
 from r2s2r_policy.training import ResumeError, train
+from r2s2r_testing.episodes import write_hdf5
 from safetensors.numpy import load_file
 
 

@@ -5,12 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import TRACK_FIELDS, tiny_config
+from policy_fixtures import tiny_config
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import load_checkpoint
 from r2s2r_policy.models.reach import REACH_SCALE_M, ObjectRelativeReach
 from r2s2r_policy.spec import PolicySpec
 from r2s2r_policy.training import train
+from r2s2r_testing.episodes import TRACK_FIELDS
 from test_palm_frame import arm_episode, arm_source, palm_in_base
 
 VISIBLE = TRACK_FIELDS.index("visible")

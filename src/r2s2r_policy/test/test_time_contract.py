@@ -31,8 +31,9 @@ from r2s2r_datagen.recording import RecordingBackend
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_policy.evaluation.in_process import make_perception, run_trial
 from r2s2r_policy.evaluation.trials import TrialSpec
-from r2s2r_policy.inference import InferenceConfig, InferenceEngine
-from r2s2r_policy.spec import OBJECT_TRACK_KEY, ImageSpec, PolicySpec
+from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine
+from r2s2r_policy.spec import ImageSpec, PolicySpec
+from r2s2r_recorder.dataset import OBJECT_TRACK_KEY
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.demonstrator import run_demo_on_backend
 from r2s2r_sim.mujoco_backend import MujocoBackend

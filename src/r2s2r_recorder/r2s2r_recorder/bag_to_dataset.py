@@ -43,24 +43,23 @@ import numpy as np
 from rosbags.rosbag2.errors import ReaderError
 from rosbags.typesys.store import Typestore
 
-from .bag_writer import (
-    BagReadError,
-    EpisodeInfo,
-    describe_read_failure,
-    is_repaired,
-    open_reader,
-    outcome_before_repair,
-    read_episode_info,
-)
+from .bag_format import EpisodeInfo
+from .bag_reading import BagReadError, describe_read_failure, open_reader, read_episode_info
+from .bag_repair import is_repaired, outcome_before_repair
 from .config import ConversionConfig
-from .dataset import Episode, EpisodeMetadata, EpisodeWriter
-from .dataset.object_track import (
+from .dataset import (
+    HAND_CAMERA_KEY,
+    HEAD_CAMERA_KEY,
     OBJECT_TRACK_KEY,
+    Episode,
+    EpisodeMetadata,
+    EpisodeWriter,
+)
+from .dataset.object_track import (
     TRACKER_SOURCE,
     ObjectTrackLatch,
-    TrackView,
     object_track_fields,
-    yaw_from_quat,
+    track_view_from_msg,
 )
 from .dataset.reference import TimedCommand, TrajectoryReferenceError, controller_reference
 from .msg_types import deserialize, make_typestore
@@ -384,10 +383,10 @@ class BagConverter:
             return index
 
         images = {
-            "head_camera_rgb": np.stack(
+            HEAD_CAMERA_KEY: np.stack(
                 [streams[cfg.head_camera_topic].values[i] for i in latest(cfg.head_camera_topic)]
             ),
-            "hand_camera_rgb": np.stack(
+            HAND_CAMERA_KEY: np.stack(
                 [streams[cfg.hand_camera_topic].values[i] for i in latest(cfg.hand_camera_topic)]
             ),
         }
@@ -483,7 +482,7 @@ class BagConverter:
         for row, tick in enumerate(ticks):
             while position < len(order) and stamps[position] <= tick:
                 msg = stream.values[int(order[position])]
-                latch.update(stamps[position] * 1e-9, [_track_view(t) for t in msg.tracks])
+                latch.update(stamps[position] * 1e-9, [track_view_from_msg(t) for t in msg.tracks])
                 position += 1
             out[row] = latch.features(tick * 1e-9)
         return out
@@ -562,18 +561,6 @@ class BagConverter:
                     valid[row] = True
                     break
         return poses, valid
-
-
-def _track_view(track: Any) -> TrackView:
-    """Convert an ``r2s2r_interfaces/ObjectTrack`` message to a :class:`TrackView`."""
-    p, q, v = track.pose.position, track.pose.orientation, track.twist.linear
-    return TrackView(
-        track_id=int(track.id),
-        type_name=str(track.object_type),
-        position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
-        velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
-        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
-    )
 
 
 def convert_bags(

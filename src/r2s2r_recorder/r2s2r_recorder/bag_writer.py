@@ -1,77 +1,41 @@
 """One rosbag2 (MCAP) bag per episode, written with the pure-Python ``rosbags`` library.
 
-ROS-free: takes serialized CDR bytes as they come from an rclpy ``raw=True`` subscription.
-
-Episode bag directory ``<root>/episode_<NNNNNN>/``::
-
-    episode_<NNNNNN>.mcap   MCAP storage (rosbag2 format version 9)
-    metadata.yaml           rosbag2 metadata, written on clean close; episode metadata in
-                            ``custom_data`` (key ``r2s2r.episode``, JSON)
-    episode.yaml            sidecar: episode metadata, topics (type, QoS, type hash), cadence
-                            report; written atomically at start and again at close
-    INCOMPLETE              marker present while recording; removed on clean close
+ROS-free: takes serialized CDR bytes as they come from an rclpy ``raw=True`` subscription. The
+bag directory's layout is :mod:`r2s2r_recorder.bag_format`.
 
 Crash safety: every episode has its own directory, finalised on stop, so a crash only ever
 touches the current one. While recording, the pending MCAP chunk is closed and flushed to the
 OS every ``flush_period_s``, so after SIGKILL the current bag is readable up to its last
-flushed chunk through :func:`inspect_bag` / :func:`repair_bag`, and the ``INCOMPLETE`` marker
-says it was not closed. Disk full (ENOSPC) raises :class:`DiskFullError`; earlier episodes
-are never reopened.
+flushed chunk through :func:`~r2s2r_recorder.bag_reading.inspect_bag` /
+:func:`~r2s2r_recorder.bag_repair.repair_bag`, and the ``INCOMPLETE`` marker says it was not
+closed. Disk full (ENOSPC) raises :class:`DiskFullError`; earlier episodes are never reopened.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-import yaml
-from pydantic import Field
-from r2s2r_common.config import ConfigModel
-from r2s2r_common.errors import BadInputError
-from rosbags.interfaces import (
-    Qos,
-    QosDurability,
-    QosHistory,
-    QosLiveliness,
-    QosReliability,
-    QosTime,
-)
-from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-from rosbags.rosbag2.errors import ReaderError, WriterError
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.errors import WriterError
 from rosbags.typesys.store import Typestore
 
-from .mcap_scan import McapScan, iter_mcap
-from .msg_types import (
-    deserialize,
-    ensure_type,
-    has_header_first,
-    header_stamp_ns,
-    make_typestore,
+from .bag_format import (
+    CUSTOM_DATA_KEY,
+    INCOMPLETE_MARKER,
+    SIDECAR_NAME,
+    EpisodeInfo,
+    qos_for_profile,
+    write_yaml_atomic,
 )
-
-INCOMPLETE_MARKER = "INCOMPLETE"
-SIDECAR_NAME = "episode.yaml"
-CUSTOM_DATA_KEY = "r2s2r.episode"
-
-QosProfileName = Literal[
-    "sensor_data", "default", "reliable", "best_effort", "reliable_transient_local"
-]
-QOS_PROFILE_NAMES: tuple[str, ...] = (
-    "sensor_data",
-    "default",
-    "reliable",
-    "best_effort",
-    "reliable_transient_local",
-)
+from .msg_types import ensure_type, has_header_first, header_stamp_ns, make_typestore
 
 
 class BagWriteError(RuntimeError):
@@ -84,64 +48,6 @@ class DiskFullError(BagWriteError):
 
 class UnknownMessageTypeError(BagWriteError):
     """A topic's message type has no definition in the typestore or any ``.msg`` directory."""
-
-
-class BagReadError(BadInputError, RuntimeError):
-    """A bag cannot be read; the message names the file and, when known, the byte offset."""
-
-
-def qos_for_profile(profile: str, depth: int | None = None) -> Qos:
-    """Return the rosbags QoS record for a profile name (stored as ``offered_qos_profiles``).
-
-    Args:
-        profile: One of :data:`QOS_PROFILE_NAMES`.
-        depth: History depth; the profile's default when None.
-
-    Raises:
-        ValueError: If the profile name is unknown.
-
-    """
-    # rosbag2's spelling of "infinite" for deadline, lifespan and lease duration.
-    infinite = QosTime(9223372036, 854775807)
-    table = {
-        "sensor_data": (QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 5),
-        "default": (QosReliability.RELIABLE, QosDurability.VOLATILE, 10),
-        "reliable": (QosReliability.RELIABLE, QosDurability.VOLATILE, 10),
-        "best_effort": (QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 10),
-        "reliable_transient_local": (QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, 1),
-    }
-    if profile not in table:
-        raise ValueError(f"qos profile = {profile!r}: expected one of {QOS_PROFILE_NAMES}")
-    reliability, durability, default_depth = table[profile]
-    return Qos(
-        history=QosHistory.KEEP_LAST,
-        depth=default_depth if depth is None else depth,
-        reliability=reliability,
-        durability=durability,
-        deadline=infinite,
-        lifespan=infinite,
-        liveliness=QosLiveliness.AUTOMATIC,
-        liveliness_lease_duration=infinite,
-        avoid_ros_namespace_conventions=False,
-    )
-
-
-class EpisodeInfo(ConfigModel):
-    """Episode metadata stored with every bag (task, object, belt speed, outcome, notes)."""
-
-    episode_id: str = Field(description="Episode directory name, e.g. 'episode_000003'.")
-    task: str = Field(default="pick_sort", description="Task name.")
-    object_type: str = Field(default="unknown", description="Object type on the belt.")
-    belt_speed_mps: float = Field(default=0.0, ge=-5.0, le=5.0, description="Belt speed (m/s).")
-    outcome: Literal["success", "failure", "unknown"] = Field(
-        default="unknown", description="Trial outcome; 'unknown' until judged."
-    )
-    operator_notes: str = Field(default="", description="Free text from the operator.")
-    source: Literal["real", "sim"] = Field(default="real", description="Real cell or simulator.")
-    world_config_id: str = Field(default="real", description="World configuration identifier.")
-    behavior_source: Literal["demo", "mimicgen", "planner"] = Field(
-        default="demo", description="What produced the motion."
-    )
 
 
 @dataclass
@@ -231,16 +137,6 @@ class EpisodeReport:
                 f"{item.estimated_drops:6d} {item.worst_gap_s:11.4f}"
             )
         return "\n".join(lines)
-
-
-def _write_yaml_atomic(path: Path, data: Any) -> None:
-    """Write YAML through a temporary file, fsync, and rename over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        yaml.safe_dump(data, stream, sort_keys=False)
-        stream.flush()
-        os.fsync(stream.fileno())
-    tmp.replace(path)
 
 
 def _dir_size(path: Path) -> int:
@@ -347,7 +243,7 @@ class EpisodeBagWriter:
             data["duration_s"] = report.duration_s
             data["message_count"] = report.message_count
             data["cadence"] = [vars(c) for c in report.cadence]
-        _write_yaml_atomic(self.bag_dir / SIDECAR_NAME, data)
+        write_yaml_atomic(self.bag_dir / SIDECAR_NAME, data)
 
     def add_topic(self, topic: str, msgtype: str, qos_profile: str = "default") -> None:
         """Add a connection for ``topic``.
@@ -355,7 +251,8 @@ class EpisodeBagWriter:
         Args:
             topic: Topic name.
             msgtype: ROS type name as seen on the graph (``pkg/msg/Name``).
-            qos_profile: One of :data:`QOS_PROFILE_NAMES`; stored as ``offered_qos_profiles``.
+            qos_profile: One of :data:`~r2s2r_recorder.bag_format.QOS_PROFILE_NAMES`; stored
+                as ``offered_qos_profiles``.
 
         Raises:
             UnknownMessageTypeError: If no definition of ``msgtype`` can be found.
@@ -494,382 +391,6 @@ class EpisodeBagWriter:
         shutil.rmtree(self.bag_dir, ignore_errors=True)
 
 
-def read_episode_info(bag_dir: str | Path) -> EpisodeInfo | None:
-    """Episode metadata of a bag: ``custom_data`` in metadata.yaml, else the sidecar.
-
-    Returns:
-        None when neither holds episode metadata (e.g. a bag recorded by ``ros2 bag``).
-
-    """
-    root = Path(bag_dir)
-    meta_path = root / "metadata.yaml"
-    if meta_path.is_file():
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
-        custom = (meta.get("rosbag2_bagfile_information") or {}).get("custom_data") or {}
-        if CUSTOM_DATA_KEY in custom:
-            return EpisodeInfo.model_validate_json(custom[CUSTOM_DATA_KEY])
-    sidecar = root / SIDECAR_NAME
-    if sidecar.is_file():
-        data = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
-        if "episode" in data:
-            return EpisodeInfo.model_validate(data["episode"])
-    return None
-
-
-@dataclass
-class BagInspection:
-    """What :func:`inspect_bag` found.
-
-    Attributes:
-        bag_dir: The bag directory.
-        complete: Closed cleanly (metadata.yaml present, no INCOMPLETE marker, footer read).
-        topic_counts: Readable messages per topic.
-        readable_messages: Total readable messages.
-        valid_until_offset: Bytes of the MCAP file that could be read.
-        file_size: Size of the MCAP file.
-        error: Why reading stopped early (file and offset), or None.
-
-    """
-
-    bag_dir: Path
-    complete: bool
-    topic_counts: dict[str, int]
-    readable_messages: int
-    valid_until_offset: int
-    file_size: int
-    error: str | None
-
-
-def mcap_file_of(bag_dir: str | Path) -> Path:
-    """Return the ``.mcap`` storage file of a bag directory.
-
-    Raises:
-        BagReadError: If there is none.
-
-    """
-    root = Path(bag_dir)
-    if root.is_file():
-        hint = f"; give its folder {root.parent}" if root.suffix == ".mcap" else ""
-        raise BagReadError(
-            f"{root}: a file, expected an episode bag directory (episode_NNNNNN/ holding the "
-            f".mcap file and metadata.yaml){hint}"
-        )
-    if not root.is_dir():
-        raise BagReadError(f"{root}: no such bag directory")
-    files = sorted(root.glob("*.mcap"))
-    if not files:
-        raise BagReadError(
-            f"{root}: no .mcap file in the bag directory (expected an episode bag recorded by "
-            "the recorder: episode_NNNNNN/episode_NNNNNN.mcap)"
-        )
-    return files[0]
-
-
-def inspect_bag(bag_dir: str | Path) -> BagInspection:
-    """Scan a bag (complete or not) and report what is readable.
-
-    Raises:
-        BagReadError: If the directory holds no MCAP file.
-
-    """
-    root = Path(bag_dir)
-    mcap = mcap_file_of(root)
-    scan = McapScan(path=mcap)
-    counts: dict[str, int] = {}
-    for channel, _stamp, _data in iter_mcap(mcap, scan):
-        counts[channel.topic] = counts.get(channel.topic, 0) + 1
-    complete = (
-        scan.complete
-        and (root / "metadata.yaml").is_file()
-        and not (root / INCOMPLETE_MARKER).exists()
-    )
-    return BagInspection(
-        bag_dir=root,
-        complete=complete,
-        topic_counts=counts,
-        readable_messages=scan.messages,
-        valid_until_offset=scan.valid_until_offset,
-        file_size=scan.file_size,
-        error=scan.error,
-    )
-
-
-REPAIR_STATE = "repaired"
-"""Sidecar ``state`` of a bag written by :func:`repair`."""
-
-OUTCOME_TOPIC = "/trial/outcome"
-"""Topic whose last message is the trial's outcome (operator's verdict)."""
-
-
-def outcome_from_message(msg: Any) -> Literal["success", "failure", "unknown"]:
-    """Outcome named by a ``/trial/outcome`` message (TrialOutcome, or std_msgs Bool/String)."""
-    for name in ("success", "data"):
-        value = getattr(msg, name, None)
-        if isinstance(value, bool):
-            return "success" if value else "failure"
-    text = str(getattr(msg, "data", getattr(msg, "outcome", ""))).lower()
-    return "success" if text == "success" else "failure" if text == "failure" else "unknown"
-
-
-@dataclass
-class RepairResult:
-    """What :func:`repair` did.
-
-    Attributes:
-        source: The bag asked to repair.
-        output: The repaired bag (``source`` itself when it was complete).
-        action: ``repaired`` (written now), ``already_repaired`` (an earlier repair of this
-            bag is there: nothing written) or ``complete`` (nothing to repair).
-        messages: Messages in the output bag (readable part of the source).
-        outcome: Episode outcome of the output: from the last recorded outcome message, else
-            ``unknown`` (never the source metadata's label, which the lost part may have
-            produced).
-        lost_outcome: The source's metadata claimed an outcome its readable part does not hold.
-
-    """
-
-    source: Path
-    output: Path
-    action: Literal["repaired", "already_repaired", "complete"]
-    messages: int = 0
-    outcome: str = "unknown"
-    lost_outcome: str = ""
-
-    def format(self) -> str:
-        """One line for the command line."""
-        if self.action == "complete":
-            return f"{self.source}: complete, nothing to repair"
-        if self.action == "already_repaired":
-            return f"{self.source}: already repaired as {self.output} (nothing written)"
-        lost = (
-            f"; its metadata said '{self.lost_outcome}' but no {OUTCOME_TOPIC} message survived"
-            if self.lost_outcome
-            else ""
-        )
-        return (
-            f"{self.source}: repaired into {self.output} ({self.messages} messages, outcome "
-            f"{self.outcome}{lost})"
-        )
-
-
-def _repair_owner(bag_dir: Path) -> tuple[str, str] | None:
-    """``(state, repaired_from)`` of a bag written by :func:`repair`, else None."""
-    sidecar = bag_dir / SIDECAR_NAME
-    if not sidecar.is_file():
-        return None
-    try:
-        data = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError:
-        return None
-    if not isinstance(data, dict) or "repaired_from" not in data:
-        return None
-    return str(data.get("state", "")), str(data["repaired_from"])
-
-
-def is_repaired(bag_dir: str | Path, info: EpisodeInfo | None = None) -> bool:
-    """Whether a bag was written by :func:`repair` (its sidecar, or ``[recovered]`` notes).
-
-    Args:
-        bag_dir: The bag directory.
-        info: Its episode metadata, if already read.
-
-    """
-    if _repair_owner(Path(bag_dir)) is not None:
-        return True
-    return info is not None and info.operator_notes.startswith("[recovered]")
-
-
-def outcome_before_repair(bag_dir: str | Path, info: EpisodeInfo | None = None) -> str:
-    """Return the outcome a repaired bag's source metadata claimed ('' if none or unknown)."""
-    claimed = ""
-    sidecar = Path(bag_dir) / SIDECAR_NAME
-    if sidecar.is_file():
-        with suppress(yaml.YAMLError, AttributeError):
-            claimed = str(
-                (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}).get(
-                    "outcome_before_repair", ""
-                )
-            )
-    if not claimed and info is not None:
-        claimed = info.outcome  # an older repair kept the source's label in the metadata
-    return "" if claimed == "unknown" else claimed
-
-
-def repair(
-    bag_dir: str | Path,
-    output_dir: str | Path | None = None,
-    outcome_topic: str = OUTCOME_TOPIC,
-) -> RepairResult:
-    """Rewrite the readable part of an unfinished or damaged bag as a finalised bag.
-
-    Messages up to the last complete chunk are copied (in file order, which is time order for
-    a single recorder). Message definitions come from the MCAP schemas; type hashes from the
-    sidecar (or the typestore). The episode metadata says what happened: ``operator_notes``
-    prefixed with ``[recovered]``, and the outcome of the last ``outcome_topic`` message that
-    survived, else ``unknown`` (a bag cut after its trial ended keeps its metadata's verdict
-    but not the message it came from; that verdict is not trusted).
-
-    Idempotent: a complete bag is left alone; a finished earlier repair of the same bag is
-    reported, not redone; an interrupted one is redone.
-
-    Args:
-        bag_dir: The bag directory.
-        output_dir: Where to write the repaired bag; ``<bag_dir>.recovered`` when None.
-        outcome_topic: Topic of the trial outcome messages.
-
-    Returns:
-        What was done.
-
-    Raises:
-        BagReadError: No .mcap file, or nothing in the bag is readable.
-        BagWriteError: The output directory exists and is not a repair of this bag.
-
-    """
-    root = Path(bag_dir)
-    out = Path(output_dir) if output_dir is not None else root.with_name(root.name + ".recovered")
-    mcap = mcap_file_of(root)
-    if inspect_bag(root).complete:
-        return RepairResult(root, root, "complete")
-    if out.exists():
-        owner = _repair_owner(out)
-        if owner is None or Path(owner[1]) != root.resolve():
-            raise BagWriteError(
-                f"{out}: exists and is not a repair of {root}; remove it or give another output"
-            )
-        if owner[0] == REPAIR_STATE and not (out / INCOMPLETE_MARKER).exists():
-            with opened_bag(out) as reader:
-                count = reader.message_count
-            info = read_episode_info(out)
-            return RepairResult(
-                root, out, "already_repaired", count, info.outcome if info else "unknown"
-            )
-        shutil.rmtree(out)  # an interrupted repair of this bag: redo it
-    sidecar: dict[str, Any] = {}
-    if (root / SIDECAR_NAME).is_file():
-        sidecar = yaml.safe_load((root / SIDECAR_NAME).read_text(encoding="utf-8")) or {}
-    topic_meta = sidecar.get("topics") or {}
-    typestore = make_typestore()
-    scan = McapScan(path=mcap)
-    connections: dict[int, Any] = {}
-    last_outcome: tuple[str, bytes] | None = None
-    writer = Writer(out, version=9, storage_plugin=StoragePlugin.MCAP)
-    writer.open()
-    (out / INCOMPLETE_MARKER).write_text("repair in progress\n")
-    _write_yaml_atomic(
-        out / SIDECAR_NAME, {"state": "repairing", "repaired_from": str(root.resolve())}
-    )
-    for channel, stamp, data in iter_mcap(mcap, scan):
-        schema = scan.schemas[channel.schema_id]
-        if channel.id not in connections:
-            rihs01 = (topic_meta.get(channel.topic) or {}).get("rihs01")
-            if not rihs01 and ensure_type(typestore, schema.name):
-                rihs01 = typestore.hash_rihs01(schema.name)
-            profile = (topic_meta.get(channel.topic) or {}).get("qos_profile", "default")
-            connections[channel.id] = writer.add_connection(
-                channel.topic,
-                schema.name,
-                msgdef=schema.data,
-                rihs01=rihs01 or "RIHS01_" + "0" * 64,
-                offered_qos_profiles=[qos_for_profile(profile)],
-            )
-        if channel.topic == outcome_topic:
-            last_outcome = (schema.name, bytes(data))
-        writer.write(connections[channel.id], stamp, data)
-    if scan.messages == 0:
-        writer.abort()
-        shutil.rmtree(out, ignore_errors=True)
-        raise BagReadError(
-            f"{mcap}: no readable messages ({scan.error or 'empty'}); nothing to recover"
-        )
-    outcome: Literal["success", "failure", "unknown"] = "unknown"
-    if last_outcome is not None and ensure_type(typestore, last_outcome[0]):
-        with suppress(ValueError, KeyError):
-            outcome = outcome_from_message(deserialize(typestore, last_outcome[1], last_outcome[0]))
-    info = info_before = read_episode_info(root)
-    lost = ""
-    if info is not None:
-        if info.outcome != "unknown" and last_outcome is None:
-            lost = info.outcome
-        notes = info.operator_notes
-        notes = notes if notes.startswith("[recovered]") else ("[recovered] " + notes).strip()
-        info = EpisodeInfo.model_validate(
-            {**info.model_dump(), "operator_notes": notes, "outcome": outcome}
-        )
-        writer.set_custom_data(CUSTOM_DATA_KEY, info.model_dump_json())
-    writer.close()
-    _write_yaml_atomic(
-        out / SIDECAR_NAME,
-        {
-            "state": REPAIR_STATE,
-            "repaired_from": str(root.resolve()),
-            "episode": info.model_dump(mode="json") if info is not None else None,
-            "recovered_messages": scan.messages,
-            "source_stopped": scan.error or "",
-            "outcome_from": "message" if last_outcome is not None else "none (unknown)",
-            "outcome_before_repair": info_before.outcome if info_before is not None else "",
-            "topics": topic_meta,
-        },
-    )
-    (out / INCOMPLETE_MARKER).unlink()
-    return RepairResult(root, out, "repaired", scan.messages, outcome, lost)
-
-
-def repair_bag(bag_dir: str | Path, output_dir: str | Path | None = None) -> Path:
-    """Repair a bag (:func:`repair`) and return the finalised bag (the source if complete).
-
-    Raises:
-        BagReadError: If nothing in the bag is readable.
-        BagWriteError: If the output directory exists and is not a repair of this bag.
-
-    """
-    return repair(bag_dir, output_dir).output
-
-
-def open_reader(bag_dir: str | Path) -> Reader:
-    """Open a finalised bag with the rosbags reader, turning failures into named errors.
-
-    Raises:
-        BagReadError: Naming the file and, via a scan, the offset where the data stops.
-
-    """
-    root = Path(bag_dir)
-    if (root / INCOMPLETE_MARKER).exists():
-        raise BagReadError(
-            f"{root}: episode bag is marked {INCOMPLETE_MARKER} (recorder stopped before "
-            f"closing it); run repair_bag() to recover the readable part"
-        )
-    reader = Reader(root)
-    try:
-        reader.open()
-    except (ReaderError, OSError, KeyError, ValueError) as error:
-        raise BagReadError(describe_read_failure(root, error)) from None
-    return reader
-
-
-def describe_read_failure(root: Path, error: BaseException) -> str:
-    """Combine a reader error with the byte offset where a scan of the MCAP file stops.
-
-    Args:
-        root: Bag directory.
-        error: The reader's exception.
-
-    Returns:
-        One line naming the bag, the error, and the file and offset.
-
-    """
-    detail = f"{root}: cannot read bag: {error}"
-    try:
-        mcap = mcap_file_of(root)
-    except BagReadError:
-        return detail
-    scan = McapScan(path=mcap)
-    for _ in iter_mcap(mcap, scan):
-        pass
-    if scan.error:
-        return f"{detail}; {scan.error}"
-    return f"{detail}; {mcap}: readable up to offset {scan.valid_until_offset} of {scan.file_size}"
-
-
 def dump_report_json(report: EpisodeReport) -> str:
     """JSON form of an episode report (for logs and services)."""
     return json.dumps(
@@ -882,18 +403,3 @@ def dump_report_json(report: EpisodeReport) -> str:
             "cadence": [vars(c) for c in report.cadence],
         }
     )
-
-
-@contextmanager
-def opened_bag(bag_dir: str | Path) -> Iterator[Reader]:
-    """Context manager around :func:`open_reader` that closes the reader.
-
-    Raises:
-        BagReadError: See :func:`open_reader`.
-
-    """
-    reader = open_reader(bag_dir)
-    try:
-        yield reader
-    finally:
-        reader.close()

@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 from r2s2r_common.config import load_config
 
+from .bag_reading import inspect_bag
+from .bag_repair import repair
 from .bag_to_dataset import convert_bags, find_episode_bags
-from .bag_writer import inspect_bag, repair
 from .config import ConversionConfig
 from .inspection import format_dataset_info, make_contact_sheet
 

@@ -6,23 +6,38 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_common.topics import (
+    BELT_ENCODER,
+    BELT_SPEED,
+    HAND_CAMERA_IMAGE,
+    HAND_CAMERA_INFO,
+    HEAD_CAMERA_IMAGE,
+    HEAD_CAMERA_INFO,
+    JOINT_STATES,
+    OBJECT_TRACKS,
+    TF,
+    TF_STATIC,
+    TRIAL_OUTCOME,
+    joint_trajectory,
+)
+from r2s2r_description.controllers import ARM, HAND, controller_name
 
-from .bag_writer import QOS_PROFILE_NAMES
+from .bag_format import QOS_PROFILE_NAMES
 
 DEFAULT_TOPICS: tuple[str, ...] = (
-    "/head_camera/image_raw",
-    "/head_camera/camera_info",
-    "/hand_camera/image_raw",
-    "/hand_camera/camera_info",
-    "/joint_states",
-    "/arm_controller/joint_trajectory",
-    "/hand_controller/joint_trajectory",
-    "/belt/speed",
-    "/belt/encoder",
-    "/objects/tracks",
-    "/tf",
-    "/tf_static",
-    "/trial/outcome",
+    HEAD_CAMERA_IMAGE,
+    HEAD_CAMERA_INFO,
+    HAND_CAMERA_IMAGE,
+    HAND_CAMERA_INFO,
+    JOINT_STATES,
+    joint_trajectory(controller_name(ARM)),
+    joint_trajectory(controller_name(HAND)),
+    BELT_SPEED,
+    BELT_ENCODER,
+    OBJECT_TRACKS,
+    TF,
+    TF_STATIC,
+    TRIAL_OUTCOME,
 )
 """Topics recorded by default (docs/architecture.md, section 4: topics and frames)."""
 
@@ -80,11 +95,11 @@ class RecorderConfig(ConfigModel):
         default_factory=list, description="Per-topic QoS profile, entries '/topic=<profile>'."
     )
     latched_topics: list[str] = Field(
-        default_factory=lambda: ["/tf_static"],
+        default_factory=lambda: [TF_STATIC],
         description="Topics whose last messages are re-written at the start of every episode.",
     )
     outcome_topic: str = Field(
-        default="/trial/outcome", description="Topic whose last message gives the outcome."
+        default=TRIAL_OUTCOME, description="Topic whose last message gives the outcome."
     )
     queue_size: int = Field(
         default=4000, ge=10, le=1_000_000, description="Messages buffered for the writer thread."
@@ -125,18 +140,19 @@ class ConversionConfig(ConfigModel):
     )
     image_width_px: int = Field(default=128, ge=8, le=4096, description="Policy image width.")
     image_height_px: int = Field(default=128, ge=8, le=4096, description="Policy image height.")
-    head_camera_topic: str = Field(default="/head_camera/image_raw", description="Head camera.")
-    hand_camera_topic: str = Field(default="/hand_camera/image_raw", description="Hand camera.")
-    joint_states_topic: str = Field(default="/joint_states", description="Joint states.")
+    head_camera_topic: str = Field(default=HEAD_CAMERA_IMAGE, description="Head camera.")
+    hand_camera_topic: str = Field(default=HAND_CAMERA_IMAGE, description="Hand camera.")
+    joint_states_topic: str = Field(default=JOINT_STATES, description="Joint states.")
     arm_command_topic: str = Field(
-        default="/arm_controller/joint_trajectory", description="Arm JointTrajectory commands."
+        default=joint_trajectory(controller_name(ARM)), description="Arm JointTrajectory commands."
     )
     hand_command_topic: str = Field(
-        default="/hand_controller/joint_trajectory", description="Hand JointTrajectory commands."
+        default=joint_trajectory(controller_name(HAND)),
+        description="Hand JointTrajectory commands.",
     )
-    belt_speed_topic: str = Field(default="/belt/speed", description="Belt speed TwistStamped.")
+    belt_speed_topic: str = Field(default=BELT_SPEED, description="Belt speed TwistStamped.")
     object_tracks_topic: str = Field(
-        default="/objects/tracks", description="Object tracks (optional in a bag)."
+        default=OBJECT_TRACKS, description="Object tracks (optional in a bag)."
     )
     object_track_types: list[str] = Field(
         default_factory=lambda: ["cube", "cylinder", "block", "sphere"],
@@ -144,7 +160,7 @@ class ConversionConfig(ConfigModel):
         description="Type columns of obs/object_track: the object tracker's catalogue names "
         "(config/nodes/object_tracker.yaml catalogue.names), in that order.",
     )
-    outcome_topic: str = Field(default="/trial/outcome", description="Trial outcome topic.")
+    outcome_topic: str = Field(default=TRIAL_OUTCOME, description="Trial outcome topic.")
     arm_joint_names: list[str] = Field(
         default_factory=list, description="Arm joint order; from the first arm command if empty."
     )

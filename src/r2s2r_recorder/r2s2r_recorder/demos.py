@@ -51,17 +51,12 @@ from typing import Any, TextIO
 import yaml
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel, resolve_config_path
+from r2s2r_common.topics import BELT_SPEED, TRIAL_OUTCOME
 from rosbags.typesys.store import Typestore
 
+from .bag_format import CUSTOM_DATA_KEY, SIDECAR_NAME, EpisodeInfo
+from .bag_reading import BagReadError, open_reader, read_episode_info
 from .bag_to_dataset import ConversionSummary, convert_bags, find_episode_bags
-from .bag_writer import (
-    CUSTOM_DATA_KEY,
-    SIDECAR_NAME,
-    BagReadError,
-    EpisodeInfo,
-    open_reader,
-    read_episode_info,
-)
 from .config import ConversionConfig
 from .grasp_miss import PalmInBase, miss_lines, read_grasp_miss
 from .msg_types import deserialize, make_typestore
@@ -70,8 +65,6 @@ GRAPH_NAME = "record_demos"
 MANIFEST_NAME = "record_demos.json"
 BAGS_DIRNAME = "bags"
 DATASET_NAME = "dataset.hdf5"
-OUTCOME_TOPIC = "/trial/outcome"
-BELT_SPEED_TOPIC = "/belt/speed"
 EXIT_OK = 0
 EXIT_NOTHING_CONVERTED = 1
 EXIT_REFUSED = 2
@@ -289,17 +282,17 @@ def read_recorded_trial(bag_dir: str | Path, typestore: Typestore | None = None)
     reason, seed = "", None
     reader = open_reader(bag_dir)
     try:
-        wanted = [c for c in reader.connections if c.topic in (OUTCOME_TOPIC, BELT_SPEED_TOPIC)]
+        wanted = [c for c in reader.connections if c.topic in (TRIAL_OUTCOME, BELT_SPEED)]
         for connection, _stamp, raw in reader.messages(connections=wanted):
             msg = deserialize(store, raw, connection.msgtype)
-            if connection.topic == OUTCOME_TOPIC and hasattr(msg, "object_type"):
+            if connection.topic == TRIAL_OUTCOME and hasattr(msg, "object_type"):
                 object_type, success = str(msg.object_type), bool(msg.success)
                 reason, seed = str(msg.reason), int(msg.seed)
-            elif connection.topic == BELT_SPEED_TOPIC:
+            elif connection.topic == BELT_SPEED:
                 speeds.append(float(msg.twist.linear.x))
     except (ValueError, KeyError) as error:
         raise BagReadError(
-            f"{bag_dir}: cannot read {OUTCOME_TOPIC}/{BELT_SPEED_TOPIC}: {error}"
+            f"{bag_dir}: cannot read {TRIAL_OUTCOME}/{BELT_SPEED}: {error}"
         ) from None
     finally:
         reader.close()

@@ -32,17 +32,16 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_common.stamps import stamp_to_s
+from r2s2r_common.topics import JOINT_STATES, OBJECT_TRACKS
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from rosbags.rosbag2.errors import ReaderError
 from rosbags.typesys.store import Typestore
 
-from .bag_writer import BagReadError, describe_read_failure, open_reader
+from .bag_reading import BagReadError, describe_read_failure, open_reader
 from .msg_types import deserialize, make_typestore
 
 FloatArray = NDArray[np.float64]
 
-JOINT_STATES_TOPIC = "/joint_states"
-TRACKS_TOPIC = "/objects/tracks"
 
 CLOSURE_JOINTS: tuple[str, ...] = (
     "thumb_mcp_joint",
@@ -266,7 +265,7 @@ def read_grasp_miss(
     object_type: str,
     palm_position: Callable[[FloatArray], FloatArray] | None = None,
     typestore: Typestore | None = None,
-    object_topic: str = TRACKS_TOPIC,
+    object_topic: str = OBJECT_TRACKS,
     reference: Reference = "tracked",
 ) -> GraspMiss:
     """Read the miss of one recorded take from its bag (see the module docstring).
@@ -290,11 +289,11 @@ def read_grasp_miss(
     closure: list[float] = []
     objects: dict[str, list[tuple[float, Any]]] = {object_topic: []}
     try:
-        wanted = [c for c in reader.connections if c.topic in (JOINT_STATES_TOPIC, object_topic)]
+        wanted = [c for c in reader.connections if c.topic in (JOINT_STATES, object_topic)]
         for connection, _receive_ns, raw in reader.messages(connections=wanted):
             msg = deserialize(store, raw, connection.msgtype)
             stamp_s = stamp_to_s(msg.header.stamp)
-            if connection.topic != JOINT_STATES_TOPIC:
+            if connection.topic != JOINT_STATES:
                 objects[connection.topic].append((stamp_s, msg))
                 continue
             names = list(msg.name)
@@ -311,7 +310,7 @@ def read_grasp_miss(
     finally:
         reader.close()
     if not joint_times:
-        return GraspMiss(None, None, None, detail=f"no {JOINT_STATES_TOPIC} with arm and hand")
+        return GraspMiss(None, None, None, detail=f"no {JOINT_STATES} with arm and hand")
     samples = _object_samples(objects[object_topic], object_type)
     order = np.argsort(np.asarray(joint_times), kind="stable")
     return grasp_miss(

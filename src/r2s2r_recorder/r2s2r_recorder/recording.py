@@ -18,11 +18,11 @@ from typing import Any
 
 from rosbags.typesys.store import Typestore
 
+from .bag_format import EpisodeInfo
 from .bag_writer import (
     BagWriteError,
     DiskFullError,
     EpisodeBagWriter,
-    EpisodeInfo,
     EpisodeReport,
     UnknownMessageTypeError,
 )

@@ -6,19 +6,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from r2s2r_recorder.bag_format import CUSTOM_DATA_KEY, INCOMPLETE_MARKER, EpisodeInfo
+from r2s2r_recorder.bag_reading import read_episode_info
+from r2s2r_recorder.bag_repair import repair
 from r2s2r_recorder.bag_to_dataset import convert_bags
-from r2s2r_recorder.bag_writer import (
-    CUSTOM_DATA_KEY,
-    INCOMPLETE_MARKER,
-    BagWriteError,
-    EpisodeBagWriter,
-    EpisodeInfo,
-    read_episode_info,
-    repair,
-)
+from r2s2r_recorder.bag_writer import BagWriteError, EpisodeBagWriter
 from r2s2r_recorder.config import ConversionConfig
 from r2s2r_recorder.dataset import EpisodeDataset
-from recorder_fixtures import EpisodeSpec, episode_messages
+from r2s2r_testing.bags import EpisodeSpec, episode_messages
 
 CFG = ConversionConfig(image_width_px=32, image_height_px=24, control_rate_hz=10.0)
 FLUSH_EVERY = 40

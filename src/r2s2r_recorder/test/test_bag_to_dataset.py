@@ -7,7 +7,7 @@ import pytest
 from r2s2r_recorder.bag_to_dataset import BagConverter, convert_bags
 from r2s2r_recorder.config import ConversionConfig
 from r2s2r_recorder.dataset import EpisodeDataset, dataset_info
-from recorder_fixtures import (
+from r2s2r_testing.bags import (
     ARM,
     ARM_PERIOD_NS,
     ARM_START_NS,

@@ -2,24 +2,20 @@ import errno
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from r2s2r_recorder.bag_writer import (
-    INCOMPLETE_MARKER,
+from r2s2r_recorder.bag_format import INCOMPLETE_MARKER, EpisodeInfo
+from r2s2r_recorder.bag_reading import (
     BagReadError,
-    DiskFullError,
-    EpisodeBagWriter,
-    EpisodeInfo,
-    cadence_from_stamps,
     inspect_bag,
     open_reader,
     opened_bag,
     read_episode_info,
-    repair_bag,
 )
-from recorder_fixtures import EpisodeSpec, episode_messages, write_episode_bag
+from r2s2r_recorder.bag_repair import repair_bag
+from r2s2r_recorder.bag_writer import DiskFullError, EpisodeBagWriter, cadence_from_stamps
+from r2s2r_testing.bags import EpisodeSpec, episode_messages, write_episode_bag
 
 
 def test_cadence_counts_drops_and_worst_gap() -> None:
@@ -50,31 +46,11 @@ def test_closed_bag_has_metadata_and_reads(tmp_path: Path) -> None:
     assert inspection.readable_messages == len(expected)
 
 
-KILL_SCRIPT = textwrap.dedent(
-    """
-    import sys, time
-    sys.path.insert(0, {test_dir!r})
-    from pathlib import Path
-    from recorder_fixtures import EpisodeSpec, episode_messages, write_episode_bag
-    from r2s2r_recorder.bag_writer import EpisodeBagWriter, EpisodeInfo
-    root = Path({root!r})
-    write_episode_bag(root / "episode_000000", EpisodeSpec())
-    writer = EpisodeBagWriter(root / "episode_000001", EpisodeInfo(episode_id="episode_000001"),
-                              flush_period_s=0.0)
-    for n, (t, topic, msgtype, data) in enumerate(episode_messages(EpisodeSpec())):
-        writer.add_topic(topic, msgtype)
-        writer.write(topic, data, t)
-        if n == 200:
-            print("READY", flush=True)
-            time.sleep(60)
-    """
-)
-
-
 @pytest.mark.graph
 def test_sigkill_mid_episode(tmp_path: Path) -> None:
-    script = KILL_SCRIPT.format(test_dir=str(Path(__file__).parent), root=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # One finished bag, then 201 messages of a second one (each flushed), then it waits.
+    half_written = ["-m", "r2s2r_testing.stand_ins", "half-written-bag", str(tmp_path)]
+    proc = subprocess.Popen([sys.executable, *half_written], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "READY"

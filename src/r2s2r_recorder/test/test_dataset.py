@@ -7,38 +7,22 @@ from r2s2r_recorder.dataset import (
     DatasetError,
     Episode,
     EpisodeDataset,
-    EpisodeMetadata,
     EpisodeWriter,
     dataset_info,
     merge_shards,
 )
+from r2s2r_testing.episodes import synthetic_episode
 
 
 def make_episode(seed: int, frames: int, behavior: str = "mimicgen") -> Episode:
-    rng = np.random.default_rng(seed)
-    meta = EpisodeMetadata(
+    """A generated episode that names the demo it came from (the one synthetic factory's)."""
+    return synthetic_episode(
+        seed,
+        frames,
         source="sim",
+        behavior=behavior,
         world_config_id="nominal",
-        behavior_source=behavior,  # type: ignore[arg-type]
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        outcome="success",
-        joint_names=["a", "b"],
-        action_names=["a", "b"],
-        control_rate_hz=10.0,
         provenance={"source_demo": f"demo_{seed}", "subtask_boundaries": [0, 3, frames]},
-    )
-    return Episode(
-        metadata=meta,
-        timestamps_s=np.arange(frames) * 0.1,
-        images={
-            "head_camera_rgb": rng.integers(0, 255, (frames, 16, 16, 3), dtype=np.uint8),
-            "hand_camera_rgb": rng.integers(0, 255, (frames, 16, 16, 3), dtype=np.uint8),
-        },
-        joint_pos_rad=rng.normal(size=(frames, 2)).astype(np.float32),
-        belt_speed_mps=np.full(frames, 0.1, dtype=np.float32),
-        actions=rng.normal(size=(frames, 2)).astype(np.float32),
     )
 
 

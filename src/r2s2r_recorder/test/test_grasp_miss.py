@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from r2s2r_common.topics import OBJECT_TRACKS
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
-from r2s2r_recorder.bag_writer import EpisodeBagWriter, EpisodeInfo
+from r2s2r_recorder.bag_format import EpisodeInfo
+from r2s2r_recorder.bag_writer import EpisodeBagWriter
 from r2s2r_recorder.demos import TakeRecord, with_grasp_misses
 from r2s2r_recorder.grasp_miss import (
     CLOSURE_JOINTS,
-    TRACKS_TOPIC,
     GraspMiss,
     closure_index,
     grasp_miss,
@@ -196,7 +197,7 @@ def write_take(bag_dir: Path, miss_m: np.ndarray, with_truth: bool) -> Path:
     for time_s in np.arange(0.0, 2.05, TRACK_DT_S):
         truth = object_position(time_s, miss_m)
         kind = "r2s2r_interfaces/msg/ObjectTrackArray"
-        messages.append((time_s, TRACKS_TOPIC, kind, tracks(time_s, truth + TRACKER_BIAS_M)))
+        messages.append((time_s, OBJECT_TRACKS, kind, tracks(time_s, truth + TRACKER_BIAS_M)))
         if with_truth:
             messages.append((time_s, TRUTH_TOPIC, kind, tracks(time_s, truth)))
     for time_s, topic, kind, data in sorted(messages, key=lambda m: m[0]):

@@ -21,8 +21,8 @@ pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (s
 
 from r2s2r_common.ros.qos import OUTCOME_QOS  # noqa: E402
 from r2s2r_description.robot import ALL_JOINT_NAMES  # noqa: E402
+from r2s2r_recorder.bag_reading import open_reader, read_episode_info  # noqa: E402
 from r2s2r_recorder.bag_to_dataset import find_episode_bags  # noqa: E402
-from r2s2r_recorder.bag_writer import open_reader, read_episode_info  # noqa: E402
 from r2s2r_recorder.msg_types import deserialize, make_typestore  # noqa: E402
 from r2s2r_recorder.nodes.recorder_node import RecorderNode  # noqa: E402
 from r2s2r_sim.demonstrator.node import DemonstratorNode, Stage  # noqa: E402
@@ -86,11 +86,6 @@ class ScriptedCell:
         self.sent += 1
 
 
-@pytest.fixture
-def context(ros_context: Any) -> Any:
-    return ros_context
-
-
 def _bag_messages(bag: Path) -> dict[str, list[Any]]:
     typestore = make_typestore()
     reader = open_reader(bag)
@@ -109,19 +104,19 @@ def _bag_messages(bag: Path) -> dict[str, list[Any]]:
     [(3, 0, 3), (6, 3, 5)],  # a fixed count; until 3 succeed (odd trial ids do): 5 trials
 )
 def test_demonstrator_records_one_bag_per_trial_and_exits(
-    context: Any, tmp_path: Path, trials: int, successes: int, expected_trials: int
+    ros_context: Any, tmp_path: Path, trials: int, successes: int, expected_trials: int
 ) -> None:
     recorder = RecorderNode(
-        context=context,
+        context=ros_context,
         parameter_overrides=[
             Parameter("output_dir", value=str(tmp_path)),
             Parameter("topics", value=TOPICS),
             Parameter("discovery_period_s", value=0.1),
         ],
     )
-    cell = ScriptedCell(context, recorder)
+    cell = ScriptedCell(ros_context, recorder)
     demonstrator = DemonstratorNode(
-        context=context,
+        context=ros_context,
         parameter_overrides=[
             Parameter("trials", value=trials),
             Parameter("successes", value=successes),
@@ -132,7 +127,7 @@ def test_demonstrator_records_one_bag_per_trial_and_exits(
             Parameter("recorder_timeout_s", value=20.0),
         ],
     )
-    executor = SingleThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=ros_context)
     for node in (recorder, cell.node, demonstrator):
         executor.add_node(node)
     try:
@@ -164,18 +159,18 @@ def test_demonstrator_records_one_bag_per_trial_and_exits(
         assert f"trial_id={trial_id} seed={39 + trial_id}" in info.operator_notes
 
 
-def test_demonstrator_fails_when_the_recorder_never_appears(context: Any) -> None:
+def test_demonstrator_fails_when_the_recorder_never_appears(ros_context: Any) -> None:
     demonstrator = DemonstratorNode(
-        context=context,
+        context=ros_context,
         parameter_overrides=[
             Parameter("trials", value=1),
             Parameter("recorder_node", value="no_such_recorder"),
             Parameter("recorder_timeout_s", value=0.5),
         ],
     )
-    cell_node = rclpy.create_node("start_only", context=context)
+    cell_node = rclpy.create_node("start_only", context=ros_context)
     cell_node.create_service(StartTrial, "/trial/start", lambda _req, res: res)
-    executor = SingleThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(demonstrator)
     executor.add_node(cell_node)
     try:

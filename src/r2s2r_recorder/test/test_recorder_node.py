@@ -1,26 +1,17 @@
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import rclpy
 from r2s2r_common.config import ConfigError
-from r2s2r_recorder.bag_writer import opened_bag, read_episode_info
+from r2s2r_recorder.bag_reading import opened_bag, read_episode_info
 from r2s2r_recorder.nodes.recorder_node import RecorderNode
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
-
-
-@pytest.fixture
-def context() -> Iterator[rclpy.Context]:
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
 
 
 def wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -39,9 +30,11 @@ def call(node: rclpy.node.Node, name: str) -> Trigger.Response:
     return future.result()
 
 
-def test_records_two_topics_between_start_and_stop(context: rclpy.Context, tmp_path: Path) -> None:
+def test_records_two_topics_between_start_and_stop(
+    ros_context: rclpy.Context, tmp_path: Path
+) -> None:
     recorder = RecorderNode(
-        context=context,
+        context=ros_context,
         parameter_overrides=[
             Parameter("output_dir", value=str(tmp_path)),
             Parameter("topics", value=["/joint_states", "/head_camera/image_raw"]),
@@ -51,10 +44,10 @@ def test_records_two_topics_between_start_and_stop(context: rclpy.Context, tmp_p
             Parameter("episode.object_type", value="cylinder"),
         ],
     )
-    client = rclpy.create_node("recorder_test_client", context=context)
+    client = rclpy.create_node("recorder_test_client", context=ros_context)
     joints_pub = client.create_publisher(JointState, "/joint_states", 10)
     image_pub = client.create_publisher(Image, "/head_camera/image_raw", qos_profile_sensor_data)
-    executor = SingleThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(recorder)
     executor.add_node(client)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -106,9 +99,9 @@ def test_records_two_topics_between_start_and_stop(context: rclpy.Context, tmp_p
     assert not (tmp_path / "episode_000001" / "INCOMPLETE").exists()
 
 
-def test_bad_qos_parameter_fails_at_startup(context: rclpy.Context) -> None:
+def test_bad_qos_parameter_fails_at_startup(ros_context: rclpy.Context) -> None:
     with pytest.raises(ConfigError, match="qos_overrides"):
         RecorderNode(
-            context=context,
+            context=ros_context,
             parameter_overrides=[Parameter("qos_overrides", value=["/tf=fast"])],
         )

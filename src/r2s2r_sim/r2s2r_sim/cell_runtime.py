@@ -31,7 +31,8 @@ import numpy as np
 from pydantic import Field
 from r2s2r_common.camera_info import CameraCalibration
 from r2s2r_common.config import ConfigError, ConfigModel
-from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES
+from r2s2r_description.controllers import CONTROLLER_JOINTS
+from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_multiply
 from r2s2r_world.world import WorldParams, apply_shift
 
@@ -52,9 +53,6 @@ from r2s2r_sim.published import (
     static_transforms,
 )
 from r2s2r_sim.task import TrialRunner, sample_trial
-
-CONTROLLER_JOINTS: dict[str, tuple[str, ...]] = {"arm": ARM_JOINT_NAMES, "hand": HAND_JOINT_NAMES}
-"""Joints of each trajectory controller (``/<name>_controller/joint_trajectory``)."""
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
 """Cameras of the cell; ``head_camera`` also gives registered depth."""

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import mujoco
 import numpy as np
 from r2s2r_description.cell import build_description
-from r2s2r_description.mjcf import OBJECT_COLLISION_BITS, to_mjspec
+from r2s2r_description.mjcf import OBJECT_COLLISION_BITS, geom_type_and_size, to_mjspec
+from r2s2r_description.model import Shape, ShapeKind
 from r2s2r_world.world import LightingParams, ObjectType, WorldParams
 
 from r2s2r_sim.backend import BackendError, ObjectInstance
@@ -21,6 +22,22 @@ def park_position(index: int) -> tuple[float, float, float]:
     return (0.0, 0.5 * index, -1.0)
 
 
+def object_shape(obj: ObjectType) -> Shape:
+    """Return the description's primitive of an object type, centred on the object's frame.
+
+    The one object-shape -> geometry mapping: a world's ``size_m`` is the full bounding box
+    (a cylinder's diameter, diameter, height; a sphere's diameter three times), a
+    :class:`Shape`'s is the description's (a box's extents, a cylinder's radius and length, a
+    sphere's radius); :func:`r2s2r_description.mjcf.geom_type_and_size` makes the MuJoCo geom.
+    """
+    x, _, z = obj.size_m
+    if obj.shape == "box":
+        return Shape(ShapeKind.BOX, tuple(obj.size_m))
+    if obj.shape == "cylinder":
+        return Shape(ShapeKind.CYLINDER, (x / 2.0, z))
+    return Shape(ShapeKind.SPHERE, (x / 2.0,))
+
+
 def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, index: int) -> None:
     """Add a free object body (parked) of type ``obj`` to ``spec``."""
     body = spec.worldbody.add_body()
@@ -31,16 +48,7 @@ def add_object(spec: mujoco.MjSpec, instance: ObjectInstance, obj: ObjectType, i
     joint.name = f"{instance.name}_joint"
     geom = body.add_geom()
     geom.name = f"{instance.name}_geom"
-    x, y, z = obj.size_m
-    if obj.shape == "box":
-        geom.type = mujoco.mjtGeom.mjGEOM_BOX
-        geom.size = [x / 2.0, y / 2.0, z / 2.0]
-    elif obj.shape == "cylinder":
-        geom.type = mujoco.mjtGeom.mjGEOM_CYLINDER
-        geom.size = [x / 2.0, z / 2.0, 0.0]
-    else:
-        geom.type = mujoco.mjtGeom.mjGEOM_SPHERE
-        geom.size = [x / 2.0, 0.0, 0.0]
+    geom.type, geom.size = geom_type_and_size(object_shape(obj))
     geom.mass = obj.mass_kg
     geom.friction = [obj.friction, 0.005, 0.002]
     # Torsional friction helps grasps. Round shapes (spheres, and cylinders lying on their side)

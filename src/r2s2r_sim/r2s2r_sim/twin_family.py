@@ -47,6 +47,7 @@ from r2s2r_common.config import (
     parse_config,
     resolve_config_path,
 )
+from r2s2r_description.transforms import wrap_angle
 from r2s2r_world.world import WorldParams, load_world
 
 FAMILY_VERSION = 1
@@ -199,10 +200,6 @@ def load_family(path: str | Path) -> TwinFamily:
 # -- the axes: one list drives sampling and checking -----------------------------------------
 
 
-def _wrap_rad(angle: float) -> float:
-    return float((angle + math.pi) % (2.0 * math.pi) - math.pi)
-
-
 class _Axis:
     """One scalar of the twin: where it is, how its deviation is measured, and its range.
 
@@ -306,7 +303,7 @@ def _deviation(axis: _Axis, twin: Any, nominal: Any) -> float:
     if axis.kind == "add":
         return value - reference
     if axis.kind == "angle":
-        return _wrap_rad(value - reference)
+        return wrap_angle(value - reference)
     if axis.kind == "rel":
         return value / reference - 1.0
     if axis.kind == "aspect":

@@ -17,6 +17,7 @@ pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (s
 from r2s2r_common.camera_info import save_camera_calibration  # noqa: E402
 from r2s2r_common.ros.qos import SENSOR_DATA_QOS  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
+from r2s2r_testing.ros import ros_context_of  # noqa: E402
 from r2s2r_world.grounding import GroundedIntrinsics, camera_calibration_of  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
@@ -50,19 +51,17 @@ def make_twin(context: object, name: str, **params: str | bool) -> RealTwinNode:
     return RealTwinNode(node_name=name, context=context, parameter_overrides=overrides)
 
 
-def test_camera_info_from_file_and_no_static_tf(tmp_path: Path) -> None:
-    context = rclpy.Context()
-    rclpy.init(context=context)
+def test_camera_info_from_file_and_no_static_tf(tmp_path: Path, ros_context: rclpy.Context) -> None:
     twin = make_twin(
-        context,
+        ros_context,
         "twin_with_calibration",
         head_camera_info_file=str(calibration_file(tmp_path / "head_camera.yaml")),
         publish_tf_static=False,
     )
-    probe = Node("probe", context=context)
+    probe = Node("probe", context=ros_context)
     infos: list[CameraInfo] = []
     probe.create_subscription(CameraInfo, "/head_camera/camera_info", infos.append, SENSOR_DATA_QOS)
-    executor = SingleThreadedExecutor(context=context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(twin)
     executor.add_node(probe)
     try:
@@ -82,7 +81,6 @@ def test_camera_info_from_file_and_no_static_tf(tmp_path: Path) -> None:
         executor.shutdown()
         probe.destroy_node()
         twin.destroy_node()
-        rclpy.shutdown(context=context)
 
 
 @pytest.mark.parametrize("problem", ["missing", "resolution"])
@@ -90,12 +88,8 @@ def test_bad_calibration_file_fails_configure(tmp_path: Path, problem: str) -> N
     path = tmp_path / "head_camera.yaml"
     if problem == "resolution":
         calibration_file(path, width_px=640)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+    with ros_context_of() as context:
         twin = make_twin(context, f"twin_bad_{problem}", head_camera_info_file=str(path))
         assert not twin.autostart()
         assert twin.cell is None
         twin.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)

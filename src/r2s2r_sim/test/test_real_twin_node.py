@@ -30,6 +30,7 @@ from r2s2r_common.ros.qos import (  # noqa: E402
 )
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
+from r2s2r_testing.ros import ros_context_of  # noqa: E402
 from rclpy.duration import Duration  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
@@ -110,36 +111,34 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    twin_path = short_trial_twin(tmp_path_factory.mktemp("twin"))
-    twin = RealTwinNode(
-        context=context,
-        parameter_overrides=[
-            rclpy.parameter.Parameter("twin_config_path", value=str(twin_path)),
-            rclpy.parameter.Parameter("real_time_factor", value=2.0),
-            rclpy.parameter.Parameter("diagnostics_rate_hz", value=5.0),
-        ],
-    )
-    probe = Probe(context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(twin)
-    executor.add_node(probe.node)
-    assert twin.autostart()
+    with ros_context_of() as context:
+        twin_path = short_trial_twin(tmp_path_factory.mktemp("twin"))
+        twin = RealTwinNode(
+            context=context,
+            parameter_overrides=[
+                rclpy.parameter.Parameter("twin_config_path", value=str(twin_path)),
+                rclpy.parameter.Parameter("real_time_factor", value=2.0),
+                rclpy.parameter.Parameter("diagnostics_rate_hz", value=5.0),
+            ],
+        )
+        probe = Probe(context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(twin)
+        executor.add_node(probe.node)
+        assert twin.autostart()
 
-    def spin_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.01)
-            if predicate():
-                return True
-        return False
+        def spin_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.01)
+                if predicate():
+                    return True
+            return False
 
-    yield twin, probe, spin_until, executor
-    executor.shutdown()
-    twin.destroy_node()
-    probe.node.destroy_node()
-    rclpy.shutdown(context=context)
+        yield twin, probe, spin_until, executor
+        executor.shutdown()
+        twin.destroy_node()
+        probe.node.destroy_node()
 
 
 def call(spin_until, client, request):
@@ -323,9 +322,7 @@ def test_bad_twin_yaml_fails_configure_and_stays_unconfigured(tmp_path: Path) ->
     data["objects"]["cube"]["mass_kg"] = -1.0
     broken = tmp_path / "broken_twin.yaml"
     broken.write_text(yaml.safe_dump(data))
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+    with ros_context_of() as context:
         node = RealTwinNode(
             node_name="broken_twin",
             context=context,
@@ -341,8 +338,6 @@ def test_bad_twin_yaml_fails_configure_and_stays_unconfigured(tmp_path: Path) ->
         }
         assert "/joint_states" not in topics and "/head_camera/image_raw" not in topics
         node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)
 
 
 @pytest.mark.parametrize("family", ["twin/family.yaml", "missing_family.yaml"])
@@ -355,9 +350,7 @@ def test_a_twin_outside_the_family_configures_and_runs(tmp_path: Path, family: s
     data["bins"]["bin_1"]["pose"]["xyz_m"][1] += 0.02
     hurried = tmp_path / "hurried_twin.yaml"
     hurried.write_text(yaml.safe_dump(data))
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+    with ros_context_of() as context:
         node = RealTwinNode(
             node_name="hurried_twin",
             context=context,
@@ -374,8 +367,6 @@ def test_a_twin_outside_the_family_configures_and_runs(tmp_path: Path, family: s
         assert node.cell is not None and node.cell.world.controller.latency_s == 0.08
         node.trigger_cleanup()
         node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)
 
 
 # -- twin parameters never reach the pipeline --------------------------------------------------
@@ -399,7 +390,6 @@ FORBIDDEN_MODULE = "r2s2r_sim.nodes.real_twin"
 # may not.
 HARDWARE_SIDE_MODULES = (
     "r2s2r_policy.evaluation",  # starts the cell for evaluation, scores by its outcome signal
-    "r2s2r_policy.experiment",  # orchestrates demos, grounding, evaluation on the cell
     "r2s2r_recorder.demos",  # the teleoperator's session on the cell (record-demos)
 )
 
@@ -430,20 +420,6 @@ def test_leak_check_catches_each_kind_of_reference() -> None:
     assert twin_leaks("from r2s2r_world.world import load_world\n") == []
 
 
-IMPORT_PROBE = """
-import importlib, json, pkgutil, sys
-failed = {}
-for package in sys.argv[1:]:
-    root = importlib.import_module(package)
-    for info in pkgutil.walk_packages(root.__path__, package + "."):
-        try:
-            importlib.import_module(info.name)
-        except ImportError as error:
-            failed[info.name] = f"{type(error).__name__}: {error}"
-print(json.dumps({"failed": failed, "modules": sorted(sys.modules)}))
-"""
-
-
 @pytest.mark.graph
 def test_twin_params_never_reach_a_pipeline_module() -> None:
     sources: dict[str, str] = {}
@@ -464,7 +440,7 @@ def test_twin_params_never_reach_a_pipeline_module() -> None:
     assert leaks == {}, f"twin parameters reach pipeline modules: {leaks}"
     # Import them all in a clean interpreter: nothing may pull the twin in transitively.
     result = subprocess.run(
-        [sys.executable, "-c", IMPORT_PROBE, *PIPELINE_PACKAGES],
+        [sys.executable, "-m", "r2s2r_testing.stand_ins", "import-probe", *PIPELINE_PACKAGES],
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,6 @@ import pytest
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TransformStamped
 from r2s2r_common.config import ConfigError, load_config
@@ -140,16 +139,6 @@ def test_mirror_applies_fixed_transforms_and_tracks(mirror: CellMirror) -> None:
 # -- the node -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def context() -> Iterator[Context]:
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.shutdown(context=ctx)
-
-
 def make_node(context: Context, **params: Any) -> SimBridgeNode:
     params.setdefault("world_path", str(NOMINAL))
     params.setdefault("autostart", False)
@@ -203,8 +192,10 @@ def test_the_twin_world_is_refused() -> None:
         ({"markers_rate_hz": -1.0}, "out of range"),
     ],
 )
-def test_bad_parameters_fail_configure(context: Context, params: dict[str, Any], why: str) -> None:
-    node = make_node(context, **params)
+def test_bad_parameters_fail_configure(
+    ros_context: Context, params: dict[str, Any], why: str
+) -> None:
+    node = make_node(ros_context, **params)
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE, why
         assert node.mode is None
@@ -212,16 +203,18 @@ def test_bad_parameters_fail_configure(context: Context, params: dict[str, Any],
         node.destroy_node()
 
 
-def test_mirror_mode_follows_the_real_cell(context: Context, nominal_world: WorldParams) -> None:
+def test_mirror_mode_follows_the_real_cell(
+    ros_context: Context, nominal_world: WorldParams
+) -> None:
     node = make_node(
-        context,
+        ros_context,
         publish_sim_images=True,
         sim_image_rate_hz=20.0,
         markers_rate_hz=20.0,
         diagnostics_rate_hz=20.0,
     )
-    real = Node("real_cell", context=context)
-    executor = SingleThreadedExecutor(context=context)
+    real = Node("real_cell", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(real)
     markers: list[MarkerArray] = []
@@ -304,10 +297,10 @@ def test_mirror_mode_follows_the_real_cell(context: Context, nominal_world: Worl
         node.destroy_node()
 
 
-def test_generation_mode_serves_the_simulator_like_the_twin(context: Context) -> None:
-    node = make_node(context, mode="generation", real_time_factor=2.0, markers_rate_hz=10.0)
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+def test_generation_mode_serves_the_simulator_like_the_twin(ros_context: Context) -> None:
+    node = make_node(ros_context, mode="generation", real_time_factor=2.0, markers_rate_hz=10.0)
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(listener)
     received: dict[str, list[Any]] = {}

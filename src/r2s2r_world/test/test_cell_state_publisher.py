@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import yaml
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
-import rclpy
 from r2s2r_common.config import ConfigError, load_config
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_description.cell import build_description
@@ -43,16 +42,6 @@ from tf2_msgs.msg import TFMessage
 
 REPO = Path(__file__).resolve().parents[3]
 NOMINAL = REPO / "config" / "world" / "nominal.yaml"
-
-
-@pytest.fixture
-def context() -> Iterator[Context]:
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.shutdown(context=ctx)
 
 
 def spin_until(
@@ -95,11 +84,11 @@ def make(context: Context, **params: Any) -> CellStatePublisher:
 
 
 def test_late_subscriber_gets_description_and_tf_matches_forward_kinematics(
-    context: Context,
+    ros_context: Context,
 ) -> None:
-    node = make(context)
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+    node = make(ros_context)
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(listener)
     try:
@@ -144,10 +133,10 @@ def test_late_subscriber_gets_description_and_tf_matches_forward_kinematics(
         node.destroy_node()
 
 
-def test_malformed_and_unknown_joint_states_are_counted(context: Context) -> None:
-    node = make(context, publish_fixed=False)
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+def test_malformed_and_unknown_joint_states_are_counted(ros_context: Context) -> None:
+    node = make(ros_context, publish_fixed=False)
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(listener)
     dynamic: list[TFMessage] = []
@@ -173,12 +162,12 @@ def test_malformed_and_unknown_joint_states_are_counted(context: Context) -> Non
         node.destroy_node()
 
 
-def test_world_path_layout_and_bad_values(context: Context, tmp_path: Path) -> None:
+def test_world_path_layout_and_bad_values(ros_context: Context, tmp_path: Path) -> None:
     world = yaml.safe_load(NOMINAL.read_text())
     world["robot"]["base_pose"]["xyz_m"] = [0.02, -0.03, 0.76]
     moved = tmp_path / "grounded.yaml"
     moved.write_text(yaml.safe_dump(world))
-    node = make(context, world_path=str(moved))
+    node = make(ros_context, world_path=str(moved))
     try:
         np.testing.assert_allclose(
             forward_kinematics(node.description)["base_link"][:3, 3], [0.02, -0.03, 0.76]
@@ -200,7 +189,7 @@ def test_world_path_layout_and_bad_values(context: Context, tmp_path: Path) -> N
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump(world))
     with pytest.raises(ConfigError, match=r"belt\.pose"):
-        make(context, world_path=str(broken))
+        make(ros_context, world_path=str(broken))
 
 
 def test_shipped_parameter_file_matches_the_schema() -> None:
@@ -219,7 +208,7 @@ GROUNDED_BELT = {"xyz_m": [0.556, 0.004, 0.797], "rpy_rad": [0.0, 0.0, 1.5795]}
 GROUNDED_HEAD = {"xyz_m": [1.31, 0.01, 1.74], "rpy_rad": [0.01, 0.69, 3.13]}
 
 
-def test_grounding_artifact_poses_go_out_on_tf_static(context: Context, tmp_path: Path) -> None:
+def test_grounding_artifact_poses_go_out_on_tf_static(ros_context: Context, tmp_path: Path) -> None:
     artifact = write_artifact(
         tmp_path / "artifact.yaml",
         {
@@ -228,9 +217,9 @@ def test_grounding_artifact_poses_go_out_on_tf_static(context: Context, tmp_path
             "bins": {"bin_1": {"pose": {"xyz_m": [-0.41, 0.01, 0.75], "rpy_rad": [0, 0, 0.03]}}},
         },
     )
-    node = make(context, grounding_artifact=str(artifact))
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+    node = make(ros_context, grounding_artifact=str(artifact))
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(listener)
     try:
@@ -280,19 +269,19 @@ def test_grounding_artifact_poses_go_out_on_tf_static(context: Context, tmp_path
     ],
 )
 def test_bad_grounding_artifact_is_refused_at_start(
-    context: Context, tmp_path: Path, overrides: dict[str, Any] | None, expected: str
+    ros_context: Context, tmp_path: Path, overrides: dict[str, Any] | None, expected: str
 ) -> None:
     path = tmp_path / "artifact.yaml"
     if overrides is not None:
         write_artifact(path, overrides)
     with pytest.raises(ConfigError, match=expected):
-        make(context, grounding_artifact=str(path))
+        make(ros_context, grounding_artifact=str(path))
 
 
-def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) -> None:
-    node = make(context, publish_fixed=False, publish_frequency=20.0)
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+def test_tf_is_throttled_to_publish_frequency_of_the_stamps(ros_context: Context) -> None:
+    node = make(ros_context, publish_fixed=False, publish_frequency=20.0)
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(node)
     executor.add_node(listener)
     dynamic: list[TFMessage] = []
@@ -336,11 +325,11 @@ def test_tf_is_throttled_to_publish_frequency_of_the_stamps(context: Context) ->
         node.destroy_node()
 
 
-def test_destroying_the_node_removes_its_reader_node(context: Context) -> None:
+def test_destroying_the_node_removes_its_reader_node(ros_context: Context) -> None:
     """The hidden node that takes /joint_states in batches goes with its owner, not later."""
-    node = make(context)
-    listener = Node("listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
+    node = make(ros_context)
+    listener = Node("listener", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(listener)
     try:
 

@@ -26,6 +26,14 @@ from r2s2r_common.ros.params import (
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import stamp_to_s
+from r2s2r_common.topics import (
+    BELT_ENCODER,
+    BELT_SPEED,
+    DIAGNOSTICS,
+    HEAD_CAMERA_IMAGE,
+    HEAD_CAMERA_INFO,
+    TF_STATIC,
+)
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -85,7 +93,7 @@ class BeltSpeedNode(Node):
         output_group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
             JointState,
-            "/belt/encoder",
+            BELT_ENCODER,
             self._on_encoder,
             qos_profile_sensor_data,
             callback_group=encoder_group,
@@ -93,14 +101,14 @@ class BeltSpeedNode(Node):
         if self._vision_wanted:
             self.create_subscription(
                 Image,
-                "/head_camera/image_raw",
+                HEAD_CAMERA_IMAGE,
                 self._on_image,
                 qos_profile_sensor_data,
                 callback_group=vision_group,
             )
             self.create_subscription(
                 CameraInfo,
-                "/head_camera/camera_info",
+                HEAD_CAMERA_INFO,
                 self._on_camera_info,
                 qos_profile_sensor_data,
                 callback_group=vision_group,
@@ -108,13 +116,13 @@ class BeltSpeedNode(Node):
         if config.vision.geometry_from_tf:
             self.create_subscription(
                 TFMessage,
-                "/tf_static",
+                TF_STATIC,
                 self._on_tf_static,
                 LATCHED_QOS,
                 callback_group=vision_group,
             )
-        self._speed_pub = self.create_publisher(TwistStamped, "/belt/speed", 10)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._speed_pub = self.create_publisher(TwistStamped, BELT_SPEED, 10)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, 10)
         self.create_timer(
             1.0 / config.publish_rate_hz, self._publish_speed, callback_group=output_group
         )
@@ -171,12 +179,12 @@ class BeltSpeedNode(Node):
         vision = self.config.vision
         info = self._camera_info
         if info is None:
-            return "waiting for /head_camera/camera_info"
+            return f"waiting for {HEAD_CAMERA_INFO}"
         camera_frame = frame_id or vision.camera_frame
         try:
             T_camera_belt = self._tf.lookup(camera_frame, vision.belt_frame)
         except TransformLookupError as error:
-            return f"waiting for /tf_static ({error})"
+            return f"waiting for {TF_STATIC} ({error})"
         try:
             geometry = vision_config_from_camera(
                 vision,
@@ -188,7 +196,7 @@ class BeltSpeedNode(Node):
         except ValueError as error:
             return str(error)
         self._vision = VisionSpeedEstimator(geometry)
-        self.vision_geometry = f"camera_info + /tf_static ({camera_frame} -> {vision.belt_frame})"
+        self.vision_geometry = f"camera_info + {TF_STATIC} ({camera_frame} -> {vision.belt_frame})"
         self.get_logger().info(
             f"vision: belt homography from {self.vision_geometry}, ROI {geometry.roi_px} px"
         )

@@ -27,6 +27,15 @@ from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import stamp_to_s
+from r2s2r_common.topics import (
+    BELT_SPEED,
+    DIAGNOSTICS,
+    HEAD_CAMERA_IMAGE,
+    HEAD_CAMERA_INFO,
+    HEAD_DEPTH,
+    OBJECT_TRACKS,
+    TF_STATIC,
+)
 from r2s2r_description.transforms import matrix_to_quat
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
@@ -152,30 +161,30 @@ class ObjectTrackerNode(Node):
 
         inputs = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
-            Image, "/head_camera/image_raw", self._on_rgb, SENSOR_DATA_QOS, callback_group=inputs
+            Image, HEAD_CAMERA_IMAGE, self._on_rgb, SENSOR_DATA_QOS, callback_group=inputs
         )
         self.create_subscription(
             Image,
-            "/head_camera/depth/image_raw",
+            HEAD_DEPTH,
             self._on_depth,
             SENSOR_DATA_QOS,
             callback_group=inputs,
         )
         self.create_subscription(
             CameraInfo,
-            "/head_camera/camera_info",
+            HEAD_CAMERA_INFO,
             self._on_camera_info,
             SENSOR_DATA_QOS,
             callback_group=inputs,
         )
         self.create_subscription(
-            TwistStamped, "/belt/speed", self._on_belt_speed, DEFAULT_QOS, callback_group=inputs
+            TwistStamped, BELT_SPEED, self._on_belt_speed, DEFAULT_QOS, callback_group=inputs
         )
         self.create_subscription(
-            TFMessage, "/tf_static", self._on_tf_static, LATCHED_QOS, callback_group=inputs
+            TFMessage, TF_STATIC, self._on_tf_static, LATCHED_QOS, callback_group=inputs
         )
-        self._tracks_pub = self.create_publisher(ObjectTrackArray, "/objects/tracks", DEFAULT_QOS)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self._tracks_pub = self.create_publisher(ObjectTrackArray, OBJECT_TRACKS, DEFAULT_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, DEFAULT_QOS)
         self.create_timer(
             config.diagnostics_period_s,
             self._publish_diagnostics,

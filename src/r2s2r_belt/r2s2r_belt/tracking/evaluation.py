@@ -19,12 +19,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_description.transforms import quat_to_matrix
+from r2s2r_description.transforms import invert_transform, quat_to_matrix
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import WorldParams
 
-from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
+from r2s2r_belt.tracking.geometry import FloatArray
 
 
 @dataclass(frozen=True)

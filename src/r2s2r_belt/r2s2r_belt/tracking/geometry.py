@@ -97,17 +97,3 @@ class CameraModel:
             x = (pixels[:, 0, 0] - k[0, 2] - k[0, 1] * y) / k[0, 0]
             rays = np.stack([x, y], axis=1)
         return np.asarray(rays, dtype=np.float64).reshape(self.height_px, self.width_px, 2)
-
-
-def invert_transform(transform: FloatArray) -> FloatArray:
-    """Inverse of a rigid 4x4 transform."""
-    inverse = np.eye(4)
-    rotation = transform[:3, :3]
-    inverse[:3, :3] = rotation.T
-    inverse[:3, 3] = -rotation.T @ transform[:3, 3]
-    return inverse
-
-
-def wrap_angle(angle_rad: float, period_rad: float = 2.0 * np.pi) -> float:
-    """Wrap an angle into ``[-period/2, period/2)`` (``period`` = symmetry of the shape)."""
-    return float((angle_rad + period_rad / 2.0) % period_rad - period_rad / 2.0)

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from r2s2r_description.transforms import make_transform, quat_to_matrix
+from r2s2r_description.transforms import invert_transform, make_transform, quat_to_matrix
 
-from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
+from r2s2r_belt.tracking.geometry import FloatArray
 
 
 class TransformLookupError(LookupError):

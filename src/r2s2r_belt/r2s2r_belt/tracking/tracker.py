@@ -14,11 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+from r2s2r_description.transforms import invert_transform
 from scipy.optimize import linear_sum_assignment
 
 from r2s2r_belt.tracking.config import TrackingConfig
 from r2s2r_belt.tracking.detection import Detection
-from r2s2r_belt.tracking.geometry import FloatArray, invert_transform
+from r2s2r_belt.tracking.geometry import FloatArray
 
 _UNASSIGNED_COST = 1e6
 

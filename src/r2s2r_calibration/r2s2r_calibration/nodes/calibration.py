@@ -12,6 +12,7 @@ cell's topics and the nominal world (the datasheet).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -20,10 +21,11 @@ from typing import Any
 import rclpy
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
+from r2s2r_common.errors import EXIT_FAILED, EXIT_OK
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
-from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_world.world import load_world
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_calibration.board_config import BoardStepsConfig
@@ -191,30 +193,29 @@ def spin_until_done(
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits."""
-    rclpy.init(args=args)
-    end_with_owner()
-    node = CalibrationNode()
+    """Run the calibration node; with ``autostart`` it grounds at once and (by default) exits.
+
+    Exit codes: 0 done (or stopped by Ctrl-C), 1 when autostart, the procedure or a step failed
+    (with ``shutdown_when_done``), 2 on bad parameters.
+    """
+
+    def done(node: CalibrationNode) -> bool:
+        return bool(node.get_parameter("shutdown_when_done").value) and node.done.is_set()
+
+    def outcome(node: CalibrationNode) -> int:
+        failed = node.error is not None or bool(node.run and node.run.failures)
+        return EXIT_FAILED if failed else EXIT_OK
+
     # One executor thread is enough (the procedure has its own worker thread) and the only
     # choice that keeps up with 500 Hz /joint_states: rclpy's MultiThreadedExecutor spends a
     # whole core and drops most samples at that rate.
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    failed = False
-    try:
-        if node.get_parameter("autostart").value:
-            failed = not node.autostart()
-        if node.get_parameter("shutdown_when_done").value and not failed:
-            spin_until_done(node, executor)
-            failed = node.error is not None or bool(node.run and node.run.failures)
-        elif not failed:
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    if failed:
-        raise SystemExit(1)
+    sys.exit(
+        run_lifecycle_node(
+            CalibrationNode,
+            SingleThreadedExecutor,
+            args,
+            autostart_failed_exit_code=EXIT_FAILED,
+            until=done,
+            exit_code=outcome,
+        )
+    )

@@ -28,6 +28,19 @@ from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.services import ServiceNoAnswerError, call_service, wait_in_other_thread
 from r2s2r_common.stamps import set_stamp, stamp_to_s
+from r2s2r_common.topics import (
+    BELT_ENCODER,
+    HEAD_DEPTH,
+    JOINT_STATES,
+    OPERATOR_BOARD_POSE,
+    TF_STATIC,
+    TRIAL_RESET,
+    TRIAL_START,
+    camera_image,
+    camera_info,
+    joint_trajectory,
+)
+from r2s2r_description.controllers import controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -40,12 +53,10 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from r2s2r_calibration.cell_client import BoardOperator, CameraModel
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
-from r2s2r_calibration.sysid import JointStateLog
+from r2s2r_calibration.sysid.log import JointStateLog
 from r2s2r_interfaces.srv import StartTrial
 from tf2_msgs.msg import TFMessage
 
-BOARD_POSE_TOPIC = "/twin/operator/board_pose"
-"""The operator stand-in's board topic (geometry_msgs/PoseStamped; empty frame_id: remove)."""
 JOINT_BATCH_PERIOD_S = 0.01
 """How often queued joint states are taken (s): the cell clock seen here lags by at most this."""
 ENCODER_BATCH_PERIOD_S = 0.05
@@ -136,7 +147,7 @@ class RosCellClient:
         self._joint_stream = BatchedSubscription(
             node,
             JointState,
-            "/joint_states",
+            JOINT_STATES,
             self._on_joint_batch,
             joint_qos,
             JOINT_BATCH_PERIOD_S,
@@ -148,26 +159,26 @@ class RosCellClient:
         self._encoder_stream = BatchedSubscription(
             node,
             JointState,
-            "/belt/encoder",
+            BELT_ENCODER,
             self._on_encoder_batch,
             encoder_qos,
             ENCODER_BATCH_PERIOD_S,
             callback_group=streams,
         )
-        node.create_subscription(TFMessage, "/tf_static", self._on_tf_static, LATCHED_QOS)
+        node.create_subscription(TFMessage, TF_STATIC, self._on_tf_static, LATCHED_QOS)
         self._trajectory = {
             name: node.create_publisher(
-                JointTrajectory, f"/{name}_controller/joint_trajectory", RELIABLE_QOS
+                JointTrajectory, joint_trajectory(controller_name(name)), RELIABLE_QOS
             )
             for name in ("arm", "hand")
         }
-        self._start: Any = node.create_client(StartTrial, "/trial/start")
-        self._reset: Any = node.create_client(Trigger, "/trial/reset")
+        self._start: Any = node.create_client(StartTrial, TRIAL_START)
+        self._reset: Any = node.create_client(Trigger, TRIAL_RESET)
         self._board: RosBoardOperator | None = None
         self._board_publisher: Any = None
         if board_operator:
             self._board_publisher = node.create_publisher(
-                PoseStamped, BOARD_POSE_TOPIC, RELIABLE_QOS
+                PoseStamped, OPERATOR_BOARD_POSE, RELIABLE_QOS
             )
             self._board = RosBoardOperator(self._board_publisher.publish)
 
@@ -274,12 +285,12 @@ class RosCellClient:
                 procedure's.
 
         """
-        self._wait(lambda: self._positions is not None, "/joint_states")
-        self._wait(lambda: "base_link" in self._static, "/tf_static (base_link)")
-        count = self.node.count_publishers("/joint_states")
+        self._wait(lambda: self._positions is not None, JOINT_STATES)
+        self._wait(lambda: "base_link" in self._static, f"{TF_STATIC} (base_link)")
+        count = self.node.count_publishers(JOINT_STATES)
         if count > 1:
             raise SecondCellError(
-                f"{count} publishers of /joint_states on ROS domain "
+                f"{count} publishers of {JOINT_STATES} on ROS domain "
                 f"{self.node.context.get_domain_id()}: expected one cell; stop the other one "
                 "(a twin left running?) or give this cell its own ROS_DOMAIN_ID"
             )
@@ -360,7 +371,7 @@ class RosCellClient:
 
     def now_s(self) -> float:
         """Cell time of the latest ``/joint_states`` (s)."""
-        self._wait(lambda: self._positions is not None, "/joint_states")
+        self._wait(lambda: self._positions is not None, JOINT_STATES)
         with self._cond:
             return self._time_s
 
@@ -386,7 +397,7 @@ class RosCellClient:
 
     def joint_positions(self) -> FloatArray:
         """Latest joint positions (rad)."""
-        self._wait(lambda: self._positions is not None, "/joint_states")
+        self._wait(lambda: self._positions is not None, JOINT_STATES)
         with self._cond:
             assert self._positions is not None
             return self._positions.copy()
@@ -446,10 +457,10 @@ class RosCellClient:
         self._subscribe(
             f"{camera}/info",
             CameraInfo,
-            f"/{camera}/camera_info",
+            camera_info(camera),
             lambda msg: self._on_info(camera, msg),
         )
-        self._wait(lambda: camera in self._infos, f"/{camera}/camera_info")
+        self._wait(lambda: camera in self._infos, camera_info(camera))
         calibration = from_camera_info_msg(self._infos[camera], camera)
         return CameraModel(
             calibration.camera_matrix.to_array(),
@@ -482,7 +493,7 @@ class RosCellClient:
     def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
         """Return the first RGB frame of ``camera`` stamped at/after ``after_s`` (default: now)."""
         key = f"{camera}/image"
-        self._subscribe(key, Image, f"/{camera}/image_raw", lambda msg: self._on_image(key, msg))
+        self._subscribe(key, Image, camera_image(camera), lambda msg: self._on_image(key, msg))
         return self._next_frame(key, self.now_s() + 1e-6 if after_s is None else after_s)
 
     def capture_depth(self) -> tuple[float, np.ndarray]:
@@ -491,7 +502,7 @@ class RosCellClient:
         self._subscribe(
             key,
             Image,
-            "/head_camera/depth/image_raw",
+            HEAD_DEPTH,
             lambda msg: self._on_image(key, msg),
         )
         return self._next_frame(key, self.now_s() + 1e-6)
@@ -503,14 +514,14 @@ class RosCellClient:
             KeyError: The frame is not connected to ``world``.
 
         """
-        self._wait(lambda: "base_link" in self._static, "/tf_static")
+        self._wait(lambda: "base_link" in self._static, TF_STATIC)
         with self._cond:
             parents = dict(self._static)
         pose = np.eye(4)
         current = frame
         while current != "world":
             if current not in parents:
-                raise KeyError(f"frame {frame!r} is not connected to 'world' in /tf_static")
+                raise KeyError(f"frame {frame!r} is not connected to 'world' in {TF_STATIC}")
             parent, matrix = parents[current]
             pose = matrix @ pose
             current = parent
@@ -530,12 +541,12 @@ class RosCellClient:
 
     def start_trial(self, seed: int) -> None:
         """Start a trial through ``/trial/start``."""
-        response = self._call(self._start, StartTrial.Request(seed=seed), "/trial/start")
+        response = self._call(self._start, StartTrial.Request(seed=seed), TRIAL_START)
         if not response.success:
-            raise CalibrationError(f"/trial/start refused: {response.message}")
+            raise CalibrationError(f"{TRIAL_START} refused: {response.message}")
 
     def reset_cell(self) -> None:
         """Reset the cell through ``/trial/reset``."""
-        response = self._call(self._reset, Trigger.Request(), "/trial/reset", RESEND_AFTER_S)
+        response = self._call(self._reset, Trigger.Request(), TRIAL_RESET, RESEND_AFTER_S)
         if not response.success:
-            raise CalibrationError(f"/trial/reset refused: {response.message}")
+            raise CalibrationError(f"{TRIAL_RESET} refused: {response.message}")

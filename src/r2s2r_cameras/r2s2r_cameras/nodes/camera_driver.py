@@ -28,6 +28,7 @@ from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
+from r2s2r_common.topics import DIAGNOSTICS, camera_image, camera_info
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import qos_profile_sensor_data
@@ -156,19 +157,19 @@ class CameraDriverNode(SchemaLifecycleNode[CameraDriverConfig]):
         self._calibration = calibration
         self._stats = CaptureStats()
         self._image_pub = self.create_lifecycle_publisher(
-            Image, f"{config.camera_name}/image_raw", qos_profile_sensor_data
+            Image, camera_image(config.camera_name, relative=True), qos_profile_sensor_data
         )
         self._info_pub = self.create_lifecycle_publisher(
-            CameraInfo, f"{config.camera_name}/camera_info", qos_profile_sensor_data
+            CameraInfo, camera_info(config.camera_name, relative=True), qos_profile_sensor_data
         )
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, 10)
         self._diagnostics_timer = self.create_timer(
             config.diagnostics_period_s, self._publish_diagnostics
         )
         self._state_text = "configured"
         self.get_logger().info(
             f"configured {config.backend} backend: {width_px}x{height_px} {backend.encoding} -> "
-            f"{config.encoding} on {config.camera_name}/image_raw"
+            f"{config.encoding} on {camera_image(config.camera_name, relative=True)}"
         )
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:

@@ -29,6 +29,7 @@ from r2s2r_common.ros.params import (
     declare_schema_parameters,
 )
 from r2s2r_common.ros.qos import DEFAULT_QOS
+from r2s2r_common.topics import DIAGNOSTICS
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -141,7 +142,7 @@ class ComponentLifecycleNode(SchemaLifecycleNode[ConfigT], Generic[ConfigT, Comp
     def serve(self, component: ComponentT, diagnostics_rate_hz: float) -> None:
         """Take ``component`` (end of a successful configure); publish its diagnostics."""
         self.component = component
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, DEFAULT_QOS)
         self._diagnostics_timer = self.create_timer(
             1.0 / diagnostics_rate_hz, self._publish_diagnostics
         )

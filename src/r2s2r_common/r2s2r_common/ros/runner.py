@@ -1,5 +1,13 @@
 """``main()`` for every node: build, spin, shut down in ``try/finally``, clean start-up errors.
 
+One error boundary for every node: a :class:`ConfigError` while building (or autostarting) the
+node is one ``[ERROR] invalid configuration: ...`` message on stderr and exit code 2. The hooks
+cover what a node's ``main`` needs beyond "spin until Ctrl-C": spin until the node's work is
+done (``until``), take the exit code from the node (``exit_code``), finish the node's work
+before it is destroyed (``finish``), the exit code of an interrupted run
+(``interrupted_exit_code``) and, for lifecycle nodes, what a failed autostart means
+(``autostart_failed_exit_code``).
+
 Every node also ends with the process that started it (:func:`end_with_owner`): a node of a
 graph never outlives its supervisor, whatever killed the supervisor.
 """
@@ -9,7 +17,7 @@ from __future__ import annotations
 import sys
 import typing
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
@@ -20,6 +28,12 @@ from r2s2r_common.process import terminate_self, watch_owner
 
 #: Exit code of a node whose parameters or configuration files are invalid.
 EXIT_BAD_CONFIGURATION = 2
+
+#: Longest wait (s) between two checks of an ``until`` condition set outside the executor
+#: (by a worker thread); a condition set by a callback is seen as soon as the callback returns.
+UNTIL_POLL_S = 0.1
+
+NodeT = TypeVar("NodeT", bound=Node)
 
 
 def end_with_owner() -> None:
@@ -32,47 +46,56 @@ def end_with_owner() -> None:
 
 
 def run_node(
-    node_factory: Callable[[], Node],
+    node_factory: Callable[[], NodeT],
     executor_factory: Callable[[], Executor] = SingleThreadedExecutor,
     args: list[str] | None = None,
+    *,
+    until: Callable[[NodeT], bool] | None = None,
+    exit_code: Callable[[NodeT], int] | None = None,
+    finish: Callable[[NodeT], None] | None = None,
+    interrupted_exit_code: int = 0,
 ) -> int:
-    """Initialise rclpy, build the node, spin until shutdown and clean up.
+    """Initialise rclpy, build the node, spin, and clean up; return the exit code.
 
-    A :class:`ConfigError` while building the node (bad parameters, bad YAML) is printed as
-    one line on stderr and gives exit code 2, without a traceback, so that a supervisor or
-    ``ros2 launch`` shows the reason. Ctrl-C or SIGTERM ends the spin cleanly with exit code 0,
-    and so does the death of the process that started the node (:func:`end_with_owner`).
+    A :class:`ConfigError` while building the node (bad parameters, bad YAML) is printed on
+    stderr (``[ERROR] invalid configuration: <message>``) and gives exit code 2, without a
+    traceback, so that a supervisor or ``ros2 launch`` shows the reason.
+
+    The spin ends when ``until(node)`` holds, or when ROS shuts down: Ctrl-C, SIGTERM, or the
+    death of the process that started the node (:func:`end_with_owner`). Then the executor is
+    shut down, ``finish(node)`` runs, the node is destroyed and rclpy is shut down, in this
+    order and whatever ended the spin (``finish`` also runs after a failed autostart; the node
+    is destroyed even if ``finish`` raises).
+
+    Args:
+        node_factory: Builds the node (a node class with default arguments will do).
+        executor_factory: Builds the executor the node spins on.
+        args: Command-line arguments for ``rclpy.init`` (default: ``sys.argv``).
+        until: Spin until this holds for the node (checked after every callback and at least
+            every :data:`UNTIL_POLL_S`); None spins until ROS shuts down.
+        exit_code: The exit code once ``until`` held (default 0); needs ``until``.
+        finish: Runs after the spin, before the node is destroyed (close files, stop
+            workers, send a last command).
+        interrupted_exit_code: The exit code when ROS shut down before ``until`` held (or, with
+            no ``until``, whenever the spin ends).
 
     Returns:
         The process exit code.
 
+    Raises:
+        ValueError: ``exit_code`` without ``until``.
+
     """
-    rclpy.init(args=args)
-    end_with_owner()
-    node: Node | None = None
-    try:
-        try:
-            node = node_factory()
-        except ConfigError as error:
-            print(f"[ERROR] invalid configuration: {error}", file=sys.stderr, flush=True)
-            return EXIT_BAD_CONFIGURATION
-        executor = executor_factory()
-        executor.add_node(node)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except RuntimeError:
-            # Ctrl-C shuts the context down while the executor may be taking a message; what
-            # that take raises then is the shutdown, not a failure of the node.
-            if rclpy.ok():
-                raise
-        return 0
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    return _run(
+        node_factory,
+        executor_factory,
+        args,
+        until,
+        exit_code,
+        finish,
+        interrupted_exit_code,
+        start=None,
+    )
 
 
 class AutostartNode(Protocol):
@@ -84,36 +107,118 @@ class AutostartNode(Protocol):
 
 
 def run_lifecycle_node(
-    node_factory: Callable[[], Node],
+    node_factory: Callable[[], NodeT],
     executor_factory: Callable[[], Executor] = SingleThreadedExecutor,
     args: list[str] | None = None,
+    *,
+    autostart_failed_exit_code: int | None = EXIT_BAD_CONFIGURATION,
+    until: Callable[[NodeT], bool] | None = None,
+    exit_code: Callable[[NodeT], int] | None = None,
+    finish: Callable[[NodeT], None] | None = None,
+    interrupted_exit_code: int = 0,
 ) -> int:
     """Like :func:`run_node`, for lifecycle nodes with an ``autostart`` parameter.
 
     With ``autostart`` true (the default where no lifecycle manager runs) the node configures
-    and activates itself; if that fails the process exits with code 2 (the reason is in the
-    node's log), so a supervisor or ``ros2 launch`` sees a dead node instead of one idling
-    unconfigured. With ``autostart`` false the node waits for lifecycle transitions.
+    and activates itself before it spins; if that fails the process exits with
+    ``autostart_failed_exit_code`` (default 2; the reason is in the node's log), so a
+    supervisor or ``ros2 launch`` sees a dead node instead of one idling unconfigured. With
+    ``autostart_failed_exit_code=None`` a failed autostart is logged and the node spins on,
+    waiting for lifecycle transitions. With ``autostart`` false the node waits for lifecycle
+    transitions. The other arguments are :func:`run_node`'s.
 
     Returns:
         The process exit code.
 
     """
 
-    def build() -> Node:
-        node = node_factory()
-        if node.get_parameter("autostart").value:
-            starter = typing.cast(AutostartNode, node)
-            if not starter.autostart():
-                node.get_logger().fatal("autostart failed (see the error above); exiting")
-                raise _AutostartFailedError
-        return node
+    def start(node: NodeT) -> int | None:
+        if not node.get_parameter("autostart").value:
+            return None
+        if typing.cast(AutostartNode, node).autostart():
+            return None
+        if autostart_failed_exit_code is None:
+            node.get_logger().error(
+                "autostart failed (see the error above); waiting for lifecycle transitions"
+            )
+            return None
+        node.get_logger().fatal("autostart failed (see the error above); exiting")
+        return autostart_failed_exit_code
 
+    return _run(
+        node_factory,
+        executor_factory,
+        args,
+        until,
+        exit_code,
+        finish,
+        interrupted_exit_code,
+        start=start,
+    )
+
+
+def _run(
+    node_factory: Callable[[], NodeT],
+    executor_factory: Callable[[], Executor],
+    args: list[str] | None,
+    until: Callable[[NodeT], bool] | None,
+    exit_code: Callable[[NodeT], int] | None,
+    finish: Callable[[NodeT], None] | None,
+    interrupted_exit_code: int,
+    start: Callable[[NodeT], int | None] | None,
+) -> int:
+    """Run a node: the one body of :func:`run_node` and :func:`run_lifecycle_node`.
+
+    ``start`` runs once the node is built, inside the same ConfigError boundary; an exit code
+    from it ends the process before the spin.
+    """
+    if exit_code is not None and until is None:
+        raise ValueError("run_node: exit_code is taken once `until` holds; give `until` too")
+    rclpy.init(args=args)
+    end_with_owner()
+    node: NodeT | None = None
+    executor: Executor | None = None
     try:
-        return run_node(build, executor_factory, args)
-    except _AutostartFailedError:
-        return EXIT_BAD_CONFIGURATION
+        try:
+            node = node_factory()
+            start_code = start(node) if start is not None else None
+        except ConfigError as error:
+            print(f"[ERROR] invalid configuration: {error}", file=sys.stderr, flush=True)
+            return EXIT_BAD_CONFIGURATION
+        if start_code is not None:
+            return start_code
+        executor = executor_factory()
+        executor.add_node(node)
+        if not _spin(executor, node, until):
+            return interrupted_exit_code
+        return exit_code(node) if exit_code is not None else 0
+    finally:
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            try:
+                if finish is not None:
+                    finish(node)
+            finally:
+                node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
 
 
-class _AutostartFailedError(Exception):
-    """Raised out of the node factory when autostart fails."""
+def _spin(executor: Executor, node: NodeT, until: Callable[[NodeT], bool] | None) -> bool:
+    """Spin until ``until(node)`` holds (True) or ROS shuts down first (False)."""
+    try:
+        if until is None:
+            executor.spin()
+            return False
+        while rclpy.ok() and not until(node):
+            executor.spin_once(timeout_sec=UNTIL_POLL_S)
+        return until(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return False
+    except RuntimeError:
+        # Ctrl-C shuts the context down while the executor may be taking a message; what
+        # that take raises then is the shutdown, not a failure of the node.
+        if rclpy.ok():
+            raise
+        return False

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from r2s2r_common.config import ConfigError, parse_config
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
+from r2s2r_description.transforms import wrap_angle
 from r2s2r_sim.backend import SimBackend
 from r2s2r_sim.task import TrialOutcome, TrialRunner
 from r2s2r_world.kinematics import IkError
@@ -112,7 +113,7 @@ def _object_in_base(
     world_yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
     position = (base_inverse @ np.append(pose.position_m, 1.0))[:3]
     yaw = world_yaw + yaw_of_matrix(base_inverse)
-    return position, math.atan2(math.sin(yaw), math.cos(yaw)), pose.active
+    return position, wrap_angle(yaw, upper_closed=True), pose.active
 
 
 class MimicGenGenerator:

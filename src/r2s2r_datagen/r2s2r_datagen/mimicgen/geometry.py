@@ -65,11 +65,6 @@ def yaw_pose(position_m: Sequence[float] | FloatArray, yaw_rad: float) -> FloatA
     return pose
 
 
-def wrap_angle(angle_rad: float) -> float:
-    """Wrap to (−π, π]."""
-    return math.atan2(math.sin(angle_rad), math.cos(angle_rad))
-
-
 def symmetry_period_rad(shape: str, size_m: Sequence[float]) -> float:
     """Yaw period of an object's appearance: 0 for rotationally symmetric (any yaw).
 

@@ -21,7 +21,19 @@ import h5py
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
-from r2s2r_recorder.dataset import Episode, EpisodeDataset, EpisodeMetadata
+from r2s2r_recorder.dataset import (
+    ACTIONS_KEY,
+    DATA_GROUP,
+    METADATA_ATTR,
+    OBJECT_POSE_KEY,
+    OBJECT_POSE_VALID_KEY,
+    OBS_GROUP,
+    TIMESTAMPS_KEY,
+    Episode,
+    EpisodeDataset,
+    EpisodeMetadata,
+    episode_keys,
+)
 from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.mimicgen.annotation import (
@@ -299,26 +311,23 @@ def _read_arrays(path: str | Path) -> Iterator[_EpisodeArrays]:
     index = 0
     for file_path in files:
         with h5py.File(file_path, "r") as handle:
-            data = handle["data"]
-            keys = sorted(
-                (k for k in data if k.startswith("demo_")), key=lambda k: int(k.split("_", 1)[1])
-            )
-            for key in keys:
+            data = handle[DATA_GROUP]
+            for key in episode_keys(data):
                 group = data[key]
-                obs = group["obs"]
+                obs = group[OBS_GROUP]
                 yield _EpisodeArrays(
                     index=index,
-                    metadata=EpisodeMetadata.model_validate_json(group.attrs["metadata"]),
-                    times_s=np.asarray(group["timestamps_s"], dtype=float),
-                    actions=np.asarray(group["actions"], dtype=float),
+                    metadata=EpisodeMetadata.model_validate_json(group.attrs[METADATA_ATTR]),
+                    times_s=np.asarray(group[TIMESTAMPS_KEY], dtype=float),
+                    actions=np.asarray(group[ACTIONS_KEY], dtype=float),
                     object_pose=(
-                        np.asarray(obs["object_pose"], dtype=float)
-                        if "object_pose" in obs
+                        np.asarray(obs[OBJECT_POSE_KEY], dtype=float)
+                        if OBJECT_POSE_KEY in obs
                         else None
                     ),
                     object_valid=(
-                        np.asarray(obs["object_pose_valid"], dtype=bool)
-                        if "object_pose_valid" in obs
+                        np.asarray(obs[OBJECT_POSE_VALID_KEY], dtype=bool)
+                        if OBJECT_POSE_VALID_KEY in obs
                         else None
                     ),
                 )

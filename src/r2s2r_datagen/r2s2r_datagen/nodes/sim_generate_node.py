@@ -17,13 +17,12 @@ import time
 import traceback
 from collections.abc import Callable
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from r2s2r_common.config import ConfigError
+from r2s2r_common.errors import EXIT_INTERRUPTED
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS
-from r2s2r_common.ros.runner import end_with_owner
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from r2s2r_common.ros.runner import run_node
+from r2s2r_common.topics import DIAGNOSTICS
 from rclpy.node import Node
 
 from r2s2r_datagen.config import GenerateConfig
@@ -64,7 +63,7 @@ class SimGenerateNode(Node):
         self.summary: RunSummary | None = None
         self.error: str | None = None
         self.done = threading.Event()
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self._diagnostics = self.create_publisher(DiagnosticArray, DIAGNOSTICS, DEFAULT_QOS)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self._thread = threading.Thread(target=self._run, name="sim_generate_job", daemon=True)
         self._thread.start()
@@ -120,29 +119,19 @@ class SimGenerateNode(Node):
 
 
 def main(args: list[str] | None = None, job: GenerationJob = run_generation) -> None:
-    """Run the job; exit 0 when done, non-zero on failure (see the module docstring)."""
-    rclpy.init(args=args)
-    end_with_owner()
-    node: SimGenerateNode | None = None
-    code = EXIT_JOB_ERROR
-    try:
-        node = SimGenerateNode(job)
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        while rclpy.ok() and not node.done.is_set():
-            executor.spin_once(timeout_sec=0.2)
-        code = node.exit_code
-    except ConfigError as error:
-        print(f"sim_generate: bad parameters:\n{error}", file=sys.stderr)
-        code = EXIT_BAD_PARAMETERS
-    except (KeyboardInterrupt, ExternalShutdownException):
-        code = 130
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    sys.exit(code)
+    """Run the job; exit 0 when done, non-zero on failure (see the module docstring).
+
+    Ctrl-C (or SIGTERM) before the job is done exits with code 130.
+    """
+    sys.exit(
+        run_node(
+            lambda: SimGenerateNode(job),
+            args=args,
+            until=lambda node: node.done.is_set(),
+            exit_code=lambda node: node.exit_code,
+            interrupted_exit_code=EXIT_INTERRUPTED,
+        )
+    )
 
 
 if __name__ == "__main__":

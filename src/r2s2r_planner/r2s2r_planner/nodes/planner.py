@@ -10,22 +10,24 @@ multi-threaded executor, so the subscriptions keep updating while it plans. The 
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Literal
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import TwistStamped
 from pydantic import Field
 from r2s2r_common.config import ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
-from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import set_stamp, stamp_to_s
+from r2s2r_common.topics import BELT_SPEED, JOINT_STATES, OBJECT_TRACKS, joint_trajectory
+from r2s2r_description.controllers import ARM, HAND, controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from r2s2r_world.world import load_world
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
@@ -104,19 +106,19 @@ class PlannerNode(Node):
             self.get_logger().error("r2s2r_interfaces not importable: no /objects/tracks")
         else:
             self.create_subscription(
-                ObjectTrackArray, "/objects/tracks", self._on_tracks, 10, callback_group=sensors
+                ObjectTrackArray, OBJECT_TRACKS, self._on_tracks, 10, callback_group=sensors
             )
         self.create_subscription(
-            JointState, "/joint_states", self._on_joints, 10, callback_group=sensors
+            JointState, JOINT_STATES, self._on_joints, 10, callback_group=sensors
         )
         self.create_subscription(
-            TwistStamped, "/belt/speed", self._on_belt, 10, callback_group=sensors
+            TwistStamped, BELT_SPEED, self._on_belt, 10, callback_group=sensors
         )
         self._arm_pub = self.create_publisher(
-            JointTrajectory, "/arm_controller/joint_trajectory", 10
+            JointTrajectory, joint_trajectory(controller_name(ARM)), 10
         )
         self._hand_pub = self.create_publisher(
-            JointTrajectory, "/hand_controller/joint_trajectory", 10
+            JointTrajectory, joint_trajectory(controller_name(HAND)), 10
         )
         self.create_service(Trigger, "~/plan_pick", self._on_plan_pick, callback_group=planning)
         self.get_logger().info(f"planner ready ({planner.name} backend)")
@@ -193,18 +195,4 @@ def main(args: list[str] | None = None) -> None:
     ones wait in their queues. rclpy's MultiThreadedExecutor would update them during planning
     but spends a whole core and drops most samples of the 500 Hz ``/joint_states``.
     """
-    rclpy.init(args=args)
-    end_with_owner()
-    node = None
-    try:
-        node = PlannerNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    sys.exit(run_node(PlannerNode, SingleThreadedExecutor, args))

@@ -12,18 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
+from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY
 
 from ..models import Policy, build_policy
 from ..normalization import FeatureStats, NormalizationStats
-from ..spec import (
-    ACTIONS_KEY,
-    BELT_SPEED_KEY,
-    DEFAULT_IMAGE_KEYS,
-    JOINT_POS_KEY,
-    ImageSpec,
-    ModelConfig,
-    PolicySpec,
-)
+from ..spec import DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
 
 TINY_MODEL_PARAMS: dict[str, Any] = {
     "conv_channels": [8, 16],

@@ -32,19 +32,18 @@ from pathlib import Path
 from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
+from r2s2r_recorder.dataset import IMAGE_KEY_OF_CAMERA
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
 
 from ..checkpoint import load_checkpoint
-from ..inference import ActionCommand, InferenceConfig, InferenceEngine
+from ..inference.commands import ActionCommand
+from ..inference.engine import InferenceConfig, InferenceEngine
 from ..models import Policy
 from ..spec import RobotSpec
 from .report import EvaluationReport
 from .trials import NOMINAL, EvaluationConfig, TrialRecord, TrialSpec, trial_plan
-
-CAMERA_KEYS = {"head_camera": "head_camera_rgb", "hand_camera": "hand_camera_rgb"}
-"""Cell camera name -> policy observation key (the node reads ``/<camera>/image_raw``)."""
 
 HEAD_CAMERA = "head_camera"
 """The camera the belt-speed vision and the object tracker use."""
@@ -121,7 +120,7 @@ def run_trial(
         if speed is not None and step.encoder_angle_rad is not None:
             engine.observe_belt_speed(speed.speed_mps)
         for frame in step.frames:
-            key = CAMERA_KEYS.get(frame.camera_name)
+            key = IMAGE_KEY_OF_CAMERA.get(frame.camera_name)
             if key in engine.spec.image_keys:
                 engine.observe_image(key, frame.rgb)
         if step.outcome is not None:

@@ -27,6 +27,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
 from r2s2r_common.ros.qos import OUTCOME_QOS
 from r2s2r_common.ros.services import ServiceNoAnswerError, call_service
+from r2s2r_common.topics import TRIAL_OUTCOME, TRIAL_RESET, TRIAL_START
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -70,9 +71,9 @@ class EvaluationHarness:
         self.service_timeout_s = service_timeout_s
         self._start_type = StartTrial
         self.outcomes: dict[int, Any] = {}
-        self.node.create_subscription(TrialOutcome, "/trial/outcome", self._on_outcome, OUTCOME_QOS)
-        self.start_client: Any = self.node.create_client(StartTrial, "/trial/start")
-        self.reset_client: Any = self.node.create_client(Trigger, "/trial/reset")
+        self.node.create_subscription(TrialOutcome, TRIAL_OUTCOME, self._on_outcome, OUTCOME_QOS)
+        self.start_client: Any = self.node.create_client(StartTrial, TRIAL_START)
+        self.reset_client: Any = self.node.create_client(Trigger, TRIAL_RESET)
         self.policy_node = policy_node
         self.change_state: Any = (
             self.node.create_client(ChangeState, f"/{policy_node}/change_state")
@@ -182,13 +183,13 @@ class EvaluationHarness:
 
         """
         self.set_policy_active(False)
-        reset = self._call(self.reset_client, Trigger.Request(), "/trial/reset", RESEND_AFTER_S)
+        reset = self._call(self.reset_client, Trigger.Request(), TRIAL_RESET, RESEND_AFTER_S)
         if not reset.success:
-            raise HarnessError(f"/trial/reset refused: {reset.message}")
+            raise HarnessError(f"{TRIAL_RESET} refused: {reset.message}")
         request = self._start_type.Request(seed=seed, condition=condition)
-        started = self._call(self.start_client, request, "/trial/start")
+        started = self._call(self.start_client, request, TRIAL_START)
         if not started.success:
-            raise HarnessError(f"/trial/start refused: {started.message}")
+            raise HarnessError(f"{TRIAL_START} refused: {started.message}")
         trial_id = int(started.trial_id)
         self.set_policy_active(True)
         self.spin_until(lambda: trial_id in self.outcomes, wall_timeout_s)

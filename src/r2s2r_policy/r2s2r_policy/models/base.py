@@ -26,18 +26,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 from r2s2r_common.config import ConfigModel
+from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 from torch import nn
 
 from ..normalization import NormalizationStats
-from ..spec import (
-    ACTION_MASK_KEY,
-    ACTIONS_KEY,
-    BELT_SPEED_KEY,
-    JOINT_POS_KEY,
-    OBJECT_TRACK_KEY,
-    PALM_OBJECT_KEY,
-    PolicySpec,
-)
+from ..spec import ACTION_MASK_KEY, PALM_OBJECT_KEY, PolicySpec
 from .palm_frame import PalmObjectFeatures
 from .reach import REACH_DIM, ObjectRelativeReach
 
@@ -225,7 +218,7 @@ class Policy(nn.Module, abc.ABC):
                 raise ValueError(
                     f"observation[{image.key!r}]: expected uint8 {expected}, "
                     f"got {value.dtype} {value.shape} (resize at the edge, see "
-                    "r2s2r_policy.data.resize_image)"
+                    "r2s2r_policy.data.chunks.resize_image)"
                 )
         joints = observation.get(JOINT_POS_KEY)
         if joints is None or joints.shape != (len(self.spec.joint_names),):

@@ -20,10 +20,11 @@ from typing import Literal, cast
 import torch
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch import nn
 
 from ..normalization import NormalizationStats
-from ..spec import ACTION_MASK_KEY, ACTIONS_KEY, PolicySpec
+from ..spec import ACTION_MASK_KEY, PolicySpec
 from .base import Batch, Policy, masked_chunk_loss
 
 

@@ -10,7 +10,7 @@ unconfigured and never commands. Subscriptions: ``/<camera>/image_raw`` per came
 :class:`~r2s2r_recorder.dataset.ObjectTrackLatch` as the datasets).
 
 activate: observations are cleared (the policy waits for fresh inputs) and the
-:class:`~r2s2r_policy.inference.InferenceEngine` worker thread starts; every action chunk is
+:class:`~r2s2r_policy.inference.engine.InferenceEngine` worker thread starts; every action chunk is
 published as ONE JointTrajectory with several points (``time_from_start`` set, header stamp
 zero = start now) per controller on ``/arm_controller/joint_trajectory`` and
 ``/hand_controller/joint_trajectory``. Safety (joint position and velocity limits, stale inputs
@@ -24,11 +24,11 @@ messages.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Literal
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
 from pydantic import Field
@@ -37,23 +37,32 @@ from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
-from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import duration_msg
+from r2s2r_common.topics import (
+    BELT_SPEED,
+    DIAGNOSTICS,
+    JOINT_STATES,
+    OBJECT_TRACKS,
+    camera_image,
+    joint_trajectory,
+)
+from r2s2r_description.controllers import controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import (
     TRACKER_SOURCE,
-    TrackView,
     object_track_fields,
-    yaw_from_quat,
+    track_view_from_msg,
 )
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray
+from r2s2r_interfaces.msg import ObjectTrackArray
 from r2s2r_policy.checkpoint import CheckpointError, load_checkpoint
-from r2s2r_policy.inference import ActionCommand, InferenceConfig, InferenceEngine
+from r2s2r_policy.inference.commands import ActionCommand
+from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine
 from r2s2r_policy.spec import DEFAULT_IMAGE_KEYS, ImageSpec, RobotSpec, SpecMismatchError
 
 
@@ -127,10 +136,10 @@ class PolicyInferenceParams(ConfigModel):
     ensemble_weight_decay: float = Field(
         default=0.01, ge=0.0, le=10.0, description="temporal_ensemble: m of exp(-m·i) weights."
     )
-    joint_states_topic: str = Field(default="/joint_states", description="JointState input.")
-    belt_speed_topic: str = Field(default="/belt/speed", description="TwistStamped belt speed.")
+    joint_states_topic: str = Field(default=JOINT_STATES, description="JointState input.")
+    belt_speed_topic: str = Field(default=BELT_SPEED, description="TwistStamped belt speed.")
     object_tracks_topic: str = Field(
-        default="/objects/tracks", description="ObjectTrackArray input (object_tracker)."
+        default=OBJECT_TRACKS, description="ObjectTrackArray input (object_tracker)."
     )
     diagnostics_period_s: float = Field(
         default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics."
@@ -177,21 +186,9 @@ class PolicyInferenceParams(ConfigModel):
         )
 
 
-def track_view(track: ObjectTrack) -> TrackView:
-    """Convert an ``ObjectTrack`` message (pose in the array's frame, base_link) to a view."""
-    p, q, v = track.pose.position, track.pose.orientation, track.twist.linear
-    return TrackView(
-        track_id=int(track.id),
-        type_name=str(track.object_type),
-        position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
-        velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
-        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
-    )
-
-
 def camera_topic(key: str) -> str:
     """Return the image topic of a camera key: ``head_camera_rgb`` -> ``/head_camera/image_raw``."""
-    return f"/{key.removesuffix('_rgb')}/image_raw"
+    return camera_image(key.removesuffix("_rgb"))
 
 
 def trajectory_messages(command: ActionCommand) -> dict[str, JointTrajectory]:
@@ -266,11 +263,11 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
     def _create_interfaces(self, params: PolicyInferenceParams) -> None:
         self._pubs = {
             controller: self.create_lifecycle_publisher(
-                JointTrajectory, f"/{controller}_controller/joint_trajectory", RELIABLE_QOS
+                JointTrajectory, joint_trajectory(controller_name(controller)), RELIABLE_QOS
             )
             for controller in ("arm", "hand")
         }
-        self._pubs["diagnostics"] = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pubs["diagnostics"] = self.create_publisher(DiagnosticArray, DIAGNOSTICS, 10)
         self._subs = [
             self.create_subscription(
                 Image,
@@ -393,7 +390,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         if engine is None or not engine.uses_object_tracks:
             return
         try:
-            engine.observe_object_tracks([track_view(track) for track in msg.tracks])
+            engine.observe_object_tracks([track_view_from_msg(track) for track in msg.tracks])
         except ValueError as error:
             self._drop("object_tracks", str(error))
 
@@ -449,21 +446,22 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node; with ``autostart`` it configures and activates itself."""
-    rclpy.init(args=args)
-    end_with_owner()
-    node = PolicyInferenceNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        if node.get_parameter("autostart").value and not node.autostart():
-            node.get_logger().error("autostart failed; waiting for lifecycle transitions")
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
+    """Run the node; with ``autostart`` it configures and activates itself.
+
+    A failed autostart is logged and the node waits for lifecycle transitions. On shutdown the
+    engine stops (a hold command if the node was active) before the node is destroyed.
+    """
+
+    def stop_engine(node: PolicyInferenceNode) -> None:
         if node.engine is not None:
             node.engine.stop(send_hold=node._active)
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+
+    sys.exit(
+        run_lifecycle_node(
+            PolicyInferenceNode,
+            SingleThreadedExecutor,
+            args,
+            autostart_failed_exit_code=None,
+            finish=stop_engine,
+        )
+    )

@@ -1,8 +1,10 @@
 """Episode datasets shared by the recorder, data generation and policy training.
 
-Import from here: the schema (:class:`Episode`, :class:`EpisodeMetadata`), the shard writer
-(:class:`EpisodeWriter`), the lazy reader (:class:`EpisodeDataset`), :func:`merge_shards` and
-:func:`dataset_info`. The storage format is robomimic-style HDF5; :mod:`.hdf5` says why.
+Import from here: the schema (:class:`Episode`, :class:`EpisodeMetadata`, and every name a
+dataset file spells: ``*_KEY``, ``*_GROUP``, ``*_ATTR``, defined once in :mod:`.schema`), the
+shard writer (:class:`EpisodeWriter`), the lazy reader (:class:`EpisodeDataset`),
+:func:`merge_shards` and :func:`dataset_info`. The storage format is robomimic-style HDF5;
+:mod:`.hdf5` says why.
 """
 
 from .hdf5 import (
@@ -12,36 +14,69 @@ from .hdf5 import (
     EpisodeWriter,
     MergeReport,
     dataset_info,
+    episode_keys,
     merge_shards,
 )
 from .object_track import (
-    OBJECT_TRACK_KEY,
     TRACKER_SOURCE,
     ObjectTrackLatch,
     TrackView,
     object_track_fields,
+    track_view_from_msg,
     type_names_of,
     yaw_from_quat,
 )
 from .schema import (
+    ACTIONS_KEY,
     BELT_SPEED_KEY,
     CAMERA_KEYS,
+    DATA_GROUP,
+    ENV_ARGS_ATTR,
+    EPISODE_PREFIX,
+    HAND_CAMERA_KEY,
+    HEAD_CAMERA_KEY,
+    IMAGE_KEY_OF_CAMERA,
     JOINT_POS_KEY,
+    METADATA_ATTR,
+    NUM_SAMPLES_ATTR,
     OBJECT_POSE_KEY,
     OBJECT_POSE_VALID_KEY,
+    OBJECT_TRACK_KEY,
+    OBS_GROUP,
     SCHEMA_VERSION,
+    SCHEMA_VERSION_ATTR,
+    SUMMARY_ATTRS,
+    TIMESTAMPS_KEY,
+    TOTAL_ATTR,
     Episode,
     EpisodeMetadata,
+    episode_group,
+    episode_group_index,
+    obs_path,
 )
 
 __all__ = [
+    "ACTIONS_KEY",
     "BELT_SPEED_KEY",
     "CAMERA_KEYS",
+    "DATA_GROUP",
+    "ENV_ARGS_ATTR",
+    "EPISODE_PREFIX",
+    "HAND_CAMERA_KEY",
+    "HEAD_CAMERA_KEY",
+    "IMAGE_KEY_OF_CAMERA",
     "JOINT_POS_KEY",
+    "METADATA_ATTR",
+    "NUM_SAMPLES_ATTR",
     "OBJECT_POSE_KEY",
     "OBJECT_POSE_VALID_KEY",
     "OBJECT_TRACK_KEY",
+    "OBS_GROUP",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSION_ATTR",
+    "SUMMARY_ATTRS",
+    "TIMESTAMPS_KEY",
+    "TOTAL_ATTR",
     "TRACKER_SOURCE",
     "DatasetError",
     "DatasetInfo",
@@ -53,8 +88,13 @@ __all__ = [
     "ObjectTrackLatch",
     "TrackView",
     "dataset_info",
+    "episode_group",
+    "episode_group_index",
+    "episode_keys",
     "merge_shards",
     "object_track_fields",
+    "obs_path",
+    "track_view_from_msg",
     "type_names_of",
     "yaw_from_quat",
 ]

@@ -9,7 +9,7 @@ and the HF hub client. That does not install *cleanly* beside the workspace envi
 we write robomimic-style HDF5 through h5py, which every robot-learning toolkit that reads
 robomimic data can open.
 
-Layout of one file (a *shard*)::
+Layout of one file (a *shard*; every name is a constant of :mod:`.schema`)::
 
     /data                        attrs: r2s2r_schema_version, total (frames), env_args (JSON)
     /data/demo_<k>               attrs: num_samples, metadata (JSON of EpisodeMetadata),
@@ -40,14 +40,28 @@ import h5py
 import numpy as np
 
 from .schema import (
+    ACTIONS_KEY,
     BELT_SPEED_KEY,
     CAMERA_KEYS,
+    DATA_GROUP,
+    ENV_ARGS_ATTR,
+    EPISODE_PREFIX,
     JOINT_POS_KEY,
+    METADATA_ATTR,
+    NUM_SAMPLES_ATTR,
     OBJECT_POSE_KEY,
     OBJECT_POSE_VALID_KEY,
+    OBS_GROUP,
     SCHEMA_VERSION,
+    SCHEMA_VERSION_ATTR,
+    SUMMARY_ATTRS,
+    TIMESTAMPS_KEY,
+    TOTAL_ATTR,
     Episode,
     EpisodeMetadata,
+    episode_group,
+    episode_group_index,
+    obs_path,
 )
 
 _PARTIAL_PREFIX = "_partial_"
@@ -76,10 +90,13 @@ def _dataset_files(path: str | Path) -> list[Path]:
     raise DatasetError(f"{root}: dataset path not found (expected a .hdf5 file or a directory)")
 
 
-def _demo_keys(data: h5py.Group) -> list[str]:
-    """Return the complete episode group names in index order (``demo_0``, ``demo_1``...)."""
-    keys = [k for k in data if k.startswith("demo_")]
-    return sorted(keys, key=lambda k: int(k.split("_", 1)[1]))
+def episode_keys(data: h5py.Group) -> list[str]:
+    """Return the complete episode group names of a file's ``data`` group in index order.
+
+    ``demo_0``, ``demo_1``, ...: a half-written episode (a temporary name) is not one of them.
+    """
+    keys = [k for k in data if k.startswith(EPISODE_PREFIX)]
+    return sorted(keys, key=episode_group_index)
 
 
 class EpisodeWriter:
@@ -112,21 +129,21 @@ class EpisodeWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._compression_level = compression_level
         self._file = h5py.File(self.path, "a" if append_existing else "w-")
-        data = self._file.require_group("data")
+        data = self._file.require_group(DATA_GROUP)
         for key in list(data):
             if key.startswith(_PARTIAL_PREFIX):
                 del data[key]
-        data.attrs["r2s2r_schema_version"] = SCHEMA_VERSION
-        data.attrs.setdefault("env_args", json.dumps({"env_name": "r2s2r", "type": 0}))
-        keys = _demo_keys(data)
-        self._next_index = int(keys[-1].split("_", 1)[1]) + 1 if keys else 0
-        self._total = int(sum(int(data[k].attrs["num_samples"]) for k in keys))
-        data.attrs["total"] = self._total
+        data.attrs[SCHEMA_VERSION_ATTR] = SCHEMA_VERSION
+        data.attrs.setdefault(ENV_ARGS_ATTR, json.dumps({"env_name": "r2s2r", "type": 0}))
+        keys = episode_keys(data)
+        self._next_index = episode_group_index(keys[-1]) + 1 if keys else 0
+        self._total = int(sum(int(data[k].attrs[NUM_SAMPLES_ATTR]) for k in keys))
+        data.attrs[TOTAL_ATTR] = self._total
 
     @property
     def num_episodes(self) -> int:
         """Episodes in the shard so far."""
-        return len(_demo_keys(self._file["data"]))
+        return len(episode_keys(self._file[DATA_GROUP]))
 
     def append(self, episode: Episode) -> int:
         """Validate and write one episode; returns its index in this shard.
@@ -136,11 +153,11 @@ class EpisodeWriter:
 
         """
         episode.validate()
-        data = self._file["data"]
+        data = self._file[DATA_GROUP]
         index = self._next_index
-        partial = f"{_PARTIAL_PREFIX}demo_{index}"
+        partial = f"{_PARTIAL_PREFIX}{episode_group(index)}"
         group = data.create_group(partial)
-        obs = group.create_group("obs")
+        obs = group.create_group(OBS_GROUP)
         image_opts: dict[str, Any] = {}
         if self._compression_level > 0:
             image_opts = {"compression": "gzip", "compression_opts": self._compression_level}
@@ -157,16 +174,16 @@ class EpisodeWriter:
             )
         for key, values in episode.extra_obs.items():
             obs.create_dataset(key, data=values)
-        group.create_dataset("actions", data=episode.actions.astype(np.float32))
-        group.create_dataset("timestamps_s", data=episode.timestamps_s.astype(np.float64))
+        group.create_dataset(ACTIONS_KEY, data=episode.actions.astype(np.float32))
+        group.create_dataset(TIMESTAMPS_KEY, data=episode.timestamps_s.astype(np.float64))
         meta = episode.metadata
-        group.attrs["num_samples"] = episode.num_frames
-        group.attrs["metadata"] = meta.model_dump_json()
-        for name in ("source", "behavior_source", "outcome", "task", "object_type"):
+        group.attrs[NUM_SAMPLES_ATTR] = episode.num_frames
+        group.attrs[METADATA_ATTR] = meta.model_dump_json()
+        for name in SUMMARY_ATTRS:
             group.attrs[name] = str(getattr(meta, name))
-        data.move(partial, f"demo_{index}")
+        data.move(partial, episode_group(index))
         self._total += episode.num_frames
-        data.attrs["total"] = self._total
+        data.attrs[TOTAL_ATTR] = self._total
         self._file.flush()
         self._next_index += 1
         return index
@@ -219,12 +236,14 @@ class EpisodeDataset:
         for file_index, file_path in enumerate(self._files):
             try:
                 with h5py.File(file_path, "r") as handle:
-                    if "data" not in handle:
-                        raise DatasetError(f"{file_path}: no /data group (not an r2s2r dataset)")
-                    data = handle["data"]
-                    for key in _demo_keys(data):
+                    if DATA_GROUP not in handle:
+                        raise DatasetError(
+                            f"{file_path}: no /{DATA_GROUP} group (not an r2s2r dataset)"
+                        )
+                    data = handle[DATA_GROUP]
+                    for key in episode_keys(data):
                         refs.append(
-                            _EpisodeRef(file_index, key, int(data[key].attrs["num_samples"]))
+                            _EpisodeRef(file_index, key, int(data[key].attrs[NUM_SAMPLES_ATTR]))
                         )
             except OSError as error:
                 raise DatasetError(
@@ -261,11 +280,11 @@ class EpisodeDataset:
         if handle is None:
             handle = h5py.File(self._files[ref.file_index], "r")
             self._handles[ref.file_index] = handle
-        return handle["data"][ref.key]
+        return handle[DATA_GROUP][ref.key]
 
     def metadata(self, episode_index: int) -> EpisodeMetadata:
         """Metadata of one episode."""
-        return EpisodeMetadata.model_validate_json(self._group(episode_index).attrs["metadata"])
+        return EpisodeMetadata.model_validate_json(self._group(episode_index).attrs[METADATA_ATTR])
 
     def locate(self, global_frame: int) -> tuple[int, int]:
         """Map a frame index over the whole dataset to ``(episode_index, frame_index)``."""
@@ -286,26 +305,27 @@ class EpisodeDataset:
         if not 0 <= frame_index < length:
             raise IndexError(f"frame_index = {frame_index}: expected 0..{length - 1}")
         out: dict[str, np.ndarray] = {
-            f"obs/{key}": np.asarray(group["obs"][key][frame_index]) for key in group["obs"]
+            obs_path(key): np.asarray(group[OBS_GROUP][key][frame_index])
+            for key in group[OBS_GROUP]
         }
-        out["actions"] = np.asarray(group["actions"][frame_index])
-        out["timestamp_s"] = np.asarray(group["timestamps_s"][frame_index])
+        out[ACTIONS_KEY] = np.asarray(group[ACTIONS_KEY][frame_index])
+        out["timestamp_s"] = np.asarray(group[TIMESTAMPS_KEY][frame_index])
         return out
 
     def episode(self, episode_index: int) -> Episode:
         """Load one whole episode into memory."""
         group = self._group(episode_index)
-        obs = group["obs"]
+        obs = group[OBS_GROUP]
         images = {k: np.asarray(obs[k]) for k in CAMERA_KEYS if k in obs}
         known = {*CAMERA_KEYS, JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_POSE_KEY}
         known.add(OBJECT_POSE_VALID_KEY)
         return Episode(
             metadata=self.metadata(episode_index),
-            timestamps_s=np.asarray(group["timestamps_s"]),
+            timestamps_s=np.asarray(group[TIMESTAMPS_KEY]),
             images=images,
             joint_pos_rad=np.asarray(obs[JOINT_POS_KEY]),
             belt_speed_mps=np.asarray(obs[BELT_SPEED_KEY]).reshape(-1),
-            actions=np.asarray(group["actions"]),
+            actions=np.asarray(group[ACTIONS_KEY]),
             object_pose=np.asarray(obs[OBJECT_POSE_KEY]) if OBJECT_POSE_KEY in obs else None,
             object_pose_valid=(
                 np.asarray(obs[OBJECT_POSE_VALID_KEY]) if OBJECT_POSE_VALID_KEY in obs else None
@@ -339,10 +359,10 @@ class EpisodeDataset:
 def _features_of(group: h5py.Group) -> dict[str, tuple[tuple[int, ...], str]]:
     """Per-frame shape and dtype of every array of one episode group."""
     features: dict[str, tuple[tuple[int, ...], str]] = {}
-    for key in group["obs"]:
-        dset = group["obs"][key]
-        features[f"obs/{key}"] = (tuple(int(d) for d in dset.shape[1:]), str(dset.dtype))
-    for key in ("actions", "timestamps_s"):
+    for key in group[OBS_GROUP]:
+        dset = group[OBS_GROUP][key]
+        features[obs_path(key)] = (tuple(int(d) for d in dset.shape[1:]), str(dset.dtype))
+    for key in (ACTIONS_KEY, TIMESTAMPS_KEY):
         dset = group[key]
         features[key] = (tuple(int(d) for d in dset.shape[1:]), str(dset.dtype))
     return features
@@ -350,12 +370,15 @@ def _features_of(group: h5py.Group) -> dict[str, tuple[tuple[int, ...], str]]:
 
 def _check_episode(group: h5py.Group) -> None:
     """Read the last frame of every array, which fails on a truncated or corrupt file."""
-    length = int(group.attrs["num_samples"])
-    EpisodeMetadata.model_validate_json(group.attrs["metadata"])
-    arrays = [group["obs"][k] for k in group["obs"]] + [group["actions"], group["timestamps_s"]]
+    length = int(group.attrs[NUM_SAMPLES_ATTR])
+    EpisodeMetadata.model_validate_json(group.attrs[METADATA_ATTR])
+    obs = group[OBS_GROUP]
+    arrays = [obs[k] for k in obs] + [group[ACTIONS_KEY], group[TIMESTAMPS_KEY]]
     for dset in arrays:
         if dset.shape[0] != length:
-            raise DatasetError(f"{dset.name}: {dset.shape[0]} frames, num_samples says {length}")
+            raise DatasetError(
+                f"{dset.name}: {dset.shape[0]} frames, {NUM_SAMPLES_ATTR} says {length}"
+            )
         _ = dset[length - 1]
         _ = dset[0]
 
@@ -406,15 +429,15 @@ def merge_shards(shards: Sequence[str | Path], output: str | Path) -> MergeRepor
     reference: dict[str, tuple[tuple[int, ...], str]] | None = None
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with h5py.File(out_path, "w-") as out:
-        out_data = out.create_group("data")
-        out_data.attrs["r2s2r_schema_version"] = SCHEMA_VERSION
-        out_data.attrs["env_args"] = json.dumps({"env_name": "r2s2r", "type": 0})
+        out_data = out.create_group(DATA_GROUP)
+        out_data.attrs[SCHEMA_VERSION_ATTR] = SCHEMA_VERSION
+        out_data.attrs[ENV_ARGS_ATTR] = json.dumps({"env_name": "r2s2r", "type": 0})
         for shard in shards:
             shard_path = Path(shard)
             try:
                 with h5py.File(shard_path, "r") as src:
-                    data = src["data"]
-                    keys = _demo_keys(data)
+                    data = src[DATA_GROUP]
+                    keys = episode_keys(data)
                     for key in keys:
                         _check_episode(data[key])
                         features = _features_of(data[key])
@@ -424,14 +447,14 @@ def merge_shards(shards: Sequence[str | Path], output: str | Path) -> MergeRepor
                             diff = sorted(set(features.items()) ^ set(reference.items()))
                             raise DatasetError(f"{key}: features differ from first shard: {diff}")
                     for key in keys:
-                        name = f"demo_{report.episodes}"
+                        name = episode_group(report.episodes)
                         src.copy(data[key], out_data, name=name)
                         report.episodes += 1
-                        report.frames += int(data[key].attrs["num_samples"])
+                        report.frames += int(data[key].attrs[NUM_SAMPLES_ATTR])
                 report.merged_shards.append(shard_path)
             except (OSError, KeyError, ValueError, RuntimeError) as error:
                 report.excluded.append((shard_path, f"{type(error).__name__}: {error}"))
-        out_data.attrs["total"] = report.frames
+        out_data.attrs[TOTAL_ATTR] = report.frames
     return report
 
 
@@ -487,11 +510,11 @@ def dataset_info(path: str | Path) -> DatasetInfo:
     for file_path in files:
         try:
             with h5py.File(file_path, "r") as handle:
-                data = handle["data"]
-                for key in _demo_keys(data):
+                data = handle[DATA_GROUP]
+                for key in episode_keys(data):
                     group = data[key]
                     episodes += 1
-                    frames += int(group.attrs["num_samples"])
+                    frames += int(group.attrs[NUM_SAMPLES_ATTR])
                     per_source[f"{group.attrs['source']}/{group.attrs['behavior_source']}"] += 1
                     per_outcome[str(group.attrs["outcome"])] += 1
                     if not features:

@@ -30,12 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-
-OBJECT_TRACK_KEY = "object_track"
-"""Observation key of the tracked-object vector (float32 ``(T, len(fields))``)."""
 
 TRACKER_SOURCE = "object_tracker"
 """``object_track_source`` of data made by the object tracker (bags, or rendered images)."""
@@ -110,6 +108,24 @@ def yaw_from_quat(quat_wxyz: Sequence[float]) -> float:
     """Yaw (rad) about z of a unit quaternion ``(w, x, y, z)``."""
     w, x, y, z = (float(v) for v in quat_wxyz)
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def track_view_from_msg(track: Any) -> TrackView:
+    """Convert an ``r2s2r_interfaces/ObjectTrack`` message to a :class:`TrackView`.
+
+    The one conversion for the live node (``policy_inference``) and the bag converter: the
+    message is read by its fields (``id``, ``object_type``, ``pose``, ``twist``), so an rclpy
+    message and one deserialized from a bag convert alike. Its pose is in the frame of its
+    ``ObjectTrackArray`` (``base_link``).
+    """
+    p, q, v = track.pose.position, track.pose.orientation, track.twist.linear
+    return TrackView(
+        track_id=int(track.id),
+        type_name=str(track.object_type),
+        position_m=np.array([p.x, p.y, p.z], dtype=np.float64),
+        velocity_mps=np.array([v.x, v.y, v.z], dtype=np.float64),
+        yaw_rad=yaw_from_quat((q.w, q.x, q.y, q.z)),
+    )
 
 
 class ObjectTrackLatch:

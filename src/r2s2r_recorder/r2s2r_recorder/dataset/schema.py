@@ -36,13 +36,63 @@ from r2s2r_common.config import ConfigModel
 SCHEMA_VERSION = 1
 """Version of the episode schema written into every dataset file."""
 
-CAMERA_KEYS: tuple[str, ...] = ("head_camera_rgb", "hand_camera_rgb")
+# The names a dataset file spells, defined here once: the writer, the readers (the recorder's,
+# MimicGen's source reader, the policy's sources) and the policy's batch keys import them.
+# Observation keys (``obs/<key>`` in a file; the same keys name a policy's inputs):
+HEAD_CAMERA_KEY = "head_camera_rgb"
+HAND_CAMERA_KEY = "hand_camera_rgb"
+CAMERA_KEYS: tuple[str, ...] = (HEAD_CAMERA_KEY, HAND_CAMERA_KEY)
 """Observation keys holding camera images."""
-
+IMAGE_KEY_OF_CAMERA: dict[str, str] = {
+    "head_camera": HEAD_CAMERA_KEY,
+    "hand_camera": HAND_CAMERA_KEY,
+}
+"""The cell's camera name (``/<camera>/image_raw``, the simulator's camera) → its image key."""
 JOINT_POS_KEY = "joint_pos_rad"
 BELT_SPEED_KEY = "belt_speed_mps"
 OBJECT_POSE_KEY = "object_pose"
 OBJECT_POSE_VALID_KEY = "object_pose_valid"
+OBJECT_TRACK_KEY = "object_track"
+"""Observation key of the tracked-object vector (float32 ``(T, F)``, :mod:`.object_track`)."""
+
+# Arrays of an episode beside its observations:
+ACTIONS_KEY = "actions"
+TIMESTAMPS_KEY = "timestamps_s"
+
+# Groups and attributes of a file (the layout is :mod:`.hdf5`'s docstring):
+DATA_GROUP = "data"
+"""The group holding the episodes; attributes :data:`SCHEMA_VERSION_ATTR`, :data:`TOTAL_ATTR`,
+:data:`ENV_ARGS_ATTR`."""
+EPISODE_PREFIX = "demo_"
+"""Episode groups are ``data/demo_<k>`` (:func:`episode_group`, :func:`episode_group_index`)."""
+OBS_GROUP = "obs"
+"""The group of an episode holding its observations."""
+SCHEMA_VERSION_ATTR = "r2s2r_schema_version"
+TOTAL_ATTR = "total"
+"""Frames in the file."""
+ENV_ARGS_ATTR = "env_args"
+NUM_SAMPLES_ATTR = "num_samples"
+"""Frames of one episode."""
+METADATA_ATTR = "metadata"
+"""One episode's :class:`EpisodeMetadata` as JSON."""
+SUMMARY_ATTRS: tuple[str, ...] = ("source", "behavior_source", "outcome", "task", "object_type")
+"""Fields of :class:`EpisodeMetadata` also stored as attributes of their own (read without JSON)."""
+
+
+def obs_path(key: str) -> str:
+    """Path of an observation in an episode group, ``obs/<key>`` (as ``dataset_info`` names it)."""
+    return f"{OBS_GROUP}/{key}"
+
+
+def episode_group(index: int) -> str:
+    """Name of episode ``index``'s group inside :data:`DATA_GROUP`: ``demo_<index>``."""
+    return f"{EPISODE_PREFIX}{index}"
+
+
+def episode_group_index(name: str) -> int:
+    """Index of an episode group's name (inverse of :func:`episode_group`)."""
+    return int(name[len(EPISODE_PREFIX) :])
+
 
 Source = Literal["real", "sim"]
 BehaviorSource = Literal["demo", "mimicgen", "planner"]

@@ -17,6 +17,7 @@ project messages before the workspace build) is retried at every discovery pass 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
@@ -24,10 +25,10 @@ from typing import Any
 import rclpy
 import rclpy.task
 from r2s2r_common.config import ConfigError, flatten, parse_config, unflatten
-from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.runner import run_node
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import (
@@ -39,7 +40,8 @@ from rclpy.qos import (
 )
 from std_srvs.srv import Trigger
 
-from ..bag_writer import BagWriteError, EpisodeInfo
+from ..bag_format import EpisodeInfo
+from ..bag_writer import BagWriteError
 from ..config import EpisodeDefaults, RecorderConfig
 from ..recording import RecorderStateError, RecordingEngine, next_episode_id
 
@@ -47,7 +49,7 @@ NODE_NAME = "recorder"
 
 
 def rclpy_qos(profile: str) -> QoSProfile:
-    """Rclpy QoS for a profile name of :data:`~r2s2r_recorder.bag_writer.QOS_PROFILE_NAMES`."""
+    """Rclpy QoS for a profile name of :data:`~r2s2r_recorder.bag_format.QOS_PROFILE_NAMES`."""
     if profile == "sensor_data":
         return qos_profile_sensor_data
     if profile == "reliable_transient_local":
@@ -259,21 +261,7 @@ class RecorderNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the recorder until SIGINT; the current episode is finished properly."""
-    rclpy.init(args=args)
-    end_with_owner()
-    node = None
-    try:
-        node = RecorderNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.finish()
-            node.destroy_node()
-        rclpy.try_shutdown()
+    sys.exit(run_node(RecorderNode, SingleThreadedExecutor, args, finish=RecorderNode.finish))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ backend; :mod:`r2s2r_sim.demonstrator.style` measures motion style and gives the
 reference; :mod:`r2s2r_sim.demonstrator.node` is the thin ROS wrapper.
 """
 
+from r2s2r_description.controllers import JointCommand
+
 from r2s2r_sim.demonstrator.config import DemonstratorStyle
 from r2s2r_sim.demonstrator.core import (
     HumanLikeDemonstrator,
-    JointCommand,
     ObjectObservation,
     Observation,
     Phase,

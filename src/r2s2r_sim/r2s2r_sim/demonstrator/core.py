@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
 
 import numpy as np
 from r2s2r_description.cell import BIN_WALL_HEIGHT_M, BIN_WALL_THICKNESS_M
+from r2s2r_description.controllers import JointCommand
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -40,7 +40,7 @@ from r2s2r_description.robot import (
     HOME_POSITIONS,
     JOINT_LIMITS,
 )
-from r2s2r_description.transforms import Pose
+from r2s2r_description.transforms import Pose, wrap_angle
 from r2s2r_world.kinematics import IkError, PalmIk, top_down_palm_pose
 from r2s2r_world.world import WorldParams
 
@@ -106,24 +106,6 @@ class Observation:
         return self.time_s if self.objects_time_s is None else self.objects_time_s
 
 
-@dataclass(frozen=True)
-class JointCommand:
-    """A joint trajectory for one controller (``time_from_start`` relative to sending).
-
-    Attributes:
-        controller: ``arm`` or ``hand``.
-        joint_names: The controller's joints.
-        times_s: (M,) strictly increasing ``time_from_start`` values.
-        positions: (M, N) positions in ``joint_names`` order.
-
-    """
-
-    controller: Literal["arm", "hand"]
-    joint_names: tuple[str, ...]
-    times_s: FloatArray
-    positions: FloatArray
-
-
 class Phase(StrEnum):
     """What the operator is doing."""
 
@@ -151,11 +133,6 @@ def yaw_of_quat(quat_wxyz: FloatArray) -> float:
     """Yaw (rad) about z of a quaternion (w, x, y, z)."""
     w, x, y, z = (float(v) for v in quat_wxyz)
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def wrap_angle(angle_rad: float) -> float:
-    """Wrap to (−π, π]."""
-    return math.atan2(math.sin(angle_rad), math.cos(angle_rad))
 
 
 @dataclass(frozen=True)
@@ -495,7 +472,7 @@ class HumanLikeDemonstrator:
         yaw_g = self._grasp_yaw(
             yaw_of_quat(obj.quat_wxyz), pick.type_name, params.wrist_yaw_offset_rad
         )
-        yaw_g = yaw0 + wrap_angle(yaw_g - yaw0)
+        yaw_g = yaw0 + wrap_angle(yaw_g - yaw0, upper_closed=True)
         pick.grasp_yaw_rad = yaw_g
         pick.start_azimuth_rad = math.atan2(palm0[1], palm0[0])
         pick.start_yaw_rad = yaw0
@@ -574,19 +551,25 @@ class HumanLikeDemonstrator:
         # sweep turned (the shortest way home can continue round and wind the base and wrist
         # joints a full turn from where the pick started).
         start_az = pick.start_azimuth_rad
-        turned_az = wrap_angle(math.atan2(lift_end[1], lift_end[0]) - start_az) + sweep.turn_rad
+        turned_az = (
+            wrap_angle(math.atan2(lift_end[1], lift_end[0]) - start_az, upper_closed=True)
+            + sweep.turn_rad
+        )
         home_az = math.atan2(self.home_palm_m[1], self.home_palm_m[0])
         back = _CylindricalMove(
             drop,
             self.home_palm_m,
             t_return,
             params.return_duration_s,
-            turn_rad=wrap_angle(home_az - start_az) - turned_az,
+            turn_rad=wrap_angle(home_az - start_az, upper_closed=True) - turned_az,
         )
         t_end = t_return + params.return_duration_s
-        yaw0 = pick.grasp_yaw_rad + wrap_angle(yaw0 - pick.grasp_yaw_rad)  # unwrapped since start
+        # unwrapped since start
+        yaw0 = pick.grasp_yaw_rad + wrap_angle(yaw0 - pick.grasp_yaw_rad, upper_closed=True)
         yaw_drop = yaw0 + sweep.turn_rad
-        yaw_home = pick.start_yaw_rad + wrap_angle(self.home_yaw_rad - pick.start_yaw_rad)
+        yaw_home = pick.start_yaw_rad + wrap_angle(
+            self.home_yaw_rad - pick.start_yaw_rad, upper_closed=True
+        )
         arc = params.transport_arc_m
 
         def path(t: float) -> tuple[FloatArray, float]:
@@ -711,7 +694,7 @@ class _CylindricalMove:
         self.r0 = float(np.hypot(*self.start[:2]))
         self.r1 = float(np.hypot(*self.end[:2]))
         self.phi0 = math.atan2(self.start[1], self.start[0])
-        shortest = wrap_angle(math.atan2(self.end[1], self.end[0]) - self.phi0)
+        shortest = wrap_angle(math.atan2(self.end[1], self.end[0]) - self.phi0, upper_closed=True)
         if turn_rad is None:
             self.turn_rad = shortest
         else:  # the given way round (the shortest turn plus whole turns)

@@ -12,18 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from r2s2r_description.controllers import JointCommand
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import FloatArray, SimBackend
 from r2s2r_sim.demonstrator.config import DemonstratorStyle
-from r2s2r_sim.demonstrator.core import (
-    HumanLikeDemonstrator,
-    JointCommand,
-    ObjectObservation,
-    Observation,
-)
+from r2s2r_sim.demonstrator.core import HumanLikeDemonstrator, ObjectObservation, Observation
 from r2s2r_sim.task import TrialOutcome, TrialPlan, TrialRunner, sample_trial
 
 

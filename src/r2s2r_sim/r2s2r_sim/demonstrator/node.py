@@ -33,16 +33,28 @@ import numpy as np
 import rclpy
 import rclpy.task
 from pydantic import Field, model_validator
-from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
+from r2s2r_common.config import ConfigModel, resolve_config_path
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, OUTCOME_QOS, RELIABLE_QOS
-from r2s2r_common.ros.runner import end_with_owner
+from r2s2r_common.ros.runner import run_node
 from r2s2r_common.ros.time import duration_msg
 from r2s2r_common.stamps import set_stamp, stamp_to_s
+from r2s2r_common.topics import (
+    BELT_SPEED,
+    HAND_CAMERA_IMAGE,
+    HEAD_CAMERA_IMAGE,
+    JOINT_STATES,
+    OBJECT_TRACKS,
+    OPERATOR_OBJECT_POSES,
+    TRIAL_OUTCOME,
+    TRIAL_START,
+    joint_trajectory,
+)
+from r2s2r_description.controllers import ARM, HAND, controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_world.world import load_world
 from rcl_interfaces.srv import SetParameters
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -59,14 +71,14 @@ from r2s2r_sim.demonstrator.core import (
 from r2s2r_sim.demonstrator.session import Take, TakeSession
 
 RECORDED_TOPICS: tuple[str, ...] = (
-    "/head_camera/image_raw",
-    "/hand_camera/image_raw",
-    "/joint_states",
-    "/arm_controller/joint_trajectory",
-    "/hand_controller/joint_trajectory",
-    "/belt/speed",
-    "/objects/tracks",
-    "/trial/outcome",
+    HEAD_CAMERA_IMAGE,
+    HAND_CAMERA_IMAGE,
+    JOINT_STATES,
+    joint_trajectory(controller_name(ARM)),
+    joint_trajectory(controller_name(HAND)),
+    BELT_SPEED,
+    OBJECT_TRACKS,
+    TRIAL_OUTCOME,
 )
 """What a demonstration episode needs in its bag (bag → dataset conversion and MimicGen)."""
 
@@ -96,7 +108,7 @@ class DemonstratorNodeConfig(ConfigModel):
     )
     act_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0, description="Look-and-act rate.")
     objects_topic: str = Field(
-        default="/twin/operator/object_poses",
+        default=OPERATOR_OBJECT_POSES,
         pattern=r"^/[A-Za-z_][A-Za-z0-9_/]*$",
         description="ObjectTrackArray the demonstrator reacts to: the twin's operator view "
         "/twin/operator/object_poses (simulator truth with no lag of its own: a person's eyes), "
@@ -256,17 +268,17 @@ class DemonstratorNode(Node):
         self.reach_world = load_world(resolve_config_path(self.config.reach_world_path))
         self._start_type = StartTrial
         self.arm_pub = self.create_publisher(
-            JointTrajectory, "/arm_controller/joint_trajectory", RELIABLE_QOS
+            JointTrajectory, joint_trajectory(controller_name(ARM)), RELIABLE_QOS
         )
         self.hand_pub = self.create_publisher(
-            JointTrajectory, "/hand_controller/joint_trajectory", RELIABLE_QOS
+            JointTrajectory, joint_trajectory(controller_name(HAND)), RELIABLE_QOS
         )
-        self.create_subscription(JointState, "/joint_states", self._on_joints, DEFAULT_QOS)
+        self.create_subscription(JointState, JOINT_STATES, self._on_joints, DEFAULT_QOS)
         self.create_subscription(
             ObjectTrackArray, self.config.objects_topic, self._on_objects, DEFAULT_QOS
         )
-        self.create_subscription(TrialOutcome, "/trial/outcome", self._on_outcome, OUTCOME_QOS)
-        self.start_client: Any = self.create_client(StartTrial, "/trial/start")
+        self.create_subscription(TrialOutcome, TRIAL_OUTCOME, self._on_outcome, OUTCOME_QOS)
+        self.start_client: Any = self.create_client(StartTrial, TRIAL_START)
         self.joints: np.ndarray | None = None
         self.joints_time_s = 0.0
         self.objects: tuple[ObjectObservation, ...] = ()
@@ -464,7 +476,7 @@ class DemonstratorNode(Node):
     def _on_started(self, future: Any) -> None:
         response = future.result()
         if response is None or not response.success:
-            self.get_logger().error(f"/trial/start failed: {getattr(response, 'message', '')}")
+            self.get_logger().error(f"{TRIAL_START} failed: {getattr(response, 'message', '')}")
             if self._recorder:  # no trial: the open episode is not a demonstration
                 self._set_stage(Stage.DISCARDING_EPISODE)
                 self._call(
@@ -532,23 +544,12 @@ class DemonstratorNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Run the demonstrator node until its trials are done (exit 0) or it fails (exit 1, 2)."""
-    rclpy.init(args=args)
-    end_with_owner()
-    node: DemonstratorNode | None = None
-    code = 0
-    try:
-        node = DemonstratorNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin_until_future_complete(node.finished)
-        code = node.exit_code
-    except ConfigError as error:
-        print(f"[ERROR] invalid configuration: {error}", file=sys.stderr, flush=True)
-        code = 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        code = 0
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    sys.exit(code)
+    sys.exit(
+        run_node(
+            DemonstratorNode,
+            SingleThreadedExecutor,
+            args,
+            until=lambda node: node.finished.done(),
+            exit_code=lambda node: node.exit_code,
+        )
+    )

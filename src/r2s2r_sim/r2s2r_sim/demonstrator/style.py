@@ -36,6 +36,7 @@ from r2s2r_description.robot import (
     HOME_POSITIONS,
     JOINT_LIMITS,
 )
+from r2s2r_description.transforms import wrap_angle
 from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
 from scipy.signal import savgol_filter
 
@@ -262,7 +263,7 @@ def planner_style_reference(
         # Continuation along a Cartesian line from the seed's palm keeps IK in one branch.
         start_pose = ik.forward(seed)
         start_yaw = math.atan2(start_pose[1, 0], start_pose[0, 0])
-        turn = math.atan2(math.sin(grasp_yaw_rad - start_yaw), math.cos(grasp_yaw_rad - start_yaw))
+        turn = wrap_angle(grasp_yaw_rad - start_yaw, upper_closed=True)
         # (The continuation sweeps round the base in cylindrical coordinates; only the end
         # configuration is used: the reference then moves straight in joint space.)
         p0 = start_pose[:3, 3]

@@ -58,6 +58,24 @@ from r2s2r_common.ros.qos import (
     SENSOR_DATA_QOS,
 )
 from r2s2r_common.ros.time import stamp_to_s, time_msg
+from r2s2r_common.topics import (
+    BELT_ENCODER,
+    CLOCK,
+    HAND_CAMERA_IMAGE,
+    HAND_CAMERA_INFO,
+    HEAD_CAMERA_IMAGE,
+    HEAD_CAMERA_INFO,
+    HEAD_DEPTH,
+    JOINT_STATES,
+    OPERATOR_BOARD_POSE,
+    OPERATOR_OBJECT_POSES,
+    TF_STATIC,
+    TRIAL_OUTCOME,
+    TRIAL_RESET,
+    TRIAL_START,
+    joint_trajectory,
+)
+from r2s2r_description.controllers import controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -84,12 +102,6 @@ from tf2_msgs.msg import TFMessage
 ENCODER_JOINT = "belt_roller_joint"
 """Joint name of the belt encoder's roller on ``/belt/encoder``."""
 
-BOARD_POSE_TOPIC = "/twin/operator/board_pose"
-"""The operator's board requests (geometry_msgs/PoseStamped; empty frame_id: take it away)."""
-
-OBJECT_POSES_TOPIC = "/twin/operator/object_poses"
-"""The true object poses (demonstrator only; nothing else may read the truth)."""
-
 
 @dataclass(frozen=True)
 class CellServerOptions:
@@ -103,9 +115,9 @@ class CellServerOptions:
         camera_frame_ids: ``frame_id`` of each camera's images (and head depth).
         camera_calibrations: ``camera_info`` published with each camera's images.
         publish_tf_static: Publish the published world's fixed mounts on ``/tf_static``.
-        publish_object_poses: Publish the true object poses on :data:`OBJECT_POSES_TOPIC`.
+        publish_object_poses: Publish the true object poses on :data:`OPERATOR_OBJECT_POSES`.
         object_poses_frame_id: Frame of those poses (the cell reports them in ``base_link``).
-        board_requests: Take calibration-board requests on :data:`BOARD_POSE_TOPIC`.
+        board_requests: Take calibration-board requests on :data:`OPERATOR_BOARD_POSE`.
         status_name: Name of the ``/diagnostics`` status.
         hardware_id: Its hardware id.
         status_extra: Values listed before the cell's own (e.g. the node's mode).
@@ -155,20 +167,20 @@ class CellServer:
         self._io_group = MutuallyExclusiveCallbackGroup()
         self._rejected_reported = 0
         topics: list[tuple[str, Any, str, QoSProfile]] = [
-            ("joint_states", JointState, "/joint_states", JOINT_STATES_QOS),
-            ("encoder", JointState, "/belt/encoder", SENSOR_DATA_QOS),
-            ("clock", Clock, "/clock", DEFAULT_QOS),
-            ("outcome", TrialOutcome, "/trial/outcome", OUTCOME_QOS),
-            ("head_camera/image", Image, "/head_camera/image_raw", SENSOR_DATA_QOS),
-            ("head_camera/info", CameraInfo, "/head_camera/camera_info", SENSOR_DATA_QOS),
-            ("head_camera/depth", Image, "/head_camera/depth/image_raw", SENSOR_DATA_QOS),
-            ("hand_camera/image", Image, "/hand_camera/image_raw", SENSOR_DATA_QOS),
-            ("hand_camera/info", CameraInfo, "/hand_camera/camera_info", SENSOR_DATA_QOS),
+            ("joint_states", JointState, JOINT_STATES, JOINT_STATES_QOS),
+            ("encoder", JointState, BELT_ENCODER, SENSOR_DATA_QOS),
+            ("clock", Clock, CLOCK, DEFAULT_QOS),
+            ("outcome", TrialOutcome, TRIAL_OUTCOME, OUTCOME_QOS),
+            ("head_camera/image", Image, HEAD_CAMERA_IMAGE, SENSOR_DATA_QOS),
+            ("head_camera/info", CameraInfo, HEAD_CAMERA_INFO, SENSOR_DATA_QOS),
+            ("head_camera/depth", Image, HEAD_DEPTH, SENSOR_DATA_QOS),
+            ("hand_camera/image", Image, HAND_CAMERA_IMAGE, SENSOR_DATA_QOS),
+            ("hand_camera/info", CameraInfo, HAND_CAMERA_INFO, SENSOR_DATA_QOS),
         ]
         if options.publish_tf_static:
-            topics.append(("tf_static", TFMessage, "/tf_static", LATCHED_QOS))
+            topics.append(("tf_static", TFMessage, TF_STATIC, LATCHED_QOS))
         if options.publish_object_poses:
-            topics.append(("objects", ObjectTrackArray, OBJECT_POSES_TOPIC, DEFAULT_QOS))
+            topics.append(("objects", ObjectTrackArray, OPERATOR_OBJECT_POSES, DEFAULT_QOS))
         self._pubs = {
             key: node.create_lifecycle_publisher(msg_type, topic, qos)
             for key, msg_type, topic, qos in topics
@@ -177,7 +189,7 @@ class CellServer:
         self._subscriptions = [
             node.create_subscription(
                 JointTrajectory,
-                f"/{controller}_controller/joint_trajectory",
+                joint_trajectory(controller_name(controller)),
                 lambda msg, controller=controller: self._on_trajectory(controller, msg),
                 RELIABLE_QOS,
                 callback_group=group,
@@ -188,7 +200,7 @@ class CellServer:
             self._subscriptions.append(
                 node.create_subscription(
                     PoseStamped,
-                    BOARD_POSE_TOPIC,
+                    OPERATOR_BOARD_POSE,
                     self._on_board_pose,
                     RELIABLE_QOS,
                     callback_group=group,
@@ -196,9 +208,9 @@ class CellServer:
             )
         self._services = [
             node.create_service(
-                StartTrial, "/trial/start", self._on_start_trial, callback_group=group
+                StartTrial, TRIAL_START, self._on_start_trial, callback_group=group
             ),
-            node.create_service(Trigger, "/trial/reset", self._on_reset, callback_group=group),
+            node.create_service(Trigger, TRIAL_RESET, self._on_reset, callback_group=group),
         ]
 
     @property

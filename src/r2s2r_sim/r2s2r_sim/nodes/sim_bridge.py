@@ -46,6 +46,14 @@ from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
+from r2s2r_common.topics import (
+    CELL_MARKERS,
+    JOINT_STATES,
+    OBJECT_TRACKS,
+    TF,
+    TF_STATIC,
+    sim_camera_image,
+)
 from r2s2r_description.cell import build_description
 from r2s2r_description.transforms import make_transform, quat_to_matrix
 from r2s2r_world.world import WorldParams, load_world
@@ -216,11 +224,9 @@ class _MirrorMode:
         self.track_messages = 0
         self.unknown_types: set[str] = set()
         self.overflow = 0
-        self.markers_pub = node.create_lifecycle_publisher(
-            MarkerArray, "/cell/markers", DEFAULT_QOS
-        )
+        self.markers_pub = node.create_lifecycle_publisher(MarkerArray, CELL_MARKERS, DEFAULT_QOS)
         self.image_pubs = {
-            name: node.create_lifecycle_publisher(Image, f"/sim/{name}/image_raw", SENSOR_DATA_QOS)
+            name: node.create_lifecycle_publisher(Image, sim_camera_image(name), SENSOR_DATA_QOS)
             for name in config.sim_image_cameras
         }
         self.entities: list[Any] = []
@@ -228,12 +234,10 @@ class _MirrorMode:
     def activate(self) -> None:
         node, config = self.node, self.config
         self.entities = [
-            node.create_subscription(JointState, "/joint_states", self.on_joint_state, DEFAULT_QOS),
-            node.create_subscription(TFMessage, "/tf", self.on_tf, TF_QOS),
-            node.create_subscription(TFMessage, "/tf_static", self.on_tf, LATCHED_QOS),
-            node.create_subscription(
-                ObjectTrackArray, "/objects/tracks", self.on_tracks, DEFAULT_QOS
-            ),
+            node.create_subscription(JointState, JOINT_STATES, self.on_joint_state, DEFAULT_QOS),
+            node.create_subscription(TFMessage, TF, self.on_tf, TF_QOS),
+            node.create_subscription(TFMessage, TF_STATIC, self.on_tf, LATCHED_QOS),
+            node.create_subscription(ObjectTrackArray, OBJECT_TRACKS, self.on_tracks, DEFAULT_QOS),
             node.create_timer(1.0 / config.markers_rate_hz, self.publish_markers),
         ]
         if config.publish_sim_images:
@@ -369,7 +373,7 @@ class _MirrorMode:
             }
         level, message = DiagnosticStatus.OK, "following the real cell"
         if age_s is None or age_s > self.config.joint_state_timeout_s:
-            level, message = DiagnosticStatus.WARN, "stale: no recent /joint_states"
+            level, message = DiagnosticStatus.WARN, f"stale: no recent {JOINT_STATES}"
         elif palm_error_m > self.config.palm_error_warn_m:
             level = DiagnosticStatus.WARN
             message = f"mirror error: palm {palm_error_m * 1000:.2f} mm off the joint-state FK"
@@ -414,9 +418,7 @@ class _GenerationMode:
             ),
         )
         self.cell_marker_specs = cell_markers(build_description(world.layout()))
-        self.markers_pub = node.create_lifecycle_publisher(
-            MarkerArray, "/cell/markers", DEFAULT_QOS
-        )
+        self.markers_pub = node.create_lifecycle_publisher(MarkerArray, CELL_MARKERS, DEFAULT_QOS)
         self.markers_timer: Any = None
 
     def activate(self) -> None:

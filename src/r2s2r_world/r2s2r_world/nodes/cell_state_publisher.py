@@ -38,6 +38,7 @@ from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import serialized_stamp_ns, stamp_to_ns
+from r2s2r_common.topics import DIAGNOSTICS, JOINT_STATES, ROBOT_DESCRIPTION, TF, TF_STATIC
 from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
 from r2s2r_description.model import Description
 from r2s2r_description.tf_tree import (
@@ -169,10 +170,10 @@ class CellStatePublisher(Node):
         self._last_published_ns: int | None = None
         self.unknown_joints: set[str] = set()
         self.last_error = ""
-        self._description_pub = self.create_publisher(String, "/robot_description", LATCHED_QOS)
-        self._static_pub = self.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
-        self._tf_pub = self.create_publisher(TFMessage, "/tf", TF_QOS)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DEFAULT_QOS)
+        self._description_pub = self.create_publisher(String, ROBOT_DESCRIPTION, LATCHED_QOS)
+        self._static_pub = self.create_publisher(TFMessage, TF_STATIC, LATCHED_QOS)
+        self._tf_pub = self.create_publisher(TFMessage, TF, TF_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS, DEFAULT_QOS)
         self.config = declare_config(self, PARAMETER_SCHEMA, on_change=self._apply)
         self.description: Description = build_description(self.config.layout())
         self._publish_description()
@@ -182,7 +183,7 @@ class CellStatePublisher(Node):
         self._joint_stream = BatchedSubscription(
             self,
             JointState,
-            "/joint_states",
+            JOINT_STATES,
             self._on_joint_state_batch,
             JOINT_STATE_QOS,
             self._batch_period_s(self.config),

@@ -1,0 +1,126 @@
+"""The experiment's two cell stages: ground the cell, then record the demonstrations on it.
+
+Both are the pipeline's command stages (:mod:`r2s2r.pipeline.stages`), with the command lines
+the main job uses too (:func:`~r2s2r.pipeline.stages.ground_argv`,
+:func:`~r2s2r.pipeline.stages.record_demos_argv`). Each stage keys on its command line with
+placeholders for its per-run values, so a change to how the command is written re-runs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from r2s2r_common.config import ConfigError
+
+from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable, given_file
+from r2s2r.experiment.session import ExperimentSession
+from r2s2r.pipeline.cache import StageError, content_hash, file_fingerprint
+from r2s2r.pipeline.stages import (
+    DEMOS,
+    GROUNDING,
+    demos_stage,
+    ground_argv,
+    grounded_cell_arguments,
+    grounding_stage,
+    record_demos_argv,
+    run_command_stage,
+    runnable,
+)
+
+
+def _ground_command(artifact: str, twin_config: str) -> list[str]:
+    return ground_argv(artifact, [f"twin_config:={twin_config}"])
+
+
+def _demos_command(
+    out_dir: str, episodes: str, seed: str, twin_config: str, artifact: str
+) -> list[str]:
+    return record_demos_argv(out_dir, episodes, seed, twin_config=twin_config, artifact=artifact)
+
+
+def grounding(session: ExperimentSession) -> GroundingArtifact | Unavailable:
+    """Return the grounding artifact: given, or written by ``r2s2r ground`` against the twin."""
+    config = session.config
+    if config.grounding_artifact:
+        given = given_file(config.grounding_artifact, "grounding_artifact", file_only=True)
+        if isinstance(given, Unavailable):
+            return given
+        return GroundingArtifact(str(given), content_hash(given))
+    folder = session.stages.folder(GROUNDING)
+    artifact = folder / "artifact.yaml"
+    stage = grounding_stage(
+        runnable(_ground_command(str(artifact), str(session.twin_path))),
+        artifact,
+        folder / "ground.log",
+        config.command_timeout_s,
+        {
+            "twin": content_hash(session.twin_path),
+            "command": _ground_command("{artifact}", "{twin_config}"),
+        },
+    )
+    try:
+        outcome = run_command_stage(session.stages, stage, session.commands)
+    except StageError as error:
+        return Unavailable(f"grounding artifact not produced: {error}")
+    session.state.note(GROUNDING, outcome)
+    written = outcome.outputs["artifact"]
+    return GroundingArtifact(written, content_hash(written))
+
+
+def ground_cell(session: ExperimentSession) -> GroundingArtifact | Unavailable:
+    """Ground the cell (:func:`grounding`); the session gets the grounded cell's arguments."""
+    artifact = grounding(session)
+    if isinstance(artifact, GroundingArtifact):
+        export = session.directory / "grounded_cell"  # camera_info files of the artifact
+        try:
+            session.cell_arguments = grounded_cell_arguments(Path(artifact.path), export)
+        except (ConfigError, ValueError) as error:
+            artifact = Unavailable(f"grounding artifact {artifact.path} unusable: {error}")
+    session.artifact = artifact
+    return artifact
+
+
+def real_demos(session: ExperimentSession) -> EpisodeDataset | Unavailable:
+    """Return the real dataset: given, or recorded (``r2s2r record-demos``) on the grounded cell."""
+    config = session.config
+    if config.real_dataset:
+        given = given_file(config.real_dataset, "real_dataset")
+        if isinstance(given, Unavailable):
+            return given
+        return EpisodeDataset(str(given), file_fingerprint(given))
+    artifact = session.artifact
+    if not isinstance(artifact, GroundingArtifact):
+        why = artifact.reason if artifact is not None else "not run"
+        return Unavailable(
+            f"demonstrations are recorded on the grounded cell, and it is not grounded: {why}"
+        )
+    folder = session.stages.folder(DEMOS)
+    command = _demos_command(
+        str(folder),
+        str(config.real_demos),
+        str(config.demo_seed),
+        str(session.twin_path),
+        artifact.path,
+    )
+    inputs = {
+        "episodes": config.real_demos,
+        "seed": config.demo_seed,
+        "twin": content_hash(session.twin_path),
+        "command": _demos_command(
+            "{out_dir}", "{episodes}", "{seed}", "{twin_config}", "{artifact}"
+        ),
+        "artifact": artifact.fingerprint,
+    }
+    stage = demos_stage(
+        runnable(command),
+        folder / "dataset.hdf5",
+        folder / "demos.log",
+        config.command_timeout_s,
+        inputs,
+    )
+    try:
+        outcome = run_command_stage(session.stages, stage, session.commands)
+    except StageError as error:
+        return Unavailable(f"real demonstrations not recorded: {error}")
+    session.state.note(DEMOS, outcome)
+    return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
