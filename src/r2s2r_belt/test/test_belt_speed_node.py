@@ -54,14 +54,17 @@ def run_encoder(
         TwistStamped, "/belt/speed", lambda m: speeds.append((time.monotonic(), m)), 10
     )
     driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
-    start_s = time.time()
+    start_s = driver.get_clock().now().nanoseconds * 1e-9
 
     def publish_angle() -> None:
-        now_s = time.time()
+        # The angle and its stamp from one reading of the clock: read twice, a loaded machine
+        # puts milliseconds between them and the speed estimate reads the jitter.
+        now = driver.get_clock().now()
+        now_s = now.nanoseconds * 1e-9
         travel_rad = SPEED_MPS * (now_s - start_s) / true_radius_m
         angle_rad = (travel_rad + math.pi) % (2 * math.pi) - math.pi
         msg = JointState()
-        msg.header.stamp = driver.get_clock().now().to_msg()
+        msg.header.stamp = now.to_msg()
         msg.name = ["belt_roller_joint"]
         msg.position = [angle_rad]
         encoder_pub.publish(msg)
@@ -201,7 +204,7 @@ def test_vision_geometry_from_camera_info_and_tf_static(ros_context: Context) ->
     tf_pub.publish(TFMessage(transforms=[transform]))
     diagnostics: list[DiagnosticArray] = []
     driver.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
-    start_s = time.time()
+    start_s = driver.get_clock().now().nanoseconds * 1e-9
 
     def publish_frame() -> None:
         now = driver.get_clock().now().to_msg()
