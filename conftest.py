@@ -26,48 +26,28 @@ The fixtures that tests share (a ROS context, generation inputs) are a plugin of
 are in the same package.
 """
 
-import fcntl
 import gc
 import multiprocessing.process
 import os
-import random
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Any
+from typing import Any
 
 import pytest
+from r2s2r_common.ros_domain import claim_domain
 
 pytest_plugins = ("r2s2r_testing.plugin",)
 """The shared fixtures (ROS context, generation inputs): src/r2s2r_testing, a package of its own."""
 
-DOMAIN_IDS = (*range(1, 102), *range(215, 233))
-"""ROS domain ids whose DDS ports stay clear of Linux's ephemeral port range."""
-
-
-def _claim_ros_domain() -> tuple[int, IO[str] | None]:
-    """Return a domain id no other pytest process on this host holds, and its held lock."""
-    folder = Path(tempfile.gettempdir()) / "r2s2r-test-ros-domains"
-    folder.mkdir(exist_ok=True)
-    candidates = list(DOMAIN_IDS)
-    random.SystemRandom().shuffle(candidates)
-    for domain in candidates:
-        lock = (folder / f"{domain}.lock").open("w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            continue
-        return domain, lock
-    return candidates[0], None  # every id held: share one (more runs than ids)
-
-
 # Each pytest process talks on its own DDS domain, on this host only, so that parallel runs
-# (or a running cell, which uses the default domain 0) never cross-talk with the tests.
-_DOMAIN, _DOMAIN_LOCK = _claim_ros_domain()
+# (or a running cell, which uses the default domain 0) never cross-talk with the tests. The
+# claim is the one every private graph of the workspace makes (a lock file per domain id,
+# r2s2r_common.ros_domain), so tests and jobs on one host never share a domain either.
+_DOMAIN_CLAIM = claim_domain()
+_DOMAIN = _DOMAIN_CLAIM.domain_id
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("MUJOCO_GL", "egl")

@@ -47,8 +47,10 @@ from r2s2r_common.console import (
     parse_progress,
 )
 from r2s2r_common.process import spawn_owned
+from r2s2r_common.ros_domain import apply_discovery
 from r2s2r_world.grounding import check_artifact_arguments
 
+from r2s2r.domain_guard import check_no_cell_running, starts_a_cell
 from r2s2r.graph import (
     ConsoleMode,
     GraphError,
@@ -107,6 +109,7 @@ class GraphSupervisor:
         verbose: bool = False,
         progress: bool = True,
         env: Mapping[str, str] | None = None,
+        check_cell: bool = True,
     ) -> None:
         """Prepare (but do not start) the graph.
 
@@ -120,11 +123,17 @@ class GraphSupervisor:
             verbose: Show every line of every node (``all`` for nodes set to ``problems``).
             progress: Draw the nodes' progress bars (only ever on a terminal).
             env: Variables set for the nodes on top of this process's environment (e.g. a
-                private ``ROS_DOMAIN_ID``).
+                private ``ROS_DOMAIN_ID``). Discovery is localhost-only unless ``env`` sets
+                ``ROS_AUTOMATIC_DISCOVERY_RANGE`` or ``R2S2R_ROS_DISCOVERY`` opens it
+                (:mod:`r2s2r_common.ros_domain`).
+            check_cell: Before a graph that brings its own cell (the real twin) starts, refuse
+                when a cell already publishes ``/joint_states`` in its domain
+                (:mod:`r2s2r.domain_guard`).
 
         """
         self._nodes = nodes
         self._env = dict(env or {})
+        self._check_cell = check_cell
         self._log_dir = log_dir
         self._grace_period_s = grace_period_s
         self._console = console or sys.stdout
@@ -196,14 +205,20 @@ class GraphSupervisor:
 
         Raises:
             GraphError: If an executable is missing (nothing is left running).
+            r2s2r.domain_guard.CellAlreadyRunningError: The graph brings its own cell and one
+                already runs in its domain (nothing is started).
 
         """
         commands = [
             (node, [str(find_executable(node.package, node.executable)), *node.ros_arguments()])
             for node in self._nodes
         ]
-        self._log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self._env, "PYTHONUNBUFFERED": "1"}
+        if "ROS_AUTOMATIC_DISCOVERY_RANGE" not in self._env:
+            apply_discovery(env)  # localhost-only unless R2S2R_ROS_DISCOVERY opens it
+        if self._check_cell and starts_a_cell(self._nodes):
+            check_no_cell_running(env)
+        self._log_dir.mkdir(parents=True, exist_ok=True)
         env.pop(PROGRESS_ENV, None)
         if self._bars_enabled:
             env[PROGRESS_ENV] = "1"  # the nodes' bars are drawn here

@@ -36,6 +36,7 @@ from r2s2r_common.errors import (
     one_line,
 )
 from r2s2r_common.process import terminate_self, watch_owner
+from r2s2r_common.ros_domain import apply_discovery
 
 # verb -> "module:attribute" of a click command or group.
 LAZY_COMMANDS: dict[str, str] = {
@@ -123,6 +124,9 @@ def main(argv: list[str] | None = None) -> Any:
     """
     watch_owner(terminate_self)
     try:
+        # Every graph this command starts, and its own ROS clients, discover on this host only
+        # unless R2S2R_ROS_DISCOVERY opens it (r2s2r_common.ros_domain).
+        apply_discovery()
         with _sigterm_unwinds():
             return cli.main(args=argv, prog_name="r2s2r", standalone_mode=False)
     except click.exceptions.Abort:

@@ -80,6 +80,66 @@ def _echo(record: TrialRecord) -> None:
     )
 
 
+def _check_writable(out_dir: Path) -> None:
+    """Refuse an output folder the report could not be written into (before any trial).
+
+    Folders it creates to try are removed again: a refusal later leaves nothing behind.
+    """
+    import tempfile
+
+    created = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write_check_"):
+            pass
+    except OSError as error:
+        raise click.BadParameter(
+            f"{out_dir}: cannot write the report there ({error.strerror or error}); give a "
+            "writable folder",
+            param_hint="--out",
+        ) from None
+    finally:
+        for folder in created:  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _check_artifact(artifact: Path) -> None:
+    """Refuse an invalid ``--artifact`` in one line (the one full check of every reader)."""
+    from r2s2r_common.config import ConfigError
+    from r2s2r_world.grounding import read_artifact
+
+    try:
+        read_artifact(artifact)
+    except ConfigError as error:
+        raise click.BadParameter(str(error), param_hint="--artifact") from None
+
+
+def _check_joints(checkpoint: str, joint_names: list[str], action_names: list[str]) -> None:
+    """Refuse a checkpoint whose joints are not the cell's, naming the field and both lists."""
+    from r2s2r_description.robot import ALL_JOINT_NAMES
+
+    cell = list(ALL_JOINT_NAMES)
+    for field, names in (("joint_names", joint_names), ("action_names", action_names)):
+        if list(names) != cell:
+            missing = [name for name in cell if name not in names]
+            extra = [name for name in names if name not in cell]
+            detail = (
+                f"{len(names)} joints, the cell has {len(cell)}"
+                + (f" (lacks {missing})" if missing else "")
+                + (f" (unknown {extra})" if extra else "")
+                if missing or extra or len(names) != len(cell)
+                else "the cell's joints in another order"
+            )
+            raise click.ClickException(
+                f"checkpoint {checkpoint}: spec.{field}: {detail}; expected the cell's "
+                f"{len(cell)} joints in its order (a policy of another robot, or an edited "
+                "config.yaml)"
+            )
+
+
 @click.command("evaluate")
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
 @click.option(
@@ -168,8 +228,13 @@ def evaluate_command(
             "graph keeps the grounding it was started with (real_deploy grounding_artifact:=...)"
         )
     inference = deployed_inference_config(execution, executed_steps)
-    # The whole checkpoint (config and weights) is read before anything starts.
-    load_checkpoint(checkpoint)
+    # Where the report goes, the artifact and the whole checkpoint (config bound to its
+    # weights) are checked before anything starts: no trial runs to be lost or refused later.
+    _check_writable(Path(out_dir))
+    if artifact is not None and in_process:
+        _check_artifact(artifact)
+    loaded = load_checkpoint(checkpoint)
+    _check_joints(checkpoint, loaded.config.spec.joint_names, loaded.config.spec.action_names)
     click.echo(
         f"evaluating {checkpoint}: {config.total_trials} trials {config.trials_per_condition}"
     )

@@ -45,7 +45,23 @@ NODE_NAME = "sim_generate"
 @click.option("--ray-address", help="Ray address ('local' starts a local Ray); default: none.")
 @click.option("-o", "--output-dir", help="Run directory.")
 @click.option("--resume/--no-resume", default=None, help="Continue the run in output-dir.")
-@click.option("--retry-failed", is_flag=True, default=None, help="Re-run failed episodes.")
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    default=None,
+    help="Re-run every failed episode, also those whose generation failed (missed grasps).",
+)
+@click.option(
+    "--retry-interrupted/--no-retry-interrupted",
+    default=None,
+    help="Re-run episodes lost to a failed write (full disk), a crash or a timeout (default: on).",
+)
+@click.option(
+    "--disk-check/--no-disk-check",
+    "check_disk_space",
+    default=None,
+    help="Refuse to start when the disk lacks the space the episodes need (default: on).",
+)
 @click.option("--job-timeout-s", type=float, help="Wall-clock limit per episode job.")
 @click.option("--max-retries", type=int, help="Retries after a worker crash or timeout.")
 @click.option("--artifact", "grounding_artifact_path", help="Grounding artifact YAML.")

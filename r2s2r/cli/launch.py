@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
+from r2s2r_common.ros_domain import DISCOVERY_ENV, apply_discovery
 from r2s2r_world.grounding import check_artifact_arguments
 
 from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
@@ -19,7 +21,10 @@ from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
         "Start GRAPH (e.g. real_deploy, sim_generate, or a path to a graph YAML file) as "
         "supervised processes. Launch "
         "arguments are given as NAME:=VALUE, as with ros2 launch. Ctrl-C stops every node; the "
-        "exit code is non-zero when a required node dies."
+        "exit code is non-zero when a required node dies. The graph runs in the shell's "
+        "ROS_DOMAIN_ID and discovers on this host only (--discovery subnet, or "
+        "R2S2R_ROS_DISCOVERY=SUBNET, opens it); a graph that brings its own cell (the real twin) "
+        "refuses to start where a cell already publishes /joint_states."
     ),
 )
 @click.argument("graph")
@@ -47,6 +52,13 @@ from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
     "warnings and errors; the logs hold everything).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
+@click.option(
+    "--discovery",
+    type=click.Choice(["localhost", "subnet"], case_sensitive=False),
+    default=None,
+    help="Where the nodes discover peers (default: localhost, or R2S2R_ROS_DISCOVERY); subnet "
+    "for drivers or rviz on other machines.",
+)
 def launch_command(
     graph: str,
     launch_arguments: tuple[str, ...],
@@ -55,8 +67,12 @@ def launch_command(
     show_args: bool,
     verbose: bool,
     no_progress: bool,
+    discovery: str | None,
 ) -> None:
     """Start GRAPH as supervised processes."""
+    if discovery is not None:
+        os.environ[DISCOVERY_ENV] = discovery.upper()
+        apply_discovery()
     spec = load_graph(graph)
     if show_args:
         click.echo(f"{spec.name}: {spec.description}")

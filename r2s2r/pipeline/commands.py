@@ -15,8 +15,7 @@ runs, its group is stopped first.
 
 from __future__ import annotations
 
-import os
-import random
+import contextlib
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from r2s2r_common.console import PROGRESS_ENV, parse_line, progress_reporter
 from r2s2r_common.process import spawn_owned, stop_process_group
+from r2s2r_common.ros_domain import private_environment, release_domain
 
 CommandRunner = Callable[[list[str], float, Path], tuple[int, str]]
 """``(command, timeout_s, log_path) -> (exit code, last lines of output)``; 124 on timeout."""
@@ -45,16 +45,15 @@ def cli_command(*args: str) -> list[str]:
 
 
 def private_ros_environment() -> dict[str, str]:
-    """Return a command's environment: a random private ROS domain, localhost discovery.
+    """Return a command's environment: a claimed private ROS domain, localhost discovery.
 
     The demos and grounding steps start a cell graph; on the shared default domain two such
     graphs on one machine (another job, a developer's twin) answer each other's services and
-    command each other's arms.
+    command each other's arms. The domain is claimed with a lock file
+    (:func:`r2s2r_common.ros_domain.claim_domain`), so two jobs on one host never share one;
+    the runner releases it when the command ends.
     """
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 200))
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    return env
+    return private_environment()
 
 
 def command_runner(
@@ -121,6 +120,8 @@ def command_runner(
             finally:
                 guard.join(timeout=2.0)
                 bar.close()
+                with contextlib.suppress(ValueError):  # the private domain, claimed for it
+                    release_domain(int(env.get("ROS_DOMAIN_ID", "")))
         code = EXIT_TIMEOUT if timed_out else int(process.returncode)
         return code, "\n".join(tail)
 

@@ -10,7 +10,6 @@ or SIGINT/SIGTERM.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from r2s2r_common.ros_domain import discovery_range
 from r2s2r_recorder.demos import (
     GRAPH_NAME,
     GraphRun,
@@ -74,8 +74,7 @@ def run_record_graph(
     """
     nodes = resolve_graph(load_graph(GRAPH_NAME), arguments)
     check_artifact_arguments(arguments)
-    discovery = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    env = {"ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": discovery}
+    env = {"ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": discovery_range()}
     supervisor = GraphSupervisor(nodes, log_dir, grace_period_s, console=console, env=env)
     flags = {"timed_out": False, "interrupted": False}
 

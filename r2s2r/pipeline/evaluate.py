@@ -10,15 +10,28 @@ Without ``launch`` it runs the harness against a graph that is already up (the r
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from r2s2r_common.ros_domain import DomainClaim, claim_domain
 from r2s2r_policy.evaluation.report import EvaluationReport
 from r2s2r_policy.evaluation.ros import GRAPH_NAME, evaluate_ros, evaluation_graph_arguments
 from r2s2r_policy.evaluation.trials import EvaluationConfig
 
 from r2s2r.supervisor import running_graph
+
+
+@contextlib.contextmanager
+def _released(claim: DomainClaim | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if claim is not None:
+            claim.release()
+
 
 # Seconds a node of the evaluation graph gets to stop (SIGINT, then again before SIGKILL).
 EVALUATION_GRACE_PERIOD_S = 5.0
@@ -54,8 +67,9 @@ def evaluate_over_ros(
             :func:`r2s2r.pipeline.stages.grounded_cell_arguments`).
         log_dir: Node logs of a launched graph.
         graph_timeout_s: Wall-clock limit for the graph to come up.
-        domain_id: ROS_DOMAIN_ID of the harness and of launched nodes (None: the
-            environment's), e.g. to keep a test graph apart from others on the machine.
+        domain_id: ROS_DOMAIN_ID of the harness and of launched nodes (None: a launched
+            graph gets a private domain claimed for it, :func:`r2s2r_common.ros_domain.
+            claim_domain`; a running graph is looked for in the environment's).
         progress: Called after each trial with its record.
 
     Returns:
@@ -75,8 +89,14 @@ def evaluate_over_ros(
         arguments = evaluation_graph_arguments(
             checkpoint, twin_config, real_time_factor, policy_overrides, cell_arguments
         )
-        env = {} if domain_id is None else {"ROS_DOMAIN_ID": str(domain_id)}
+        # The evaluate graph is self-contained (the twin is its cell): a domain of its own,
+        # claimed so that no other job on this host shares it, unless one is given.
+        claim = claim_domain() if domain_id is None else None
+        if claim is not None:
+            domain_id = claim.domain_id
+        env = {"ROS_DOMAIN_ID": str(domain_id)}
         with (
+            _released(claim),
             open(os.devnull, "w", encoding="utf-8") as quiet,
             running_graph(
                 GRAPH_NAME,

@@ -18,23 +18,38 @@ Scene elements that WorldParams has no field for (e.g. ``table``) stay in ``scen
 load, ``world_overrides`` must equal what the records derive (a hand edit of one without the
 other is refused).
 
-This module is the writer's side and the records' schema; the schema version and the checks
-every reader shares are the world package's (:data:`r2s2r_world.grounding.ARTIFACT_SCHEMA_VERSION`,
-:func:`r2s2r_world.grounding.read_artifact`), which :func:`load_artifact` runs first.
+This module is the writer's side. The records' schema, the schema version and the one full
+check every reader runs are the world package's (:mod:`r2s2r_world.grounding_records`,
+:data:`r2s2r_world.grounding.ARTIFACT_SCHEMA_VERSION`,
+:func:`r2s2r_world.grounding.check_artifact`),
+so that the nodes and generation, which may not import this package, refuse exactly what
+:func:`load_artifact` refuses; the record names are re-exported here for the writer's users.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
-from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, format_validation_error
+from r2s2r_common.config import ConfigError, dump_yaml
 from r2s2r_description.transforms import invert_transform
-from r2s2r_world.grounding import ARTIFACT_SCHEMA_VERSION, read_artifact
+from r2s2r_world.grounding import CHECK_OVERRIDES as CHECK_OVERRIDES
+from r2s2r_world.grounding import GroundingArtifact as GroundingArtifact
+from r2s2r_world.grounding import derive_world_overrides as derive_world_overrides
+from r2s2r_world.grounding import read_artifact, validate_artifact
+from r2s2r_world.grounding_records import CAMERA_POSE_PARENTS as CAMERA_POSE_PARENTS
+from r2s2r_world.grounding_records import BeltRecord as BeltRecord
+from r2s2r_world.grounding_records import BlurRecord as BlurRecord
+from r2s2r_world.grounding_records import CameraPoseRecord as CameraPoseRecord
+from r2s2r_world.grounding_records import CameraRecord as CameraRecord
+from r2s2r_world.grounding_records import ControllerRecord as ControllerRecord
+from r2s2r_world.grounding_records import DistortionValue as DistortionValue
+from r2s2r_world.grounding_records import IntrinsicsRecord as IntrinsicsRecord
+from r2s2r_world.grounding_records import JointControllerRecord as JointControllerRecord
+from r2s2r_world.grounding_records import PoseValue as PoseValue
+from r2s2r_world.grounding_records import Provenance as Provenance
+from r2s2r_world.grounding_records import ScenePoseRecord as ScenePoseRecord
 
 from r2s2r_calibration.belt_model import BeltModelResult
 from r2s2r_calibration.blur import BlurResult
@@ -51,225 +66,6 @@ Vec3 = tuple[float, float, float]
 
 OPTICAL_FROM_LINK_RPY_RAD: Vec3 = (-math.pi / 2.0, 0.0, -math.pi / 2.0)
 """``<camera>_optical_frame`` in ``<camera>_link`` (same as r2s2r_description's)."""
-
-CAMERA_POSE_PARENTS: dict[str, str] = {"head": "world", "hand": "palm_link"}
-"""Parent frame of each camera's pose in WorldParams."""
-
-
-class Provenance(ConfigModel):
-    """Where a recovered quantity came from."""
-
-    source: str = Field(description="Bag path, or 'live' for a running cell.")
-    start_stamp_s: float | None = Field(None, description="First sample time (s), if known.")
-    end_stamp_s: float | None = Field(None, description="Last sample time (s), if known.")
-    n_samples: int = Field(ge=0, description="Number of samples used.")
-    sample_kind: str = Field(description="What a sample is: views, points, poses, pairs.")
-    solver: str = Field(description="Solver that produced the value.")
-
-
-class PoseValue(ConfigModel):
-    """A frame's pose in its parent (m, REP-103 roll-pitch-yaw rad)."""
-
-    parent_frame: str = Field(description="Parent frame, e.g. 'world'.")
-    child_frame: str = Field(description="Child frame, e.g. 'head_camera_link'.")
-    xyz_m: Vec3 = Field(description="Translation (m).")
-    rpy_rad: Vec3 = Field(description="Roll, pitch, yaw (rad).")
-
-    def matrix(self) -> FloatArray:
-        """Return the 4x4 pose."""
-        return pose_from_xyz_rpy(self.xyz_m, self.rpy_rad)
-
-    def world_value(self) -> dict[str, list[float]]:
-        """Return the WorldParams ``PoseParams`` form."""
-        return {"xyz_m": list(self.xyz_m), "rpy_rad": list(self.rpy_rad)}
-
-
-class DistortionValue(ConfigModel):
-    """Brown-Conrady distortion, OpenCV order."""
-
-    k1: float = Field(description="Radial r^2.")
-    k2: float = Field(description="Radial r^4.")
-    p1: float = Field(description="Tangential 1.")
-    p2: float = Field(description="Tangential 2.")
-    k3: float = Field(description="Radial r^6.")
-
-
-class IntrinsicsRecord(ConfigModel):
-    """Calibrated intrinsics of one camera."""
-
-    width_px: int = Field(ge=1, description="Image width.")
-    height_px: int = Field(ge=1, description="Image height.")
-    fx_px: float = Field(gt=0.0, description="Focal length x.")
-    fy_px: float = Field(gt=0.0, description="Focal length y.")
-    cx_px: float = Field(description="Principal point x.")
-    cy_px: float = Field(description="Principal point y.")
-    distortion: DistortionValue
-    std_px: tuple[float, float, float, float] = Field(
-        description="1-sigma of (fx, fy, cx, cy) (px)."
-    )
-    reprojection_rms_px: float = Field(ge=0.0, description="Board reprojection RMS (px).")
-    provenance: Provenance
-    interval_95_px: tuple[float, float, float, float] | None = Field(
-        None,
-        description="Half-widths of the 95 % intervals of (fx, fy, cx, cy) (px): the fit's "
-        "standard errors, the spread over view subsets and the model-error floors.",
-    )
-
-
-class BlurRecord(ConfigModel):
-    """Gaussian blur of one camera."""
-
-    sigma_px: float = Field(ge=0.0, description="Blur sigma (px).")
-    sigma_std_px: float = Field(ge=0.0, description="1-sigma uncertainty (px).")
-    relative_spread: float = Field(ge=0.0, description="Per-edge robust spread / median.")
-    provenance: Provenance
-    interval_95_px: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of sigma_px (px)."
-    )
-
-
-class CameraPoseRecord(ConfigModel):
-    """Extrinsic pose of one camera link."""
-
-    pose: PoseValue
-    reprojection_rms_px: float = Field(ge=0.0, description="Board reprojection RMS (px).")
-    translation_std_m: Vec3 = Field(description="1-sigma translation per axis (m).")
-    rotation_std_rad: Vec3 = Field(description="1-sigma rotation per axis (rad).")
-    provenance: Provenance
-    position_interval_95_m: float | None = Field(
-        None,
-        ge=0.0,
-        description="95 % bound on the position error (m): the fit's, and what the camera's "
-        "intrinsics uncertainty propagates into it.",
-    )
-    rotation_interval_95_rad: float | None = Field(
-        None, ge=0.0, description="95 % bound on the rotation error angle (rad)."
-    )
-
-
-class CameraRecord(ConfigModel):
-    """Everything recovered for one camera (each part optional)."""
-
-    intrinsics: IntrinsicsRecord | None = None
-    blur: BlurRecord | None = None
-    pose: CameraPoseRecord | None = None
-
-
-class ScenePoseRecord(ConfigModel):
-    """Registered pose of a scene element."""
-
-    pose: PoseValue
-    fitness: float = Field(ge=0.0, le=1.0, description="Inlier fraction.")
-    inlier_rmse_m: float = Field(ge=0.0, description="Inlier RMS distance (m).")
-    observability: float = Field(ge=0.0, description="Weakest/strongest information ratio.")
-    provenance: Provenance
-    held_at_nominal: list[str] = Field(
-        default_factory=list,
-        description="Pose directions the depth view does not constrain, held at the nominal "
-        "pose (e.g. 'translation along belt x': the belt's ends are out of view).",
-    )
-    position_interval_95_m: float | None = Field(
-        None,
-        ge=0.0,
-        description="95 % bound on the position error over the directions not held (m), with "
-        "what the camera calibration's uncertainty propagates into it.",
-    )
-    rotation_interval_95_rad: float | None = Field(
-        None, ge=0.0, description="95 % bound on the rotation error angle (rad)."
-    )
-
-
-class BeltRecord(ConfigModel):
-    """Belt speed model."""
-
-    roller_radius_m: float = Field(gt=0.0, description="Effective encoder roller radius (m).")
-    roller_radius_std_m: float = Field(ge=0.0, description="1-sigma (m).")
-    speed_mps: float | None = Field(
-        None, ge=0.0, description="Measured surface speed at the operating point (m/s)."
-    )
-    residual_rms_mps: float = Field(ge=0.0, description="RMS speed residual (m/s).")
-    relative_residual: float = Field(ge=0.0, description="Residual / mean speed.")
-    provenance: Provenance
-    roller_radius_interval_95_m: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of roller_radius_m (m)."
-    )
-    speed_interval_95_mps: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of speed_mps (m/s)."
-    )
-
-
-class JointControllerRecord(ConfigModel):
-    """Identified servo gains of one joint."""
-
-    kp: float = Field(gt=0.0, description="Stiffness (N m/rad).")
-    kd: float = Field(ge=0.0, description="Damping (N m s/rad).")
-    residual_rms_rad: float = Field(ge=0.0, description="Held-out tracking residual (rad).")
-    provenance: Provenance
-    kp_interval_95: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of kp (N m/rad)."
-    )
-    kd_interval_95: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of kd (N m s/rad)."
-    )
-
-
-class ControllerRecord(ConfigModel):
-    """Identified controller model (system identification)."""
-
-    gains: dict[str, JointControllerRecord] = Field(default_factory=dict)
-    latency_s: float | None = Field(None, ge=0.0, description="Command latency (s).")
-    latency_std_s: float | None = Field(None, ge=0.0, description="1-sigma latency (s).")
-    latency_interval_95_s: float | None = Field(
-        None, ge=0.0, description="Half-width of the 95 % interval of latency_s (s)."
-    )
-
-
-CHECK_OVERRIDES = "check_world_overrides"
-"""Validation context key: refuse world_overrides that differ from the records (files)."""
-
-
-class GroundingArtifact(ConfigModel):
-    """The grounding artifact (see the module docstring)."""
-
-    schema_version: int = Field(
-        ARTIFACT_SCHEMA_VERSION,
-        description="Artifact schema version (r2s2r_world.grounding.ARTIFACT_SCHEMA_VERSION).",
-    )
-    created_utc: str = Field(
-        default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"),
-        description="Creation time (ISO 8601, UTC).",
-    )
-    cameras: dict[str, CameraRecord] = Field(default_factory=dict)
-    scene: dict[str, ScenePoseRecord] = Field(default_factory=dict)
-    belt: BeltRecord | None = None
-    controller: ControllerRecord | None = None
-    world_overrides: dict[str, Any] = Field(
-        default_factory=dict, description="Derived WorldParams overrides (do not hand-edit)."
-    )
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known_version(cls, value: int) -> int:
-        if value != ARTIFACT_SCHEMA_VERSION:
-            raise ValueError(
-                f"expected schema_version {ARTIFACT_SCHEMA_VERSION} (this code's artifact schema)"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _overrides_consistent(self, info: ValidationInfo) -> GroundingArtifact:
-        derived = derive_world_overrides(self)
-        # A file's world_overrides must match its records (someone may have hand-edited it);
-        # in memory, records change step by step and world_overrides follows them.
-        checked = bool(info.context and info.context.get(CHECK_OVERRIDES))
-        if checked and self.world_overrides and self.world_overrides != derived:
-            raise ValueError(
-                "world_overrides does not match the records it is derived from; edit the "
-                "records, not world_overrides, or delete world_overrides to re-derive it"
-            )
-        # Assigning through __dict__ avoids re-running this validator (validate_assignment).
-        self.__dict__["world_overrides"] = derived
-        return self
 
 
 def camera_link_pose(T_parent_optical: FloatArray) -> FloatArray:
@@ -289,88 +85,24 @@ def pose_value(T_parent_child: FloatArray, parent_frame: str, child_frame: str) 
     )
 
 
-def _require_parent(pose: PoseValue, expected: str, key: str) -> None:
-    if pose.parent_frame != expected:
-        raise ValueError(
-            f"{key}: pose is in '{pose.parent_frame}', but WorldParams expects it in "
-            f"'{expected}'; express it there before adding it to the artifact"
-        )
-
-
-def derive_world_overrides(artifact: GroundingArtifact) -> dict[str, Any]:
-    """Derive the nested WorldParams overrides that the artifact's records define."""
-    overrides: dict[str, Any] = {}
-    for name, camera in artifact.cameras.items():
-        entry: dict[str, Any] = {}
-        if camera.intrinsics is not None:
-            intr = camera.intrinsics
-            # The image size goes with the intrinsics: they are only valid at that size.
-            entry.update(
-                width_px=intr.width_px,
-                height_px=intr.height_px,
-                fx_px=intr.fx_px,
-                fy_px=intr.fy_px,
-                cx_px=intr.cx_px,
-                cy_px=intr.cy_px,
-                distortion=intr.distortion.model_dump(),
-            )
-        if camera.blur is not None:
-            entry["blur_sigma_px"] = camera.blur.sigma_px
-        if camera.pose is not None:
-            expected = CAMERA_POSE_PARENTS.get(name)
-            if expected is not None:
-                _require_parent(camera.pose.pose, expected, f"cameras.{name}.pose")
-            entry["pose"] = camera.pose.pose.world_value()
-        if entry:
-            overrides.setdefault("cameras", {})[name] = entry
-    for name, record in artifact.scene.items():
-        if name == "belt":
-            _require_parent(record.pose, "world", "scene.belt.pose")
-            overrides.setdefault("belt", {})["pose"] = record.pose.world_value()
-        elif name.startswith("bin"):
-            _require_parent(record.pose, "world", f"scene.{name}.pose")
-            overrides.setdefault("bins", {})[name] = {"pose": record.pose.world_value()}
-    if artifact.belt is not None:
-        belt = overrides.setdefault("belt", {})
-        belt["roller_radius_m"] = artifact.belt.roller_radius_m
-        if artifact.belt.speed_mps is not None:
-            belt["speed_mps"] = artifact.belt.speed_mps
-    if artifact.controller is not None:
-        controller: dict[str, Any] = {}
-        if artifact.controller.gains:
-            controller["gains"] = {
-                joint: {"kp": record.kp, "kd": record.kd}
-                for joint, record in artifact.controller.gains.items()
-            }
-        if artifact.controller.latency_s is not None:
-            controller["latency_s"] = artifact.controller.latency_s
-        if controller:
-            overrides["controller"] = controller
-    return overrides
-
-
 def save_artifact(artifact: GroundingArtifact, path: str | Path) -> None:
     """Write the artifact as YAML (atomically)."""
     dump_yaml(artifact.model_dump(mode="json"), path)
 
 
 def load_artifact(path: str | Path) -> GroundingArtifact:
-    """Read and validate an artifact.
+    """Read and validate an artifact (the one check every reader runs, then the model).
 
     Raises:
         ArtifactError: Missing file, bad YAML, unknown schema version, invalid or inconsistent
-            content; the message names the file and key.
+            content; the message names the file and the full dotted key.
 
     """
     try:
-        # The checks every reader shares (version, sections, finite numbers), then the schema.
-        data = read_artifact(path)
+        # read_artifact runs the full check (r2s2r_world.grounding.check_artifact).
+        return validate_artifact(read_artifact(path), str(path))
     except ConfigError as error:
         raise ArtifactError(str(error)) from None
-    try:
-        return GroundingArtifact.model_validate(data, context={CHECK_OVERRIDES: True})
-    except ValidationError as error:
-        raise ArtifactError(format_validation_error(error, str(path))) from None
 
 
 def _provenance_text(provenance: Provenance) -> str:

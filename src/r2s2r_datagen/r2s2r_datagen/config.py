@@ -252,7 +252,21 @@ class GenerateConfig(ConfigModel):
         default=True, description="Continue a run in output_dir, skipping finished episodes."
     )
     retry_failed: bool = Field(
-        default=False, description="On resume, run episodes recorded as failed again."
+        default=False,
+        description="On resume, run every episode recorded as failed again, also those whose "
+        "generation failed (a missed grasp: the same seed fails the same way again).",
+    )
+    retry_interrupted: bool = Field(
+        default=True,
+        description="On resume, run again the episodes that failed without a verdict: their "
+        "shard could not be written (write_failed: a full disk), their worker crashed or they "
+        "timed out. False: keep them as failed.",
+    )
+    check_disk_space: bool = Field(
+        default=True,
+        description="Before generating, refuse when the run directory's disk has less free "
+        "space than the remaining episodes need (a conservative estimate from the recording "
+        "settings: shards plus the merged copy).",
     )
     job_timeout_s: float = Field(
         default=600.0, gt=0.0, le=86400.0, description="Wall-clock limit of one episode job."

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from r2s2r_common.config import ConfigError, load_config, read_yaml
 from r2s2r_sim.task import TrialPlan, sample_trial
-from r2s2r_world.grounding import check_artifact, non_finite_numbers
+from r2s2r_world.grounding import check_artifact, check_world_overrides, non_finite_numbers
 from r2s2r_world.world import LightingParams, WorldParams, apply_grounding, load_world
 
 from r2s2r_datagen.config import ConfigurationSpec, CoverageConfig, DatagenConfig, LightingRanges
@@ -149,8 +149,9 @@ def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     """Read the world overrides of a grounding artifact.
 
     Accepts the artifact written by ``r2s2r ground`` (its ``world_overrides`` section, after
-    :func:`r2s2r_world.grounding.check_artifact`, the check every consumer of an artifact runs)
-    or a plain override mapping mirroring :class:`WorldParams`.
+    :func:`r2s2r_world.grounding.check_artifact`, the full check every consumer of an artifact
+    runs: schema, units, poses, intrinsics, records consistent with the overrides) or a plain
+    override mapping mirroring :class:`WorldParams` (checked as ``world_overrides`` is).
 
     Raises:
         GroundingArtifactMissingError: The file does not exist (run ``r2s2r ground`` first).
@@ -172,6 +173,7 @@ def load_grounding_overrides(path: str | Path) -> dict[str, Any]:
     bad = non_finite_numbers(data)
     if bad:
         raise ConfigError(f"{artifact_path}: {', '.join(bad[:3])}: expected finite numbers")
+    check_world_overrides(data, str(artifact_path), key="")
     return dict(data)
 
 

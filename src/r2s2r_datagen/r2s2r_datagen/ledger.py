@@ -15,7 +15,21 @@ from pathlib import Path
 from typing import Any
 
 FINISHED_STATUSES = ("success", "failed", "skipped")
-"""Statuses that mean the episode is finished (a resume skips it)."""
+"""Statuses that mean the episode is finished (a resume skips it, but see
+:data:`INTERRUPTED_REASONS`)."""
+
+INTERRUPTED_REASONS = ("write_failed", "worker_crashed", "timeout")
+"""Reasons of a ``failed`` record that are no verdict on the episode: its shard could not be
+written (a full disk), its worker died, or it overran its deadline. A resume runs such an
+episode again unless told not to (``retry_interrupted = false``); a failure the generator
+decided (a missed grasp, a drop) is a result, and its seed would fail the same way again, so
+only ``retry_failed`` runs it again."""
+
+
+def is_interrupted(record: dict[str, Any]) -> bool:
+    """Whether a ledger record is a failure without a verdict (:data:`INTERRUPTED_REASONS`)."""
+    return record.get("status") == "failed" and record.get("reason") in INTERRUPTED_REASONS
+
 
 EpisodeKey = tuple[str, int]
 

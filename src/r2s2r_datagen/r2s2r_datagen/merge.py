@@ -121,6 +121,21 @@ def merge_configuration(
     if not shards:
         result.missing = sorted(wanted)
         return result
+    try:
+        return _merge_into(tmp, output, shards, result, wanted, configuration)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk: no half-merged file is left
+        raise
+
+
+def _merge_into(
+    tmp: Path,
+    output: Path,
+    shards: list[Path],
+    result: ConfigurationMerge,
+    wanted: set[EpisodeKey],
+    configuration: str,
+) -> ConfigurationMerge:
     report: MergeReport = merge_shards(shards, tmp)
     result.excluded_shards = list(report.excluded)
     seen: set[EpisodeKey] = set()

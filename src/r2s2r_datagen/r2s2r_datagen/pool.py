@@ -4,7 +4,7 @@ Both run :meth:`r2s2r_datagen.worker.WorkerState.run` — the same job function 
 that keeps its simulator backend across jobs. The scheduler (:mod:`r2s2r_datagen.runner`)
 gives each idle slot one job at a time and watches a deadline per job; a slot whose worker
 crashed or hung is *replaced* (the process or actor is killed and a fresh one with a new id,
-hence a new shard, takes the slot), so a bad episode costs only itself.
+hence new shard names, takes the slot), so a bad episode costs only itself.
 
 Why not ``concurrent.futures.ProcessPoolExecutor``: one worker that dies marks the whole
 executor broken (every pending future fails), and a running job cannot be cancelled, so a hung

@@ -26,7 +26,7 @@ Run directory layout::
     run.json               the run's identity (base seed, recording, configurations file)
     sessions.jsonl         one line per invocation
     ledger.jsonl           one line per finished episode (see r2s2r_datagen.ledger)
-    shards/<config>/shard_<worker>.hdf5
+    shards/<config>/shard_<worker>_e<episode>.hdf5   one per written episode (see worker)
     datasets/<config>.hdf5 merged, one copy of each success
     summary.json
     prerequisites.json     what was found, produced or skipped before generating (+ logs/)
@@ -46,26 +46,90 @@ from typing import Any
 
 from r2s2r_common.config import ConfigError
 from r2s2r_common.console import Reporter, duration_text, progress_reporter
+from r2s2r_common.disk import (
+    DiskSpaceError,
+    disk_full_message,
+    free_bytes,
+    is_disk_full,
+    size_text,
+)
 
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
 from r2s2r_datagen.generator import EpisodeJob, GeneratorUnavailableError
-from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger
+from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger, is_interrupted
 from r2s2r_datagen.merge import merge_configuration, scan_shards
 from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
 from r2s2r_datagen.prerequisites import PrerequisitesReport
 from r2s2r_datagen.summary import (
+    EXIT_INCOMPLETE,
     EXIT_NOTHING_RAN,
     ConfigurationSummary,
     RunSummary,
     low_yield_diagnosis,
 )
-from r2s2r_datagen.worker import JobReport, WorkerSetup
+from r2s2r_datagen.worker import WRITE_FAILED, JobReport, WorkerSetup
 
 ProgressCallback = Callable[[int, int, int, int], None]
 """Called as ``(finished, total, successes, attempts)`` after every finished job."""
 
 _POLL_S = 0.5
+
+EPISODE_FRAMES_ESTIMATE_S = 20.0
+"""Episode length assumed by the disk-space estimate (seconds of frames at the recording
+rate). Measured: 92-147 frames at 10 Hz (9-15 s) on the shipped twin's planner and MimicGen
+episodes."""
+COMPRESSED_IMAGE_FRACTION = 0.25
+"""Bytes of a gzip-compressed rendered image per raw byte assumed by the estimate. Measured:
+0.06-0.18 at level 1 on 128 x 128 renders (1.1-2.6 MB per episode)."""
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+"""Free space kept on top of the estimate (ledger, summary, file-system slack)."""
+
+
+def estimate_episode_bytes(recording: Any) -> int:
+    """Estimate, conservatively, the size of one episode in a shard from the recording settings.
+
+    Two cameras of ``H x W x 3`` bytes per frame at ``rate_hz`` for
+    :data:`EPISODE_FRAMES_ESTIMATE_S`, compressed to :data:`COMPRESSED_IMAGE_FRACTION` (none at
+    compression level 0), plus 1 kB of joints, actions and tracks per frame: about 2-4 times
+    what the shipped settings measure, so a run that passes the check does not fill the disk.
+    """
+    frames = float(recording.rate_hz) * EPISODE_FRAMES_ESTIMATE_S
+    image = 2.0 * recording.image_width_px * recording.image_height_px * 3
+    fraction = COMPRESSED_IMAGE_FRACTION if recording.compression_level > 0 else 1.0
+    return int(frames * (image * fraction + 1024.0))
+
+
+def check_disk_space(run_dir: Path, episodes: int, recording: Any, merge: bool) -> str:
+    """Refuse to start ``episodes`` jobs when the run directory's disk cannot hold them.
+
+    Every job is counted as a success (one episode in a shard, and once more in the merged
+    dataset when merging).
+
+    Returns:
+        A warning line when the disk would be more than 80 % used by the estimate, else ''.
+
+    Raises:
+        DiskSpaceError: The free space is below the estimate; the line names the folder, the
+            space free and needed, and how to skip the check.
+
+    """
+    per_episode = estimate_episode_bytes(recording) * (2 if merge else 1)
+    needed = episodes * per_episode + DISK_RESERVE_BYTES
+    free = free_bytes(run_dir)
+    if free < needed:
+        raise DiskSpaceError(
+            f"{run_dir}: not enough disk space for {episodes} episodes: {size_text(free)} free, "
+            f"about {size_text(needed)} needed ({size_text(per_episode)} per episode, "
+            "estimated from the recording settings); free space, write elsewhere "
+            "(--output-dir), generate fewer episodes, or skip the check (--no-disk-check)"
+        )
+    if free < needed / 0.8:
+        return (
+            f"{run_dir}: disk nearly full after this run: {size_text(free)} free, about "
+            f"{size_text(needed)} needed"
+        )
+    return ""
 
 
 def _identity(config: GenerateConfig, configurations_path: Path, recording: Any) -> dict[str, Any]:
@@ -136,7 +200,9 @@ def run_jobs(
 
     A job whose worker crashes or exceeds ``job_timeout_s`` is retried up to ``max_retries``
     times on a fresh worker, then recorded as failed with the reason (``worker_crashed`` or
-    ``timeout``).
+    ``timeout``). An episode whose shard could not be written is recorded as ``write_failed``;
+    when the disk is full, no further job is handed out (the running ones finish; the rest stay
+    unrun, for a resume).
 
     Returns:
         The final report of every job, in completion order.
@@ -155,6 +221,8 @@ def run_jobs(
         reports.append(report)
         successes += report.status == "success"
         attempts += record["total_attempts"]
+        if report.reason == WRITE_FAILED and is_disk_full(OSError(report.detail)):
+            queue.clear()  # a full disk stays full: stop handing out jobs
         if progress is not None:
             progress(len(reports), len(jobs), successes, attempts)
 
@@ -283,6 +351,9 @@ def run_generation(
     Raises:
         ConfigError: Bad configurations file, unknown configuration name, a run directory
             that holds a different run, or an invalid world or artifact.
+        r2s2r_common.disk.DiskSpaceError: The disk has less room than the remaining episodes
+            need (``check_disk_space``), or the ledger itself could not be written (one line
+            naming the folder and the space).
 
     """
     say = log or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -316,7 +387,9 @@ def run_generation(
             say(f"[generate] {entry.spec.name}: NOT RUN: {entry.unavailable}")
     source_checks = check_mimicgen_sources(prepared, datagen.behavior_options, overrides, say)
 
-    # Resume: finished episodes are skipped, unless their data is gone.
+    # Resume: finished episodes are skipped, unless their data is gone. A shard left under
+    # its temporary name by a killed worker holds nothing the ledger counts.
+    _remove_partial_shards(run_dir)
     latest = ledger.latest()
     scan = scan_shards(run_dir)
     for path, reason in scan.unreadable:
@@ -328,7 +401,10 @@ def run_generation(
             ledger.append({**record, "status": "lost", "reason": "shard_unreadable"})
             summary.notes.append(f"{key[0]} episode {key[1]}: data lost, generating it again")
             continue
-        if status in FINISHED_STATUSES and not (config.retry_failed and status == "failed"):
+        retry = status == "failed" and (
+            config.retry_failed or (config.retry_interrupted and is_interrupted(record))
+        )
+        if status in FINISHED_STATUSES and not retry:
             done.add(key)
     all_jobs = make_jobs(
         nominal, prepared, range(config.episodes_per_configuration), config.base_seed, datagen
@@ -340,10 +416,17 @@ def run_generation(
         key=lambda j: (j.world_config_id, [o.type_name for o in j.plan.objects], j.episode_index),
     )
     finished_before = len(all_jobs) - len(jobs)
+    retried = sum(1 for job in jobs if is_interrupted(latest.get(job.key, {})))
+    if jobs and config.check_disk_space:
+        warning = check_disk_space(run_dir, len(jobs), datagen.recording, config.merge)
+        if warning:
+            say(f"[generate] WARNING: {warning}")
     if not jobs:
         say(f"[generate] up to date ({finished_before} episodes finished)")
     else:
         resumed = f", {finished_before} already finished" if finished_before else ""
+        if retried:
+            resumed += f", {retried} lost to a failed write, crash or timeout run again"
         say(
             f"[generate] running: {len(jobs)} episodes on {min(config.workers, len(jobs))} "
             f"workers{resumed} (shards in {run_dir / 'shards'})"
@@ -378,10 +461,31 @@ def run_generation(
                 pool, jobs, ledger, config.job_timeout_s, config.max_retries, on_progress
             )
             summary.jobs_elapsed_s = time.monotonic() - jobs_started
+        except OSError as error:  # the ledger's own write (same disk as the shards)
+            if not is_disk_full(error):
+                raise
+            needed = len(jobs) * estimate_episode_bytes(datagen.recording)
+            raise DiskSpaceError(
+                f"{disk_full_message(run_dir, needed)}; free space and run again: the resume "
+                "runs the episodes without a result"
+            ) from error
         finally:
             bar.close()
             pool.close()
+            _remove_partial_shards(run_dir)  # of workers stopped mid-write
         say(f"[generate] done in {duration_text(summary.jobs_elapsed_s)}")
+        full = [r for r in reports if r.reason == WRITE_FAILED and is_disk_full(OSError(r.detail))]
+        if full:
+            unrun = len(jobs) - len(reports)
+            needed = (len(full) + unrun) * estimate_episode_bytes(datagen.recording)
+            line = (
+                f"disk full: {full[0].detail.split(': no space')[0]}: {len(full)} episodes "
+                f"lost to the write, {unrun} not run; about {size_text(needed)} more needed "
+                f"({size_text(free_bytes(run_dir))} free); free space and run again: the "
+                "resume runs them"
+            )
+            say(f"[generate] ERROR: {line}")
+            summary.notes.append(line)
 
     # This invocation's wall time: the prerequisites' commands, then generation.
     summary.elapsed_s = prerequisites.wall_s() + time.monotonic() - started
@@ -389,8 +493,28 @@ def run_generation(
     if not any(entry.world is not None for entry in prepared):
         summary.exit_code = EXIT_NOTHING_RAN
         summary.notes.append("no requested configuration can run here: nothing was generated")
-    summary.save(run_dir / "summary.json")
+    else:
+        unfinished = sum(c.unfinished for c in summary.configurations if not c.unavailable)
+        if unfinished:
+            summary.exit_code = EXIT_INCOMPLETE
+            summary.notes.append(
+                f"{unfinished} episodes have no result (lost to a failed write, crash or "
+                "timeout, or not run); run again to resume them"
+            )
+    try:
+        summary.save(run_dir / "summary.json")
+    except OSError as error:
+        if not is_disk_full(error):
+            raise
+        if not any(note.startswith("disk full") for note in summary.notes):
+            say(f"[generate] ERROR: {run_dir}: no space left on device to save summary.json")
     return summary
+
+
+def _remove_partial_shards(run_dir: Path) -> None:
+    """Remove shards left under their temporary name (no worker may be running)."""
+    for partial in (run_dir / "shards").glob("*/.*.partial"):
+        partial.unlink(missing_ok=True)
 
 
 def _summarise(
@@ -429,7 +553,19 @@ def _summarise(
         item.episodes_per_min = item.finished_this_session / minutes
         if entry.unavailable is None and config.merge:
             successes = {k for k, r in latest.items() if r["status"] == "success"}
-            merged = merge_configuration(run_dir, name, successes)
+            try:
+                merged = merge_configuration(run_dir, name, successes)
+            except OSError as error:
+                if not is_disk_full(error):
+                    raise
+                line = (
+                    f"{name}: not merged: {run_dir / 'datasets'}: no space left on device "
+                    f"({size_text(free_bytes(run_dir))} free); free space and run again"
+                )
+                summary.notes.append(line)
+                item.diagnosis = low_yield_diagnosis(item)
+                summary.configurations.append(item)
+                continue
             if merged.output.exists():
                 item.dataset = str(merged.output)
                 item.dataset_episodes = merged.episodes

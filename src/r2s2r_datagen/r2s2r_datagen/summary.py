@@ -10,9 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2s2r_datagen.ledger import INTERRUPTED_REASONS
+
 EXIT_OK = 0
 EXIT_NOTHING_RAN = 3
 """Exit code when no requested configuration could run (generators or artifact missing)."""
+EXIT_INCOMPLETE = 4
+"""Exit code when episodes are left without a result (lost to a failed write, a crash or a
+timeout, or not run): a resume runs them."""
 
 LOW_YIELD_FRACTION = 0.10
 """A configuration's yield (successes per attempt) below this is far below usual: on the
@@ -39,7 +44,9 @@ class ConfigurationSummary:
         unavailable: Why the configuration could not run here, else ``None``.
         requested: Episodes asked for.
         successes: Episodes generated and written.
-        failed: Episodes whose generation failed (trial failures, crashes, timeouts).
+        failed: Episodes whose generation failed (trial failures, crashes, timeouts, failed
+            writes).
+        interrupted: Of ``failed``, those without a verdict (:data:`INTERRUPTED_REASONS`).
         skipped: Bad-input episodes skipped with a reason.
         attempts: Simulator rollouts tried (the yield's denominator).
         failure_reasons: Reason → count over failed and skipped episodes.
@@ -65,6 +72,7 @@ class ConfigurationSummary:
     requested: int = 0
     successes: int = 0
     failed: int = 0
+    interrupted: int = 0
     skipped: int = 0
     attempts: int = 0
     failure_reasons: dict[str, int] = field(default_factory=dict)
@@ -84,6 +92,11 @@ class ConfigurationSummary:
         return self.successes + self.failed + self.skipped
 
     @property
+    def unfinished(self) -> int:
+        """Requested episodes without a result: not run, or failed without a verdict."""
+        return max(0, self.requested - self.finished) + self.interrupted
+
+    @property
     def yield_fraction(self) -> float | None:
         """Successes per attempt (``None`` before any attempt)."""
         return self.successes / self.attempts if self.attempts else None
@@ -97,6 +110,7 @@ class ConfigurationSummary:
                 self.successes += 1
             elif status == "failed":
                 self.failed += 1
+                self.interrupted += record.get("reason") in INTERRUPTED_REASONS
                 reasons[str(record["reason"])] += 1
             elif status == "skipped":
                 self.skipped += 1
@@ -109,6 +123,7 @@ class ConfigurationSummary:
         """JSON-friendly form (with yield and finished)."""
         data = asdict(self)
         data["finished"] = self.finished
+        data["unfinished"] = self.unfinished
         data["yield"] = self.yield_fraction
         return data
 
@@ -158,7 +173,7 @@ class RunSummary:
         executor: ``process`` or ``ray``.
         configurations: Per-configuration summaries.
         notes: Messages for the user (unavailable generators, lost episodes...).
-        exit_code: 0, or :data:`EXIT_NOTHING_RAN`.
+        exit_code: 0, :data:`EXIT_NOTHING_RAN` or :data:`EXIT_INCOMPLETE`.
         jobs_elapsed_s: Wall time from the first job handed out to the last one finished
             (throughput without worker start-up and merge).
 
@@ -192,8 +207,12 @@ class RunSummary:
         """Write the summary as JSON (atomically)."""
         target = Path(path)
         tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        try:
+            tmp.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
+            tmp.replace(target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk: no partial summary is left
+            raise
 
     def table(self) -> Any:
         """Build a :class:`rich.table.Table` of the configurations."""

@@ -1,21 +1,24 @@
 """The job function every worker runs (process pool and Ray alike).
 
-A worker process owns one simulator backend, reused across its jobs, the generators it has
-built, and one dataset shard per configuration (``shards/<configuration>/shard_<worker>.hdf5``).
-Each shard is opened, extended by one episode and closed again per job, so a worker killed
-between jobs never leaves a shard half-written, and one killed while writing can corrupt only
-its own shard (which the merge reports and excludes; the ledger check then re-runs those
-episodes on resume).
+A worker process owns one simulator backend, reused across its jobs, and the generators it has
+built. Each successful episode becomes one shard
+(``shards/<configuration>/shard_<worker>_e<episode>.hdf5``), written under a temporary name and
+renamed when closed: a worker killed mid-write, or a write that fails on a full disk, leaves no
+shard and harms no other episode (the episode is recorded as ``write_failed``, or not at all, and
+a resume runs it again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from r2s2r_common.disk import disk_full_message, is_disk_full
 from r2s2r_recorder.dataset import EpisodeWriter
 
 from r2s2r_datagen.configurations import check_plan
@@ -28,6 +31,10 @@ from r2s2r_datagen.generator import (
 )
 
 Status = Literal["success", "failed", "skipped"]
+
+WRITE_FAILED = "write_failed"
+"""Reason of an episode generated and then lost because its shard could not be written (a
+full disk, an I/O error): not a verdict on the episode, so a resume runs it again."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +97,95 @@ class JobReport:
         return asdict(self)
 
 
-def shard_path(run_dir: str | Path, configuration: str, worker_id: str) -> Path:
-    """``<run_dir>/shards/<configuration>/shard_<worker_id>.hdf5``."""
-    return Path(run_dir) / "shards" / configuration / f"shard_{worker_id}.hdf5"
+def shard_path(run_dir: str | Path, configuration: str, worker_id: str, episode_index: int) -> Path:
+    """``<run_dir>/shards/<configuration>/shard_<worker_id>_e<episode_index>.hdf5``.
+
+    One shard per written episode: a shard is written whole under a temporary name and renamed
+    when closed (:func:`write_episode`), so no shard is ever extended in place, and a failed
+    write (a full disk) or a kill can leave nothing half-written that holds other episodes.
+    """
+    name = f"shard_{worker_id}_e{episode_index:06d}.hdf5"
+    return Path(run_dir) / "shards" / configuration / name
+
+
+def partial_shard_path(path: Path) -> Path:
+    """Where a shard is written before it is complete: ``.<name>.partial`` beside it.
+
+    The name does not match ``shard_*.hdf5``, so neither the scan nor the merge ever reads it.
+    """
+    return path.with_name(f".{path.name}.partial")
+
+
+def write_episode(path: Path, episode: Any, compression_level: int) -> None:
+    """Write one episode as the shard ``path``; nothing is left under either name if it fails.
+
+    The shard is written under :func:`partial_shard_path` and renamed when closed, so a failed
+    write (a full disk) leaves no empty or half-written shard, and a write that fails after a
+    full disk prints one error, not h5py's report of every object it could not release.
+
+    Raises:
+        OSError: The write failed (``r2s2r_common.disk.is_disk_full`` tells a full disk).
+        RuntimeError: h5py's wrapping of a failed write.
+
+    """
+    quiet_disk_full_unraisables()
+    partial = partial_shard_path(path)
+    partial.unlink(missing_ok=True)
+    try:
+        with EpisodeWriter(partial, compression_level=compression_level) as writer:
+            writer.append(episode)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise
+
+
+def _is_h5py_release_on_full_disk(error: BaseException | None, traceback: Any = None) -> bool:
+    if error is None or not is_disk_full(error):
+        return False
+    frame = traceback if traceback is not None else error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    released = frame is not None and frame.tb_frame.f_code.co_name.endswith("_dealloc")
+    return released or "id ref count" in str(error)
+
+
+def quiet_disk_full_unraisables() -> None:
+    """Drop h5py's reports of the objects it cannot release after a write failed on a full disk.
+
+    When a write fails on a full disk, h5py releases the file's objects (then, or later, when
+    the exception and its frames go) and each release fails again with the same ENOSPC ("Can't
+    decrement id ref count"), printed by Cython through :func:`sys.excepthook` and
+    :func:`sys.unraisablehook` as "Exception ignored in ObjectID.__dealloc__" and a traceback
+    per object: the hundreds of lines a full disk used to print. The failure itself is raised
+    and reported once, in one line. Installed once per worker process; every other error is
+    reported as before.
+    """
+    if getattr(sys.unraisablehook, "_r2s2r_quiet_disk_full", False):
+        return
+    previous_unraisable = sys.unraisablehook
+    previous_except = sys.excepthook
+
+    def unraisable(info: Any) -> None:
+        if not _is_h5py_release_on_full_disk(info.exc_value, info.exc_traceback):
+            previous_unraisable(info)
+
+    def excepthook(kind: Any, value: BaseException, traceback: Any) -> None:
+        if not _is_h5py_release_on_full_disk(value, traceback):
+            previous_except(kind, value, traceback)
+
+    unraisable._r2s2r_quiet_disk_full = True  # type: ignore[attr-defined]
+    sys.unraisablehook = unraisable
+    sys.excepthook = excepthook
+
+
+def write_failure_detail(folder: Path, error: BaseException) -> str:
+    """One line for an episode lost to its write: the folder and the space, or the error."""
+    if is_disk_full(error):
+        return disk_full_message(folder)
+    text = " ".join(str(error).split())
+    return f"{folder}: {type(error).__name__}: {text[:300]}"
 
 
 class WorkerState:
@@ -184,16 +277,20 @@ class WorkerState:
                     "generator_attempts": result.attempts,
                 }
                 episode.metadata.provenance = provenance
-                path = shard_path(self.setup.run_dir, job.configuration, self.setup.worker_id)
-                with EpisodeWriter(
-                    path,
-                    compression_level=job.recording.compression_level,
-                    append_existing=path.exists(),
-                ) as writer:
-                    writer.append(episode)
-                report.status, report.reason = "success", "success"
-                report.frames = episode.num_frames
-                report.shard = str(path.relative_to(self.setup.run_dir))
+                path = shard_path(
+                    self.setup.run_dir, job.configuration, self.setup.worker_id, job.episode_index
+                )
+                try:
+                    write_episode(path, episode, job.recording.compression_level)
+                except (OSError, RuntimeError) as error:
+                    # A full disk, an I/O error: the episode is lost to the write, not to
+                    # the generator (resumes run it again, see ledger.INTERRUPTED_REASONS).
+                    report.status, report.reason = "failed", WRITE_FAILED
+                    report.detail = write_failure_detail(path.parent, error)
+                else:
+                    report.status, report.reason = "success", "success"
+                    report.frames = episode.num_frames
+                    report.shard = str(path.relative_to(self.setup.run_dir))
                 report.timings["write"] = time.perf_counter() - write_started
             else:
                 report.status, report.reason = "failed", result.outcome or "failure"

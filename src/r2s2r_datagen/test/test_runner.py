@@ -145,10 +145,10 @@ def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
     jobs = make_jobs(nominal, prepared, range(3), 0, datagen)
     states = [WorkerState(WorkerSetup(f"w{i}", str(run_dir), {}, overrides)) for i in range(2)]
     reports = [states[0].run(jobs[0]), states[1].run(jobs[1]), states[0].run(jobs[2])]
-    assert [r.shard for r in reports] == [
-        "shards/nominal_planner/shard_w0.hdf5",
-        "shards/nominal_planner/shard_w1.hdf5",
-        "shards/nominal_planner/shard_w0.hdf5",
+    assert [r.shard for r in reports] == [  # one shard per episode, named by worker
+        "shards/nominal_planner/shard_w0_e000000.hdf5",
+        "shards/nominal_planner/shard_w1_e000001.hdf5",
+        "shards/nominal_planner/shard_w0_e000002.hdf5",
     ]
     bad = run_dir / reports[1].shard
     data = bytearray(bad.read_bytes())
@@ -156,7 +156,7 @@ def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
     bad.write_bytes(bytes(data))
     successes = {("nominal_planner", i) for i in range(3)} | {("other", 0)}
     merged = merge_configuration(run_dir, "nominal_planner", successes)
-    assert [p.name for p, _ in merged.excluded_shards] == ["shard_w1.hdf5"]
+    assert [p.name for p, _ in merged.excluded_shards] == ["shard_w1_e000001.hdf5"]
     assert merged.episodes == 2 and merged.missing == [("nominal_planner", 1)]
     assert sorted(_episodes_by_index(merged.output)) == [0, 2]
     with h5py.File(merged.output, "r") as handle:

@@ -10,11 +10,27 @@ A checkpoint is a directory:
 
 Directories are written under a temporary name and renamed when complete, so a crash never
 leaves a half-written checkpoint that :func:`latest_checkpoint` would pick.
+
+The two files are bound to each other at save (:func:`save_checkpoint`), and the binding is
+checked at load (:func:`check_binding`, run by :func:`load_checkpoint` before any weight goes
+into a model): ``model.safetensors`` carries, in its header's metadata (not in its tensors), the
+spec it was trained with and the SHA-256 of the normalisation statistics; ``config.yaml``
+carries the SHA-256 of ``model.safetensors`` (``integrity.weights_sha256``). An edit of either
+file (two joints swapped in the spec, other image sizes, changed statistics, a changed weight)
+is refused in one line naming the checkpoint and what differs. Checkpoints written before the
+binding have neither: they load with a warning (a lab's trained checkpoints stay usable; they
+cannot prove they were not edited, and the shape checks still refuse a config that does not fit
+the weights).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import shutil
+import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +38,8 @@ from typing import Any
 import torch
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, parse_config, read_yaml
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save_file
 
 from .models import Policy, build_policy
 from .normalization import NormalizationStats
@@ -35,10 +52,24 @@ MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
 TRAINING_STATE_FILE = "training_state.pt"
 CHECKPOINT_PREFIX = "step_"
+SPEC_METADATA_KEY = "r2s2r_spec"
+"""``model.safetensors`` metadata: the spec (JSON) the weights were saved with."""
+NORMALIZATION_METADATA_KEY = "r2s2r_normalization_sha256"
+"""``model.safetensors`` metadata: SHA-256 of the normalisation statistics saved with them."""
+
+_LOG = logging.getLogger(__name__)
+_WARNED_UNBOUND: set[Path] = set()
+"""Checkpoints without a binding already warned about in this process (one warning each)."""
 
 
 class CheckpointError(ValueError):
     """A checkpoint directory is missing, incomplete or unreadable."""
+
+
+class CheckpointIntegrity(ConfigModel):
+    """``config.yaml``'s half of the binding: what the weights file was when it was saved."""
+
+    weights_sha256: str = Field(description="SHA-256 of model.safetensors (header included).")
 
 
 class CheckpointConfig(ConfigModel):
@@ -51,6 +82,9 @@ class CheckpointConfig(ConfigModel):
     normalization: NormalizationStats = Field(description="State and action statistics.")
     training: dict[str, Any] = Field(
         default_factory=dict, description="Training metadata: step, seed, config, writer rank."
+    )
+    integrity: CheckpointIntegrity | None = Field(
+        None, description="The weights' hash (absent in checkpoints written before the binding)."
     )
 
 
@@ -95,9 +129,18 @@ def save_checkpoint(
     tmp.mkdir(parents=True)
     # On the CPU whatever the training device: a checkpoint loads on any machine.
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in policy.state_dict().items()}
-    save_file(tensors, str(tmp / MODEL_FILE))
+    # The binding (module docstring): the weights state their spec and statistics, the config
+    # the weights' hash. Metadata is the file header's: the tensors are saved unchanged.
+    metadata = {
+        SPEC_METADATA_KEY: _canonical(policy.spec.model_dump(mode="json")),
+        NORMALIZATION_METADATA_KEY: _sha256_text(_canonical(policy.stats.model_dump(mode="json"))),
+    }
+    save_file(tensors, str(tmp / MODEL_FILE), metadata=metadata)
     config = CheckpointConfig(
-        spec=policy.spec, normalization=policy.stats, training=dict(training or {})
+        spec=policy.spec,
+        normalization=policy.stats,
+        training=dict(training or {}),
+        integrity=CheckpointIntegrity(weights_sha256=_sha256_file(tmp / MODEL_FILE)),
     )
     dump_yaml(config, tmp / CONFIG_FILE)
     if training_state is not None:
@@ -140,7 +183,9 @@ def read_checkpoint_config(directory: str | Path) -> CheckpointConfig:
 def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) -> LoadedCheckpoint:
     """Load a checkpoint, refusing it when its spec does not match the robot.
 
-    The spec is checked before any weight is read.
+    ``config.yaml`` is checked against ``model.safetensors`` first (:func:`check_binding`),
+    then the spec against the robot, then the weights' shapes against the model the spec
+    builds, before any weight goes into the model.
 
     Args:
         directory: Checkpoint directory.
@@ -151,17 +196,26 @@ def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) ->
 
     Raises:
         SpecMismatchError: Listing every mismatch with ``expected``.
-        CheckpointError: If the checkpoint is incomplete or its weights do not fit the model.
+        CheckpointError: If the checkpoint is incomplete, its files are not the pair that was
+            saved, or its weights do not fit the model its config describes (one line naming
+            the checkpoint, the field and both values).
 
     """
     path = Path(directory)
     config = read_checkpoint_config(path)
+    data = _read_model_bytes(path)
+    state = _weights_of(path, data)
+    # config.yaml and the weights belong together before the spec is trusted for anything.
+    check_binding(path, config, data)
     if expected is not None:
         mismatches = spec_mismatches(config.spec, expected)
         if mismatches:
             raise SpecMismatchError(mismatches, context=f"checkpoint {path}")
-    policy = build_policy(config.spec, config.normalization)
-    state = read_weights(path)
+    try:
+        policy = build_policy(config.spec, config.normalization)
+    except ValueError as error:  # ConfigError included: spec and statistics disagree
+        raise CheckpointError(f"checkpoint {path}: {CONFIG_FILE}: {error}") from None
+    _check_shapes(path, policy, state)
     try:
         policy.load_state_dict(state, strict=True)
     except RuntimeError as error:
@@ -170,6 +224,156 @@ def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) ->
         ) from None
     policy.eval()
     return LoadedCheckpoint(policy=policy, config=config, path=path)
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_model_bytes(path: Path) -> bytes:
+    model = path / MODEL_FILE
+    try:
+        return model.read_bytes()
+    except OSError as error:
+        raise CheckpointError(f"{model}: unreadable ({error.strerror or error})") from None
+
+
+def _weights_of(path: Path, data: bytes) -> dict[str, torch.Tensor]:
+    try:
+        return load_bytes(data)
+    except Exception as error:  # safetensors raises its own SafetensorError
+        raise CheckpointError(
+            f"{path / MODEL_FILE}: not a readable safetensors file ({error}); the checkpoint is "
+            "damaged: use another checkpoint or train again"
+        ) from None
+
+
+def weights_metadata(data: bytes) -> dict[str, str]:
+    """Return the ``__metadata__`` of a safetensors file's header (empty when it has none)."""
+    if len(data) < 8:
+        return {}
+    (length,) = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8 : 8 + length])
+    except ValueError:
+        return {}
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    return dict(metadata) if isinstance(metadata, dict) else {}
+
+
+def _first_difference(saved: Any, current: Any, key: str) -> str:
+    if isinstance(saved, Mapping) and isinstance(current, Mapping):
+        for name in list(saved) + [n for n in current if n not in saved]:
+            if saved.get(name) != current.get(name):
+                return _first_difference(saved.get(name), current.get(name), f"{key}.{name}")
+    if isinstance(saved, list) and isinstance(current, list):
+        if len(saved) != len(current):
+            return f"{key}: {len(current)} entries, the weights were saved with {len(saved)}"
+        for index, (a, b) in enumerate(zip(saved, current, strict=True)):
+            if a != b:
+                return _first_difference(a, b, f"{key}[{index}]")
+    return f"{key} = {current!r}, the weights were saved with {saved!r}"
+
+
+def check_binding(directory: str | Path, config: CheckpointConfig, data: bytes) -> None:
+    """Check that ``config.yaml`` and ``model.safetensors`` are the pair that was saved.
+
+    Args:
+        directory: The checkpoint (for messages).
+        config: Its parsed ``config.yaml``.
+        data: The bytes of its ``model.safetensors``.
+
+    Raises:
+        CheckpointError: One line naming the checkpoint and what differs: a field of the spec
+            (config.yaml's value and the one the weights were saved with), the normalisation
+            statistics, or the weights (their hash); or only one half of the binding present.
+
+    """
+    path = Path(directory)
+    metadata = weights_metadata(data)
+    bound_spec = metadata.get(SPEC_METADATA_KEY)
+    if config.integrity is None and bound_spec is None:
+        if path.resolve() not in _WARNED_UNBOUND:
+            _WARNED_UNBOUND.add(path.resolve())
+            _LOG.warning(
+                "warning: checkpoint %s was written before checkpoints were bound to their "
+                "weights: its config.yaml cannot be checked against model.safetensors (only "
+                "their shapes are)",
+                path,
+            )
+        return
+    edited = "was edited after saving: restore it or use another checkpoint"
+    if config.integrity is None or bound_spec is None:
+        half = (
+            f"{CONFIG_FILE} lacks integrity"
+            if config.integrity is None
+            else (f"{MODEL_FILE} lacks its spec metadata")
+        )
+        raise CheckpointError(
+            f"checkpoint {path}: {half} (the other file has its half of the binding): the "
+            f"checkpoint {edited}"
+        )
+    found = _sha256_file_bytes(data)
+    if found != config.integrity.weights_sha256:
+        raise CheckpointError(
+            f"checkpoint {path}: {MODEL_FILE} (sha256 {found[:12]}) is not the weights "
+            f"{CONFIG_FILE} was saved with (sha256 {config.integrity.weights_sha256[:12]}): "
+            f"the weights file {edited}"
+        )
+    saved = json.loads(bound_spec)
+    current = config.spec.model_dump(mode="json")
+    if _canonical(saved) != _canonical(current):
+        difference = _first_difference(saved, current, "spec")
+        raise CheckpointError(
+            f"checkpoint {path}: {CONFIG_FILE} {difference}: {CONFIG_FILE} {edited}"
+        )
+    stats = _sha256_text(_canonical(config.normalization.model_dump(mode="json")))
+    if stats != metadata.get(NORMALIZATION_METADATA_KEY):
+        raise CheckpointError(
+            f"checkpoint {path}: {CONFIG_FILE} normalization is not the statistics the weights "
+            f"were saved with (sha256 {stats[:12]}, saved "
+            f"{str(metadata.get(NORMALIZATION_METADATA_KEY))[:12]}): {CONFIG_FILE} {edited}"
+        )
+
+
+def _sha256_file_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_shapes(path: Path, policy: Policy, state: Mapping[str, torch.Tensor]) -> None:
+    """Refuse weights whose names or shapes do not fit the model ``config.yaml`` builds."""
+    model = policy.state_dict()
+    missing = [name for name in model if name not in state]
+    unexpected = [name for name in state if name not in model]
+    if missing or unexpected:
+        what = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
+        raise CheckpointError(
+            f"checkpoint {path}: {MODEL_FILE} does not fit the model {CONFIG_FILE} describes "
+            f"(tensors {what}): spec.model differs from what the weights were trained with"
+        )
+    for name, tensor in model.items():
+        found = tuple(state[name].shape)
+        if tuple(tensor.shape) != found:
+            raise CheckpointError(
+                f"checkpoint {path}: {MODEL_FILE} tensor {name} has shape {list(found)}, "
+                f"{CONFIG_FILE}'s spec builds {list(tensor.shape)}: {_shape_hint(name)} in "
+                f"{CONFIG_FILE} differ from what the weights were trained with"
+            )
+
+
+def _shape_hint(tensor: str) -> str:
+    if "encoders." in tensor:
+        image = tensor.split("encoders.", 1)[1].split(".", 1)[0]
+        return f"the image size of {image} (spec.images) or spec.model.params"
+    return "spec.joint_names/action_names, spec.chunk_length or spec.model.params"
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
@@ -182,13 +386,7 @@ def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     path = Path(directory) / MODEL_FILE
     if not path.is_file():
         raise CheckpointError(f"{path.parent}: not a policy checkpoint (missing {MODEL_FILE})")
-    try:
-        return load_file(str(path))
-    except Exception as error:  # safetensors raises its own SafetensorError
-        raise CheckpointError(
-            f"{path}: not a readable safetensors file ({error}); the checkpoint is damaged: "
-            "use another checkpoint or train again"
-        ) from None
+    return _weights_of(path.parent, _read_model_bytes(path.parent))
 
 
 def load_training_state(directory: str | Path) -> dict[str, Any]:

@@ -4,13 +4,18 @@ Complete bags open with the rosbags reader (:func:`open_reader`, :func:`opened_b
 finished or not, is scanned by :func:`inspect_bag` (the layout is
 :mod:`r2s2r_recorder.bag_format`; an unfinished bag is rewritten by
 :mod:`r2s2r_recorder.bag_repair`).
+
+Integrity: :func:`open_reader` checks every CRC-32 of the MCAP file first
+(:func:`~r2s2r_recorder.mcap_scan.verify_mcap`: chunks, data section, summary, attachments) and
+refuses a damaged bag with :class:`BagDamagedError`, one line naming the bag and the damaged
+record's offset; :func:`inspect_bag` lists every damaged record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -19,11 +24,18 @@ from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
 
 from .bag_format import CUSTOM_DATA_KEY, INCOMPLETE_MARKER, SIDECAR_NAME, EpisodeInfo
-from .mcap_scan import McapScan, iter_mcap
+from .mcap_scan import McapScan, iter_mcap, verify_mcap
 
 
 class BagReadError(BadInputError, RuntimeError):
     """A bag cannot be read; the message names the file and, when known, the byte offset."""
+
+
+class BagDamagedError(BagReadError):
+    """A finished bag's bytes are damaged: a CRC fails, or the file is cut or malformed.
+
+    The message names the bag, the MCAP file and the damaged record's offset.
+    """
 
 
 def read_episode_info(bag_dir: str | Path) -> EpisodeInfo | None:
@@ -60,6 +72,8 @@ class BagInspection:
         valid_until_offset: Bytes of the MCAP file that could be read.
         file_size: Size of the MCAP file.
         error: Why reading stopped early (file and offset), or None.
+        damage: Every record whose CRC fails (one phrase each, with its offset).
+        checksums: What the CRCs covered and whether they matched, in words.
 
     """
 
@@ -70,6 +84,31 @@ class BagInspection:
     valid_until_offset: int
     file_size: int
     error: str | None
+    damage: list[str] = field(default_factory=list)
+    checksums: str = ""
+
+    @property
+    def state(self) -> str:
+        """``complete`` (closed, every CRC matches), ``DAMAGED`` or ``UNFINISHED``.
+
+        A bag is damaged when a CRC fails, or when it was closed (metadata.yaml, no
+        ``INCOMPLETE`` marker) and yet its file stops short or holds a malformed record;
+        unfinished when the recorder stopped before closing it.
+        """
+        if self.damage:
+            return "DAMAGED"
+        if self.complete:
+            return "complete"
+        closed = (self.bag_dir / "metadata.yaml").is_file() and not (
+            self.bag_dir / INCOMPLETE_MARKER
+        ).exists()
+        malformed = self.error is not None and "bad record" in self.error
+        return "DAMAGED" if closed or malformed else "UNFINISHED"
+
+    @property
+    def usable(self) -> bool:
+        """Whether the bag is complete and intact (what the conversion accepts)."""
+        return self.state == "complete"
 
 
 def mcap_file_of(bag_dir: str | Path) -> Path:
@@ -108,7 +147,7 @@ def inspect_bag(bag_dir: str | Path) -> BagInspection:
     mcap = mcap_file_of(root)
     scan = McapScan(path=mcap)
     counts: dict[str, int] = {}
-    for channel, _stamp, _data in iter_mcap(mcap, scan):
+    for channel, _stamp, _data in iter_mcap(mcap, scan, past_damage=True):
         counts[channel.topic] = counts.get(channel.topic, 0) + 1
     complete = (
         scan.complete
@@ -123,13 +162,52 @@ def inspect_bag(bag_dir: str | Path) -> BagInspection:
         valid_until_offset=scan.valid_until_offset,
         file_size=scan.file_size,
         error=scan.error,
+        damage=[d.format() for d in scan.damage],
+        checksums=scan.checksums(),
     )
 
 
-def open_reader(bag_dir: str | Path) -> Reader:
-    """Open a finalised bag with the rosbags reader, turning failures into named errors.
+def check_bag_integrity(bag_dir: str | Path) -> McapScan:
+    """Check every CRC of a finished bag's MCAP file, and that the file is whole.
+
+    Returns:
+        The scan (``chunks_checked``, ``sections_checked``: what was verified; a bag written
+        without CRCs passes with nothing checked).
 
     Raises:
+        BagDamagedError: One line naming the bag, the MCAP file and the first damaged record
+            (offset, length, CRCs), how many more there are, and what to run.
+        BagReadError: The directory holds no MCAP file.
+
+    """
+    root = Path(bag_dir)
+    scan = verify_mcap(mcap_file_of(root))
+    if scan.damage:
+        more = len(scan.damage) - 1
+        also = f" (and {more} more damaged record{'s' if more > 1 else ''})" if more else ""
+        raise BagDamagedError(
+            f"{root}: damaged bag: {scan.path}: {scan.damage[0].format()}{also}; "
+            f"`r2s2r bag inspect {root}` lists the damage, `r2s2r bag repair {root}` keeps "
+            "the intact part before it"
+        )
+    if scan.error or not scan.complete:
+        raise BagDamagedError(
+            f"{root}: damaged bag: {scan.error or f'{scan.path}: no footer'}; the bag was "
+            f"closed but its file is not whole; `r2s2r bag repair {root}` keeps the readable part"
+        )
+    return scan
+
+
+def open_reader(bag_dir: str | Path, *, verify: bool = True) -> Reader:
+    """Open a finalised bag with the rosbags reader, turning failures into named errors.
+
+    Args:
+        bag_dir: The bag directory.
+        verify: Check the MCAP file's CRCs first (:func:`check_bag_integrity`); a bag whose
+            checksums fail is never read.
+
+    Raises:
+        BagDamagedError: A CRC fails, or the file is cut or malformed (bag, file, offset).
         BagReadError: Naming the file and, via a scan, the offset where the data stops.
 
     """
@@ -139,6 +217,8 @@ def open_reader(bag_dir: str | Path) -> Reader:
             f"{root}: episode bag is marked {INCOMPLETE_MARKER} (recorder stopped before "
             f"closing it); run repair_bag() to recover the readable part"
         )
+    if verify:
+        check_bag_integrity(root)
     reader = Reader(root)
     try:
         reader.open()

@@ -4,19 +4,26 @@ A recorder killed mid-episode leaves a bag marked ``INCOMPLETE``
 (:mod:`r2s2r_recorder.bag_format`) that the rosbags reader refuses; :func:`repair` copies what
 :func:`~r2s2r_recorder.bag_reading.inspect_bag` finds readable into a new, finalised bag next
 to it.
+
+A damaged bag (a CRC fails: :mod:`r2s2r_recorder.mcap_scan`) is repaired the same way and never
+keeps a damaged chunk: the copy stops at the first chunk whose CRC fails (the intact part
+before it is kept; that chunk and every later one are dropped and counted, since a hole in the
+middle of an episode would make a trajectory that never happened). Damage outside the chunks
+(data-section or summary CRC: indexes, headers) loses no message: every chunk was verified,
+and the copy is a new file with a new index. The repaired bag stores its own CRCs.
 """
 
 from __future__ import annotations
 
 import shutil
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from r2s2r_common.topics import TRIAL_OUTCOME
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2 import StoragePlugin
 
 from .bag_format import (
     CUSTOM_DATA_KEY,
@@ -28,7 +35,8 @@ from .bag_format import (
 )
 from .bag_reading import BagReadError, inspect_bag, mcap_file_of, opened_bag, read_episode_info
 from .bag_writer import BagWriteError
-from .mcap_scan import McapScan, iter_mcap
+from .mcap_crc import ChecksummedWriter
+from .mcap_scan import McapScan, iter_mcap, verify_mcap
 from .msg_types import deserialize, ensure_type, make_typestore
 
 REPAIR_STATE = "repaired"
@@ -61,6 +69,8 @@ class RepairResult:
             ``unknown`` (never the source metadata's label, which the lost part may have
             produced).
         lost_outcome: The source's metadata claimed an outcome its readable part does not hold.
+        damage: The source's records whose CRC fails (one phrase each, with its offset).
+        dropped_chunks: Chunks not copied: the first damaged chunk and every one after it.
 
     """
 
@@ -70,6 +80,8 @@ class RepairResult:
     messages: int = 0
     outcome: str = "unknown"
     lost_outcome: str = ""
+    damage: list[str] = field(default_factory=list)
+    dropped_chunks: int = 0
 
     def format(self) -> str:
         """One line for the command line."""
@@ -82,9 +94,19 @@ class RepairResult:
             if self.lost_outcome
             else ""
         )
+        damaged = ""
+        if self.damage:
+            more = f" and {len(self.damage) - 1} more" if len(self.damage) > 1 else ""
+            kept = (
+                f"copied the intact part before it, dropped {self.dropped_chunks} chunk"
+                f"{'s' if self.dropped_chunks != 1 else ''} from there on"
+                if self.dropped_chunks
+                else "every chunk verified, all messages copied into a new index"
+            )
+            damaged = f"; damaged: {self.damage[0]}{more}: {kept}"
         return (
             f"{self.source}: repaired into {self.output} ({self.messages} messages, outcome "
-            f"{self.outcome}{lost})"
+            f"{self.outcome}{lost}{damaged})"
         )
 
 
@@ -164,7 +186,7 @@ def repair(
     root = Path(bag_dir)
     out = Path(output_dir) if output_dir is not None else root.with_name(root.name + ".recovered")
     mcap = mcap_file_of(root)
-    if inspect_bag(root).complete:
+    if inspect_bag(root).usable:
         return RepairResult(root, root, "complete")
     if out.exists():
         owner = _repair_owner(out)
@@ -185,15 +207,17 @@ def repair(
         sidecar = yaml.safe_load((root / SIDECAR_NAME).read_text(encoding="utf-8")) or {}
     topic_meta = sidecar.get("topics") or {}
     typestore = make_typestore()
+    checked = verify_mcap(mcap)
     scan = McapScan(path=mcap)
     connections: dict[int, Any] = {}
     last_outcome: tuple[str, bytes] | None = None
-    writer = Writer(out, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer = ChecksummedWriter(out, version=9, storage_plugin=StoragePlugin.MCAP)
     writer.open()
     (out / INCOMPLETE_MARKER).write_text("repair in progress\n")
     write_yaml_atomic(
         out / SIDECAR_NAME, {"state": "repairing", "repaired_from": str(root.resolve())}
     )
+    # Stops at the first chunk whose CRC fails: a damaged chunk is never copied.
     for channel, stamp, data in iter_mcap(mcap, scan):
         schema = scan.schemas[channel.schema_id]
         if channel.id not in connections:
@@ -211,6 +235,10 @@ def repair(
         if channel.topic == outcome_topic:
             last_outcome = (schema.name, bytes(data))
         writer.write(connections[channel.id], stamp, data)
+    damage = [d.format() for d in checked.damage]
+    dropped = (
+        checked.chunks - (scan.chunks - 1) if any(d.what == "chunk" for d in checked.damage) else 0
+    )
     if scan.messages == 0:
         writer.abort()
         shutil.rmtree(out, ignore_errors=True)
@@ -241,13 +269,15 @@ def repair(
             "episode": info.model_dump(mode="json") if info is not None else None,
             "recovered_messages": scan.messages,
             "source_stopped": scan.error or "",
+            "source_damage": damage,
+            "dropped_chunks": dropped,
             "outcome_from": "message" if last_outcome is not None else "none (unknown)",
             "outcome_before_repair": info_before.outcome if info_before is not None else "",
             "topics": topic_meta,
         },
     )
     (out / INCOMPLETE_MARKER).unlink()
-    return RepairResult(root, out, "repaired", scan.messages, outcome, lost)
+    return RepairResult(root, out, "repaired", scan.messages, outcome, lost, damage, dropped)
 
 
 def repair_bag(bag_dir: str | Path, output_dir: str | Path | None = None) -> Path:

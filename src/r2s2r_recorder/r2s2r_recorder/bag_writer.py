@@ -9,6 +9,10 @@ OS every ``flush_period_s``, so after SIGKILL the current bag is readable up to 
 flushed chunk through :func:`~r2s2r_recorder.bag_reading.inspect_bag` /
 :func:`~r2s2r_recorder.bag_repair.repair_bag`, and the ``INCOMPLETE`` marker says it was not
 closed. Disk full (ENOSPC) raises :class:`DiskFullError`; earlier episodes are never reopened.
+
+Integrity: every chunk stores the CRC-32 of its records when it is closed, and the data-section
+and summary CRCs are stored on close (:mod:`r2s2r_recorder.mcap_crc`), so that damage found
+later is located by :func:`~r2s2r_recorder.mcap_scan.verify_mcap`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .bag_format import (
     qos_for_profile,
     write_yaml_atomic,
 )
+from .mcap_crc import ChecksummedWriter
 from .msg_types import ensure_type, has_header_first, header_stamp_ns, make_typestore
 
 
@@ -163,6 +168,8 @@ class EpisodeBagWriter:
         info: Episode metadata (outcome and notes may be updated at :meth:`close`).
         typestore: Typestore for message definitions; :func:`make_typestore` when None.
         flush_period_s: Close and flush the pending chunk at least this often (crash safety).
+        checksums: Store the MCAP CRC-32s (False: rosbags' plain writer, CRCs 0 = "not
+            computed", as bags written before checksums; for benchmarks and tests).
 
     Raises:
         BagWriteError: If the directory exists or cannot be created.
@@ -176,6 +183,7 @@ class EpisodeBagWriter:
         info: EpisodeInfo,
         typestore: Typestore | None = None,
         flush_period_s: float = 1.0,
+        checksums: bool = True,
     ) -> None:
         self.bag_dir = Path(bag_dir)
         self.info = info
@@ -188,7 +196,8 @@ class EpisodeBagWriter:
         self._count = 0
         self._closed = False
         self.bag_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = Writer(self.bag_dir, version=9, storage_plugin=StoragePlugin.MCAP)
+        writer_class = ChecksummedWriter if checksums else Writer
+        self._writer = writer_class(self.bag_dir, version=9, storage_plugin=StoragePlugin.MCAP)
         try:
             self._writer.open()
             (self.bag_dir / INCOMPLETE_MARKER).write_text(

@@ -18,6 +18,7 @@ from .bag_reading import inspect_bag
 from .bag_repair import repair
 from .bag_to_dataset import convert_bags, find_episode_bags
 from .config import ConversionConfig
+from .dataset import dataset_info
 from .inspection import format_dataset_info, make_contact_sheet
 
 
@@ -35,11 +36,20 @@ def cli() -> None:
     type=click.Path(exists=True, path_type=Path),
     help="ConversionConfig YAML (plain schema).",
 )
-@click.option("--append", is_flag=True, help="Add the episodes to an existing OUTPUT shard.")
+@click.option(
+    "--append",
+    is_flag=True,
+    help="Add the episodes to an existing OUTPUT shard (refused for bags it holds already).",
+)
 def bag2dataset(
     bags: tuple[Path, ...], output: Path, config_path: Path | None, append: bool
 ) -> None:
-    """Convert episode bags (or directories of them) into a dataset shard."""
+    """Convert episode bags (or directories of them) into a dataset shard.
+
+    OUTPUT is written as .OUTPUT.partial and renamed when done; rerunning a killed conversion
+    resumes it. A bag given twice is converted once. Exits 1 when a bag cannot be read (the
+    others are converted) or no episode was converted.
+    """
     if output.exists() and not append:
         raise click.UsageError(
             f"--output {output}: exists already (not overwritten); pass --append to add these "
@@ -51,26 +61,40 @@ def bag2dataset(
         raise click.UsageError(
             f"no episode bag (a folder holding an .mcap file) in {', '.join(map(str, bags))}"
         )
-    summary = convert_bags(bag_dirs, output, config, append_existing=append)
-    if not summary.converted and not append:
-        output.unlink(missing_ok=True)  # no empty shard left behind
+    summary = convert_bags(bag_dirs, output, config, append_existing=append, progress=click.echo)
     click.echo(summary.format())
-    if summary.errors or not summary.converted:
+    done = len(summary.converted) + len(summary.resumed)
+    if summary.errors or not done:
+        unreadable = ", ".join(str(bag) for bag, _ in summary.errors)
         click.echo(
-            f"r2s2r bag2dataset: error: {len(summary.converted)} of {len(bag_dirs)} bags "
+            f"r2s2r bag2dataset: error: {done} of {len(bag_dirs)} bags "
             f"converted ({len(summary.skipped)} skipped {summary.skip_counts}, "
-            f"{len(summary.errors)} unreadable; see above)"
-            + ("" if summary.converted or append else f"; {output} not written"),
+            f"{len(summary.errors)} unreadable{': ' + unreadable if unreadable else ''}; "
+            "see above)" + ("" if summary.written else f"; {output} not written"),
             err=True,
         )
         sys.exit(1)
 
 
 @cli.command("dataset-info")
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 def dataset_info_cmd(path: Path) -> None:
-    """Print episodes, frames, features and per-source counts."""
-    click.echo(format_dataset_info(path))
+    """Print episodes, frames, features and per-source counts.
+
+    Exits 1 when the dataset is incomplete (a leftover partial file of an interrupted write,
+    episodes that disagree with the file's manifest), after the INCOMPLETE lines.
+    """
+    info = dataset_info(path)
+    click.echo(format_dataset_info(info))
+    if info.problems:
+        click.echo(
+            f"r2s2r dataset info: error: {path} is incomplete: {info.problems[0]}"
+            + (
+                f" (and {len(info.problems) - 1} more, see above)" if len(info.problems) > 1 else ""
+            ),
+            err=True,
+        )
+        sys.exit(1)
 
 
 @cli.command("contact-sheet")
@@ -85,17 +109,39 @@ def contact_sheet_cmd(path: Path, episode: int, out_png: Path) -> None:
 @cli.command("inspect-bag")
 @click.argument("bag", type=click.Path(exists=True, path_type=Path))
 def inspect_bag_cmd(bag: Path) -> None:
-    """Report what is readable in an episode bag (complete or not)."""
+    """Report what is readable in an episode bag and check its CRCs.
+
+    Exit 0: complete and every stored CRC matches; 1: damaged (a CRC fails, or a closed bag's
+    file is cut or malformed; each damaged record is listed with its offset) or unfinished
+    (the recorder stopped before closing it); `r2s2r bag repair` keeps the intact part.
+    """
     result = inspect_bag(bag)
+    state = result.state
     click.echo(
-        f"{result.bag_dir}: {'complete' if result.complete else 'INCOMPLETE'}, "
+        f"{result.bag_dir}: {state}, "
         f"{result.readable_messages} readable messages, "
         f"{result.valid_until_offset}/{result.file_size} bytes"
     )
+    click.echo(f"  checksums: {result.checksums}")
     for topic, count in sorted(result.topic_counts.items()):
         click.echo(f"  {topic:40s} {count}")
+    for damage in result.damage:
+        click.echo(f"  damaged: {damage}")
     if result.error:
         click.echo(f"  stopped: {result.error}")
+    if state != "complete":
+        where = result.damage[0] if result.damage else (result.error or "no footer")
+        what = (
+            "damaged bag"
+            if state == "DAMAGED"
+            else "unfinished bag (recorder stopped before closing it)"
+        )
+        click.echo(
+            f"r2s2r bag inspect: error: {result.bag_dir}: {what}: {where}; "
+            f"`r2s2r bag repair {result.bag_dir}` keeps the intact part",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @cli.command("repair-bag")
@@ -112,7 +158,9 @@ def repair_bag_cmd(bag: Path, output: Path | None) -> None:
 
     The repaired bag's outcome is that of the last /trial/outcome message that survived, else
     'unknown' (bag2dataset then skips it, reason lost_outcome). A complete bag is left alone;
-    a second repair of the same bag reports the first.
+    a second repair of the same bag reports the first. A damaged chunk (its CRC fails) is never
+    copied: the copy keeps the intact part before the first one and says how many chunks it
+    dropped; damage outside the chunks (index, summary) loses no message.
     """
     click.echo(repair(bag, output).format())
 

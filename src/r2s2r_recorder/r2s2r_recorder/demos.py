@@ -17,8 +17,9 @@ object its hand closed (:mod:`.grasp_miss`; one line per failed take and the med
 printed summary).
 
 The graph is self-contained (the twin is the cell), so it runs in a ROS domain of its own
-(``domain_id``; by default a random one, discovery on localhost only): two recordings on one
-machine, or a recording next to another job's twin, would otherwise share topics and services.
+(``domain_id``; by default one claimed for this process with a lock file, discovery on
+localhost only, :mod:`r2s2r_common.ros_domain`): two recordings on one machine, or a recording
+next to another job's twin, would otherwise share topics and services.
 
 Output folder layout::
 
@@ -37,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -51,6 +51,7 @@ from typing import Any, TextIO
 import yaml
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel, resolve_config_path
+from r2s2r_common.ros_domain import claim_domain
 from r2s2r_common.topics import BELT_SPEED, TRIAL_OUTCOME
 from rosbags.typesys.store import Typestore
 
@@ -141,8 +142,8 @@ class RecordDemosConfig(ConfigModel):
         default=None,
         ge=0,
         le=MAX_DOMAIN_ID,
-        description="ROS_DOMAIN_ID of the recording graph; None: a random private one "
-        "(localhost discovery).",
+        description="ROS_DOMAIN_ID of the recording graph; None: a private one claimed for "
+        "this process (lock file per id; localhost discovery).",
     )
 
     @model_validator(mode="after")
@@ -486,8 +487,13 @@ class GraphRun:
 
 
 def private_domain_id() -> int:
-    """Return a random ROS domain id for a self-contained graph (1..MAX_DOMAIN_ID)."""
-    return random.SystemRandom().randint(1, MAX_DOMAIN_ID)
+    """Return a ROS domain id for a self-contained graph, claimed for this process.
+
+    The id is held with a lock file while this process lives
+    (:func:`r2s2r_common.ros_domain.claim_domain`), so two recordings (or a recording and a
+    grounding) on one host never share a domain.
+    """
+    return claim_domain().domain_id
 
 
 def record_graph_arguments(config: RecordDemosConfig, twin_path: Path) -> dict[str, str]:
@@ -747,9 +753,8 @@ def record_demos(
             source="real", world_config_id="real", max_staleness_s=config.max_staleness_s
         ),
     )
-    exit_code = EXIT_OK if conversion.converted else EXIT_NOTHING_CONVERTED
-    if not conversion.converted:
-        config.dataset.unlink(missing_ok=True)
+    # A rerun may resume the episodes an interrupted conversion had written (``resumed``).
+    exit_code = EXIT_OK if conversion.written else EXIT_NOTHING_CONVERTED
     summary = take_summary(config, takes)
     if config.until_successes:
         complete = graph.ok and len(conversion.converted) >= config.successes

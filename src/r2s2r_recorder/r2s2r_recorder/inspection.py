@@ -10,17 +10,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .dataset import CAMERA_KEYS, EpisodeDataset, dataset_info
+from .dataset import CAMERA_KEYS, DatasetInfo, EpisodeDataset, dataset_info
 
 
-def format_dataset_info(path: str | Path) -> str:
+def format_dataset_info(path: str | Path | DatasetInfo) -> str:
     """Readable summary of a dataset: episodes, frames, features, per-source counts.
+
+    A dataset that is not complete (:attr:`DatasetInfo.problems`) gets one ``INCOMPLETE:``
+    line per problem at the end.
 
     Raises:
         DatasetError: If the path holds no readable dataset.
 
     """
-    info = dataset_info(path)
+    info = path if isinstance(path, DatasetInfo) else dataset_info(path)
     lines = [
         f"dataset {info.path}",
         f"  files     {len(info.files)}",
@@ -32,6 +35,7 @@ def format_dataset_info(path: str | Path) -> str:
     ]
     for key, (shape, dtype) in info.features.items():
         lines.append(f"    {key:28s} {dtype:8s} {list(shape)}")
+    lines += [f"  INCOMPLETE: {problem}" for problem in info.problems]
     return "\n".join(lines)
 
 

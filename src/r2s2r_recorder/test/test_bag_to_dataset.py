@@ -1,12 +1,25 @@
 import math
 import os
 from pathlib import Path
+from typing import Any
 
+import h5py
 import numpy as np
 import pytest
-from r2s2r_recorder.bag_to_dataset import BagConverter, convert_bags
+from r2s2r_recorder.bag_to_dataset import (
+    BagConverter,
+    EpisodesPresentError,
+    bag_content_hash,
+    convert_bags,
+)
 from r2s2r_recorder.config import ConversionConfig
-from r2s2r_recorder.dataset import EpisodeDataset, dataset_info
+from r2s2r_recorder.dataset import (
+    DATA_GROUP,
+    EpisodeDataset,
+    dataset_info,
+    partial_path,
+    read_manifest,
+)
 from r2s2r_testing.bags import (
     ARM,
     ARM_PERIOD_NS,
@@ -23,6 +36,7 @@ from r2s2r_testing.bags import (
     joint_value,
     write_episode_bag,
 )
+from rosbags.serde import SerdeError
 
 CFG = ConversionConfig(image_width_px=32, image_height_px=24, control_rate_hz=10.0)
 
@@ -173,3 +187,71 @@ def test_truncated_bag_named_with_offset_others_convert(tmp_path: Path) -> None:
     offset = int(message.split("offset ")[1].split(":")[0].split(" ")[0])
     assert 0 < offset < size // 2
     assert math.isfinite(summary.frames) and summary.frames > 0
+
+
+def test_interrupted_conversion_resumes_without_duplicates(
+    three_bags: list[Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "ds.hdf5"
+    convert_bags(three_bags[:1], out, CFG)
+    # What a kill after the first episode leaves: the partial file, no output.
+    out.rename(partial_path(out))
+    assert dataset_info(partial_path(out)).problems
+    summary = convert_bags([*three_bags, three_bags[2]], out, CFG)
+    assert summary.resumed == [(three_bags[0], "demo_0")]
+    assert [b for b, _ in summary.converted] == three_bags[1:]
+    assert summary.duplicates == [(three_bags[2], three_bags[2])]
+    assert summary.written and not partial_path(out).exists()
+    info = dataset_info(out)
+    assert info.episodes == 3 and info.problems == []
+    with h5py.File(out, "r") as handle:
+        entries = read_manifest(handle[DATA_GROUP])
+    assert entries is not None
+    assert [e.content_hash for e in entries] == [bag_content_hash(b) for b in three_bags]
+    assert [e.episode_id for e in entries] == [b.name for b in three_bags]
+    # An episode lost from the file no longer matches the manifest.
+    with h5py.File(out, "r+") as handle:
+        del handle["data/demo_1"]
+    assert "['demo_1'] are not in the file" in dataset_info(out).problems[0]
+
+
+def test_append_refuses_episodes_present(three_bags: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "ds.hdf5"
+    convert_bags(three_bags[:2], out, CFG)
+    with pytest.raises(EpisodesPresentError, match=r"holds 1 of these episodes already: .*"):
+        convert_bags(three_bags[1:], out, CFG, append_existing=True)
+    summary = convert_bags(three_bags[2:], out, CFG, append_existing=True)
+    assert len(summary.converted) == 1
+    assert dataset_info(out).episodes == 3
+
+
+def test_any_reader_error_is_isolated_per_bag(
+    three_bags: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What rosbags and its decompressors raise on damaged bytes is not a ValueError.
+    failures = {
+        three_bags[0].name: SerdeError("Invalid string length 2147483647 at offset 8."),
+        three_bags[1].name: RuntimeError("LZ4F_decompress failed with code: ERROR_blockChecksum"),
+    }
+    convert = BagConverter.convert_bag
+
+    def flaky(self: BagConverter, bag_dir: str | Path) -> Any:
+        if Path(bag_dir).name in failures:
+            raise failures[Path(bag_dir).name]
+        return convert(self, bag_dir)
+
+    monkeypatch.setattr(BagConverter, "convert_bag", flaky)
+    summary = convert_bags(three_bags, tmp_path / "ds.hdf5", CFG)
+    assert [b for b, _ in summary.converted] == three_bags[2:]
+    assert summary.errors == [
+        (three_bags[0], "cannot read: SerdeError: Invalid string length 2147483647 at offset 8."),
+        (
+            three_bags[1],
+            "cannot read: RuntimeError: LZ4F_decompress failed with code: ERROR_blockChecksum",
+        ),
+    ]
+    # A bug of the converter is not a damaged bag: it stops the run, nothing is published.
+    failures[three_bags[2].name] = TypeError("a bug")  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        convert_bags(three_bags, tmp_path / "other.hdf5", CFG)
+    assert not (tmp_path / "other.hdf5").exists()

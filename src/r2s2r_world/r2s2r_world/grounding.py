@@ -7,15 +7,20 @@ a grounded world is ``apply_grounding(nominal, world_overrides)``
 (:func:`r2s2r_world.world.apply_grounding`). The consumers that apply calibration (the cell
 state publisher for ``/tf_static``, the belt-speed estimator for the roller radius, the exporter
 of camera_calibration files, generation) read that section through this module, so that they
-do not depend on the calibration package, which owns the records' schema
-(:mod:`r2s2r_calibration.artifact`: it writes the artifact with
-:data:`ARTIFACT_SCHEMA_VERSION` and validates the records on top of :func:`read_artifact`).
+do not depend on the calibration package, which writes the artifact
+(:mod:`r2s2r_calibration.artifact`, with :data:`ARTIFACT_SCHEMA_VERSION`). The records' schema
+is here (:mod:`r2s2r_world.grounding_records`, :class:`GroundingArtifact`), so that every
+reader runs the same full check.
 
 Every consumer of an artifact (the nodes of ``r2s2r launch``, ``r2s2r generate``, the exporter,
 ``r2s2r experiment``, the calibration package's loader) checks it with :func:`check_artifact`
 first (directly, or through :func:`read_artifact`/:func:`load_world_overrides`), so a bad
 artifact is refused the same way everywhere: the schema version, the sections a consumer needs
-(named when missing: a truncated file), and every number finite.
+(named when missing: a truncated file), every number finite, ``world_overrides`` against a
+partial WorldParams (:func:`check_world_overrides`: unknown keys, poses of 3 + 3 numbers,
+metres and radians, positive intrinsics), the records against their schema and
+``world_overrides`` equal to what they derive (:func:`validate_artifact`), in one line naming
+the file and the full dotted key.
 
 Everything here is ROS-free and raises :class:`~r2s2r_common.config.ConfigError` with the file,
 the key and what to do.
@@ -25,13 +30,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
 from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yaml
+
+from r2s2r_world.grounding_records import (
+    CAMERA_POSE_PARENTS,
+    BeltRecord,
+    CameraRecord,
+    ControllerRecord,
+    PoseValue,
+    ScenePoseRecord,
+    WorldOverrides,
+)
 
 ARTIFACT_SCHEMA_VERSION = 1
 """The artifact schema version: what the calibration package writes and every reader accepts."""
@@ -85,6 +101,208 @@ lacks it)."""
 _REGENERATE = "re-run grounding (`r2s2r ground`) to regenerate it"
 
 
+RECORD_SECTIONS: tuple[str, ...] = ("cameras", "scene", "belt", "controller")
+"""The records' sections; an artifact with none of them carries hand-made overrides only."""
+
+CHECK_OVERRIDES = "check_world_overrides"
+"""Validation context key: refuse world_overrides that differ from the records (files)."""
+
+
+class GroundingArtifact(ConfigModel):
+    """The grounding artifact: records with provenance, and the overrides they derive.
+
+    Its writer is :mod:`r2s2r_calibration.artifact`; every reader validates a file against it
+    through :func:`check_artifact`.
+    """
+
+    schema_version: int = Field(
+        ARTIFACT_SCHEMA_VERSION, description="Artifact schema version (ARTIFACT_SCHEMA_VERSION)."
+    )
+    created_utc: str = Field(
+        default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"),
+        description="Creation time (ISO 8601, UTC).",
+    )
+    cameras: dict[str, CameraRecord] = Field(default_factory=dict)
+    scene: dict[str, ScenePoseRecord] = Field(default_factory=dict)
+    belt: BeltRecord | None = None
+    controller: ControllerRecord | None = None
+    world_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Derived WorldParams overrides (do not hand-edit)."
+    )
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != ARTIFACT_SCHEMA_VERSION:
+            raise ValueError(
+                f"expected schema_version {ARTIFACT_SCHEMA_VERSION} (this code's artifact schema)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _overrides_consistent(self, info: ValidationInfo) -> GroundingArtifact:
+        derived = derive_world_overrides(self)
+        # A file's world_overrides must match its records (someone may have hand-edited it);
+        # in memory, records change step by step and world_overrides follows them.
+        checked = bool(info.context and info.context.get(CHECK_OVERRIDES))
+        if checked and self.world_overrides and self.world_overrides != derived:
+            difference = first_difference(self.world_overrides, derived, "world_overrides")
+            raise ValueError(
+                f"{difference}: world_overrides does not match the records it is derived from; "
+                "edit the records, not world_overrides, or delete world_overrides to re-derive it"
+            )
+        # Assigning through __dict__ avoids re-running this validator (validate_assignment).
+        self.__dict__["world_overrides"] = derived
+        return self
+
+
+def first_difference(given: Any, derived: Any, key: str) -> str:
+    """Return the first dotted key where ``given`` differs from ``derived``, with both values."""
+    if isinstance(given, Mapping) and isinstance(derived, Mapping):
+        for name in sorted(set(given) | set(derived), key=str):
+            if name not in derived:
+                return f"{key}.{name} = {given[name]!r}, but the records derive no such value"
+            if name not in given:
+                return f"{key}.{name} missing, but the records derive {derived[name]!r}"
+            if given[name] != derived[name]:
+                return first_difference(given[name], derived[name], f"{key}.{name}")
+    return f"{key} = {given!r}, but the records derive {derived!r}"
+
+
+def _require_parent(pose: PoseValue, expected: str, key: str) -> None:
+    if pose.parent_frame != expected:
+        raise ValueError(
+            f"{key}: pose is in '{pose.parent_frame}', but WorldParams expects it in "
+            f"'{expected}'; express it there before adding it to the artifact"
+        )
+
+
+def derive_world_overrides(artifact: GroundingArtifact) -> dict[str, Any]:
+    """Derive the nested WorldParams overrides that the artifact's records define."""
+    overrides: dict[str, Any] = {}
+    for name, camera in artifact.cameras.items():
+        entry: dict[str, Any] = {}
+        if camera.intrinsics is not None:
+            intr = camera.intrinsics
+            # The image size goes with the intrinsics: they are only valid at that size.
+            entry.update(
+                width_px=intr.width_px,
+                height_px=intr.height_px,
+                fx_px=intr.fx_px,
+                fy_px=intr.fy_px,
+                cx_px=intr.cx_px,
+                cy_px=intr.cy_px,
+                distortion=intr.distortion.model_dump(),
+            )
+        if camera.blur is not None:
+            entry["blur_sigma_px"] = camera.blur.sigma_px
+        if camera.pose is not None:
+            expected = CAMERA_POSE_PARENTS.get(name)
+            if expected is not None:
+                _require_parent(camera.pose.pose, expected, f"cameras.{name}.pose")
+            entry["pose"] = camera.pose.pose.world_value()
+        if entry:
+            overrides.setdefault("cameras", {})[name] = entry
+    for name, record in artifact.scene.items():
+        if name == "belt":
+            _require_parent(record.pose, "world", "scene.belt.pose")
+            overrides.setdefault("belt", {})["pose"] = record.pose.world_value()
+        elif name.startswith("bin"):
+            _require_parent(record.pose, "world", f"scene.{name}.pose")
+            overrides.setdefault("bins", {})[name] = {"pose": record.pose.world_value()}
+    if artifact.belt is not None:
+        belt = overrides.setdefault("belt", {})
+        belt["roller_radius_m"] = artifact.belt.roller_radius_m
+        if artifact.belt.speed_mps is not None:
+            belt["speed_mps"] = artifact.belt.speed_mps
+    if artifact.controller is not None:
+        controller: dict[str, Any] = {}
+        if artifact.controller.gains:
+            controller["gains"] = {
+                joint: {"kp": record.kp, "kd": record.kd}
+                for joint, record in artifact.controller.gains.items()
+            }
+        if artifact.controller.latency_s is not None:
+            controller["latency_s"] = artifact.controller.latency_s
+        if controller:
+            overrides["controller"] = controller
+    return overrides
+
+
+_QUATERNION_HINT = (
+    "poses carry their rotation as rpy_rad (roll, pitch, yaw in rad); a quaternion is not "
+    "read: convert it"
+)
+
+
+def _validation_message(error: ValidationError, source: str, prefix: str = "") -> str:
+    """One line: the file, the first problem's full dotted key, the value and the expectation."""
+    problems = error.errors()
+    item = problems[0]
+    key = ".".join(str(part) for part in (*prefix.split("."), *item["loc"]) if part != "")
+    if item["type"] == "extra_forbidden":
+        name = str(item["loc"][-1]) if item["loc"] else ""
+        detail = "unknown key (not in the artifact schema)"
+        if "quat" in name.lower() or name.lower() in ("orientation", "rotation"):
+            value = item.get("input")
+            norm = ""
+            if isinstance(value, list | tuple) and all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in value
+            ):
+                norm = f" (its norm is {math.sqrt(sum(float(v) ** 2 for v in value)):.6g})"
+            detail += f"{norm}; {_QUATERNION_HINT}"
+        text = f"{key}: {detail}"
+    else:
+        detail = str(item["msg"]).removeprefix("Value error, ")
+        value_text = (
+            "" if item["type"] == "missing" or "got" in detail else f" = {item.get('input')!r}"
+        )
+        text = f"{key}{value_text}: {detail}" if key else detail
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{source}: {text}{more}; {_REGENERATE}"
+
+
+def check_world_overrides(overrides: Any, source: str, key: str = "world_overrides") -> None:
+    """Validate overrides mirroring :class:`~r2s2r_world.world.WorldParams` (every key optional).
+
+    Unknown keys, poses of other than 3 + 3 numbers, translations beyond ±10 m (millimetres?),
+    angles beyond ±2π (degrees?), non-positive focal lengths and out-of-range belt values are
+    refused with the full dotted key.
+
+    Raises:
+        ConfigError: One line naming the file, the key and the expectation.
+
+    """
+    try:
+        WorldOverrides.model_validate(overrides)
+    except ValidationError as error:
+        raise ConfigError(_validation_message(error, source, key)) from None
+
+
+def validate_artifact(data: dict[str, Any], source: str) -> GroundingArtifact:
+    """Validate a grounding artifact fully (after :func:`check_artifact`'s structural checks).
+
+    ``world_overrides`` against :class:`~r2s2r_world.grounding_records.WorldOverrides`, the
+    records against their schema, and ``world_overrides`` equal to what the records derive. An
+    artifact with no record section at all (hand-made overrides, e.g. a test's) is checked on
+    its overrides only.
+
+    Raises:
+        ConfigError: One line naming the file and the full dotted key.
+
+    """
+    check_world_overrides(data["world_overrides"], source)
+    if not any(name in data for name in RECORD_SECTIONS):
+        return GroundingArtifact(
+            schema_version=data["schema_version"],
+            created_utc=str(data.get("created_utc", "")),
+        ).model_copy(update={"world_overrides": dict(data["world_overrides"])})
+    try:
+        return GroundingArtifact.model_validate(data, context={CHECK_OVERRIDES: True})
+    except ValidationError as error:
+        raise ConfigError(_validation_message(error, source)) from None
+
+
 def non_finite_numbers(data: Any, key: str = "") -> list[str]:
     """Dotted keys (``a.b[0]``) of every NaN or infinite number in nested mappings and lists."""
     found: list[str] = []
@@ -108,8 +326,9 @@ def check_artifact(data: Any, source: str) -> dict[str, Any]:
     Checks, in order: a mapping; ``schema_version`` equal to :data:`ARTIFACT_SCHEMA_VERSION`;
     the :data:`REQUIRED_SECTIONS` present (the missing ones named; a file cut short lacks
     ``world_overrides``); ``world_overrides`` and its ``cameras``/``belt``/``bins``/
-    ``controller`` sections mappings; every number in the whole file finite. The records'
-    schema is the calibration package's (:func:`r2s2r_calibration.artifact.load_artifact`).
+    ``controller`` sections mappings; every number in the whole file finite; then the full
+    check (:func:`validate_artifact`): the overrides' and the records' schemas and their
+    consistency.
 
     Args:
         data: The artifact as read from YAML.
@@ -163,6 +382,7 @@ def check_artifact(data: Any, source: str) -> dict[str, Any]:
             f"{source}: {', '.join(bad[:3])}{more}: expected finite numbers; a solver diverged "
             f"or the file was edited; {_REGENERATE}"
         )
+    validate_artifact(data, source)
     return data
 
 

@@ -27,6 +27,7 @@ from r2s2r_recorder.dataset import (
     JOINT_POS_KEY,
     OBJECT_TRACK_KEY,
     OBS_GROUP,
+    DatasetError,
     obs_path,
 )
 
@@ -356,7 +357,13 @@ class HDF5EpisodeSource:
         return np.asarray(self._group(episode_index)[OBS_GROUP][key])
 
     def low_dim(self, episode_index: int) -> dict[str, np.ndarray]:
-        """Whole-episode low-dimensional arrays (those present)."""
+        """Whole-episode low-dimensional arrays (those present).
+
+        Raises:
+            r2s2r_recorder.dataset.DatasetError: If a value is NaN or Inf (naming the file,
+                the episode and the field).
+
+        """
         group = self._group(episode_index)
         out: dict[str, np.ndarray] = {}
         for key in (JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY):
@@ -366,6 +373,16 @@ class HDF5EpisodeSource:
             out[ACTIONS_KEY] = np.asarray(group[ACTIONS_KEY], dtype=np.float32)
         if BELT_SPEED_KEY in out:
             out[BELT_SPEED_KEY] = out[BELT_SPEED_KEY].reshape(-1, 1)
+        for key, values in out.items():
+            bad = ~np.isfinite(values)
+            if bad.any():
+                field = key if key == ACTIONS_KEY else obs_path(key)
+                where = self._reader.where(self.episode_indices[episode_index])
+                raise DatasetError(
+                    f"{where}: {field}: {int(bad.sum())} NaN/Inf values, the first at frame "
+                    f"{int(np.argwhere(bad)[0][0])}; a policy cannot learn from them: convert "
+                    "or generate the episode again, or leave it out"
+                )
         return out
 
     def close(self) -> None:

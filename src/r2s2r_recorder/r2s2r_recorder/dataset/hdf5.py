@@ -11,7 +11,9 @@ robomimic data can open.
 
 Layout of one file (a *shard*; every name is a constant of :mod:`.schema`)::
 
-    /data                        attrs: r2s2r_schema_version, total (frames), env_args (JSON)
+    /data                        attrs: r2s2r_schema_version, total (frames), env_args (JSON),
+                                        r2s2r_manifest (JSON, files made from bags: group,
+                                        episode_id, content_hash, source of each episode)
     /data/demo_<k>               attrs: num_samples, metadata (JSON of EpisodeMetadata),
                                         source, behavior_source, outcome, task, object_type
     /data/demo_<k>/obs/<key>     per-frame observations (see :mod:`.schema`)
@@ -22,7 +24,9 @@ Images are stored chunked one frame per chunk and gzip-compressed, so random acc
 (episode, frame) reads one small chunk. Episodes are appended one at a time under a temporary
 name and renamed to ``demo_<k>`` when complete, so a reader never sees half an episode. A
 dataset is either one ``.hdf5`` file or a directory of shard files (``*.hdf5``), read in sorted
-order.
+order. A whole file being written is ``.<name>.partial`` beside its name (:func:`partial_path`)
+until it is complete; :func:`dataset_info` reports such a file, and episodes that disagree with
+the file's manifest, in :attr:`DatasetInfo.problems`.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ from .schema import (
     ENV_ARGS_ATTR,
     EPISODE_PREFIX,
     JOINT_POS_KEY,
+    MANIFEST_ATTR,
     METADATA_ATTR,
     NUM_SAMPLES_ATTR,
     OBJECT_POSE_KEY,
     OBJECT_POSE_VALID_KEY,
     OBS_GROUP,
+    PARTIAL_SUFFIX,
     SCHEMA_VERSION,
     SCHEMA_VERSION_ATTR,
     SUMMARY_ATTRS,
@@ -77,6 +83,34 @@ class DatasetError(ValueError):
     """A dataset file or directory is missing, unreadable, or does not follow the schema."""
 
 
+def partial_path(path: str | Path) -> Path:
+    """Where ``path`` is written until it is complete: ``.<name>.partial`` beside it.
+
+    The same folder, so the final rename is atomic; the name does not end in ``.hdf5``, so no
+    reader of a shard directory takes it for a shard.
+    """
+    final = Path(path)
+    return final.with_name(f".{final.name}{PARTIAL_SUFFIX}")
+
+
+def _final_of_partial(path: Path) -> Path | None:
+    """Return the final path of a ``.<name>.partial`` file, or None for another name."""
+    name = path.name
+    if name.startswith(".") and name.endswith(PARTIAL_SUFFIX):
+        return path.with_name(name[1 : -len(PARTIAL_SUFFIX)])
+    return None
+
+
+def _partial_note(partial: Path) -> str:
+    """Say what a leftover partial file holds, for a one-line message."""
+    try:
+        with h5py.File(partial, "r") as handle:
+            held = len(episode_keys(handle[DATA_GROUP])) if DATA_GROUP in handle else 0
+        return f"{partial} is an unfinished write ({held} episodes so far)"
+    except (OSError, KeyError):
+        return f"{partial} is an unfinished write (unreadable, or still being written)"
+
+
 def _dataset_files(path: str | Path) -> list[Path]:
     """Return the shard files of a dataset path (a file or a directory of ``*.hdf5``)."""
     root = Path(path)
@@ -87,7 +121,87 @@ def _dataset_files(path: str | Path) -> list[Path]:
         if not files:
             raise DatasetError(f"{root}: directory holds no .hdf5 shard files")
         return files
+    partial = partial_path(root)
+    if partial.is_file():
+        raise DatasetError(
+            f"{root}: not written: {_partial_note(partial)}; rerun the same command "
+            "(bag2dataset resumes it) or delete it"
+        )
     raise DatasetError(f"{root}: dataset path not found (expected a .hdf5 file or a directory)")
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One episode of a file's manifest (:data:`~.schema.MANIFEST_ATTR`).
+
+    Attributes:
+        group: Its group in the file (``demo_<k>``).
+        episode_id: The source's episode id (the bag's ``episode_id``).
+        content_hash: ``sha256:<hex>`` of the source's bytes (the bag's files).
+        source: Where it came from (the bag directory), for people to read.
+
+    """
+
+    group: str
+    episode_id: str
+    content_hash: str
+    source: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON-friendly form."""
+        return {
+            "group": self.group,
+            "episode_id": self.episode_id,
+            "content_hash": self.content_hash,
+            "source": self.source,
+        }
+
+
+def read_manifest(data: h5py.Group) -> list[ManifestEntry] | None:
+    """Return the manifest of a file's ``data`` group, or None when the file has none.
+
+    Raises:
+        DatasetError: If the attribute is not a manifest.
+
+    """
+    if MANIFEST_ATTR not in data.attrs:
+        return None
+    try:
+        raw = json.loads(data.attrs[MANIFEST_ATTR])
+        return [ManifestEntry(**entry) for entry in raw]
+    except (TypeError, ValueError) as error:
+        raise DatasetError(
+            f"{data.file.filename}: /{DATA_GROUP}.{MANIFEST_ATTR}: {error}"
+        ) from None
+
+
+def _write_manifest(data: h5py.Group, entries: Sequence[ManifestEntry]) -> None:
+    data.attrs[MANIFEST_ATTR] = json.dumps([entry.as_dict() for entry in entries])
+
+
+def manifest_problems(data: h5py.Group) -> list[str]:
+    """How a file's episodes disagree with its manifest (empty: they agree, or no manifest)."""
+    entries = read_manifest(data)
+    if entries is None:
+        return []
+    problems = []
+    listed = [entry.group for entry in entries]
+    present = episode_keys(data)
+    missing = [g for g in listed if g not in present]
+    unlisted = [g for g in present if g not in listed]
+    if missing:
+        problems.append(f"manifest lists {len(listed)} episodes, {missing} are not in the file")
+    if unlisted:
+        problems.append(f"episodes {unlisted} are not in the manifest")
+    hashes = Counter(entry.content_hash for entry in entries)
+    twice = sorted(
+        entry.episode_id
+        for entry in entries
+        if entry.content_hash and hashes[entry.content_hash] > 1
+    )
+    if twice:
+        problems.append(f"episodes stored more than once (same content): {twice}")
+    return problems
 
 
 def episode_keys(data: h5py.Group) -> list[str]:
@@ -145,8 +259,45 @@ class EpisodeWriter:
         """Episodes in the shard so far."""
         return len(episode_keys(self._file[DATA_GROUP]))
 
-    def append(self, episode: Episode) -> int:
+    def manifest(self) -> list[ManifestEntry]:
+        """Return the shard's manifest (empty when it has none)."""
+        return read_manifest(self._file[DATA_GROUP]) or []
+
+    def set_manifest(self, entries: Sequence[ManifestEntry]) -> None:
+        """Replace the shard's manifest (listing episodes written before manifests existed)."""
+        _write_manifest(self._file[DATA_GROUP], entries)
+        self._file.flush()
+
+    def keep_listed(self) -> list[ManifestEntry]:
+        """Make episodes and manifest agree after an interrupted write; return the manifest.
+
+        An episode group and its manifest entry are written in one flush, but HDF5 has no
+        transaction: after a kill either may be there without the other. A group without an
+        entry (its source unknown) is deleted, an entry without a group dropped.
+        """
+        data = self._file[DATA_GROUP]
+        present = set(episode_keys(data))
+        entries = [entry for entry in self.manifest() if entry.group in present]
+        listed = {entry.group for entry in entries}
+        for key in sorted(present - listed):
+            del data[key]
+        _write_manifest(data, entries)
+        keys = episode_keys(data)
+        self._next_index = episode_group_index(keys[-1]) + 1 if keys else 0
+        self._total = int(sum(int(data[k].attrs[NUM_SAMPLES_ATTR]) for k in keys))
+        data.attrs[TOTAL_ATTR] = self._total
+        self._file.flush()
+        return entries
+
+    def append(self, episode: Episode, content_hash: str | None = None, source: str = "") -> int:
         """Validate and write one episode; returns its index in this shard.
+
+        Args:
+            episode: The episode.
+            content_hash: Hash of the episode's source (a bag's bytes); when given, the episode
+                is listed in the file's manifest (:data:`~.schema.MANIFEST_ATTR`) with its
+                ``metadata.provenance["episode_id"]``, in the same flush as the episode.
+            source: Where the episode came from (the bag directory), for the manifest.
 
         Raises:
             ValueError: If the episode does not follow the schema.
@@ -181,6 +332,17 @@ class EpisodeWriter:
         group.attrs[METADATA_ATTR] = meta.model_dump_json()
         for name in SUMMARY_ATTRS:
             group.attrs[name] = str(getattr(meta, name))
+        if content_hash is not None:
+            entries = read_manifest(data) or []
+            entries.append(
+                ManifestEntry(
+                    group=episode_group(index),
+                    episode_id=str(meta.provenance.get("episode_id", "")),
+                    content_hash=content_hash,
+                    source=source,
+                )
+            )
+            _write_manifest(data, entries)
         data.move(partial, episode_group(index))
         self._total += episode.num_frames
         data.attrs[TOTAL_ATTR] = self._total
@@ -281,6 +443,11 @@ class EpisodeDataset:
             handle = h5py.File(self._files[ref.file_index], "r")
             self._handles[ref.file_index] = handle
         return handle[DATA_GROUP][ref.key]
+
+    def where(self, episode_index: int) -> str:
+        """Name one episode for a message: ``<file> episode demo_<k>``."""
+        ref = self._ref(episode_index)
+        return f"{self._files[ref.file_index]} episode {ref.key}"
 
     def metadata(self, episode_index: int) -> EpisodeMetadata:
         """Metadata of one episode."""
@@ -470,6 +637,8 @@ class DatasetInfo:
         per_source: Episode counts keyed ``"<source>/<behavior_source>"``.
         per_outcome: Episode counts keyed by outcome.
         files: Shard files read.
+        problems: Why the dataset is incomplete (a leftover partial file, a manifest that
+            does not match the episodes); empty when it is not.
 
     """
 
@@ -480,6 +649,7 @@ class DatasetInfo:
     per_source: dict[str, int]
     per_outcome: dict[str, int]
     files: list[Path]
+    problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -491,6 +661,7 @@ class DatasetInfo:
             "per_source": self.per_source,
             "per_outcome": self.per_outcome,
             "files": [str(f) for f in self.files],
+            "problems": list(self.problems),
         }
 
 
@@ -502,6 +673,7 @@ def dataset_info(path: str | Path) -> DatasetInfo:
 
     """
     files = _dataset_files(path)
+    problems = _leftover_partials(Path(path))
     episodes = 0
     frames = 0
     features: dict[str, tuple[tuple[int, ...], str]] = {}
@@ -511,6 +683,7 @@ def dataset_info(path: str | Path) -> DatasetInfo:
         try:
             with h5py.File(file_path, "r") as handle:
                 data = handle[DATA_GROUP]
+                problems += [f"{file_path}: {p}" for p in manifest_problems(data)]
                 for key in episode_keys(data):
                     group = data[key]
                     episodes += 1
@@ -531,4 +704,24 @@ def dataset_info(path: str | Path) -> DatasetInfo:
         per_source=dict(sorted(per_source.items())),
         per_outcome=dict(sorted(per_outcome.items())),
         files=files,
+        problems=problems,
     )
+
+
+def _leftover_partials(root: Path) -> list[str]:
+    """Lines for the partial files of a dataset path: the path itself, beside it, inside it."""
+    if _final_of_partial(root) is not None and root.is_file():
+        return [f"{_partial_note(root)}; rerun the command that wrote {_final_of_partial(root)}"]
+    if root.is_dir():
+        return [
+            f"{_partial_note(p)}; rerun the command that wrote {_final_of_partial(p)} or delete it"
+            for p in sorted(root.iterdir())
+            if _final_of_partial(p) is not None and p.is_file()
+        ]
+    beside = partial_path(root)
+    if beside.is_file():
+        return [
+            f"{_partial_note(beside)}: an append to {root} was interrupted ({root} holds what it "
+            "held before); rerun the same bag2dataset --append to finish it, or delete it"
+        ]
+    return []

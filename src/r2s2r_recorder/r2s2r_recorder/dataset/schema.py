@@ -75,6 +75,13 @@ NUM_SAMPLES_ATTR = "num_samples"
 """Frames of one episode."""
 METADATA_ATTR = "metadata"
 """One episode's :class:`EpisodeMetadata` as JSON."""
+MANIFEST_ATTR = "r2s2r_manifest"
+"""What a file holds, as JSON on :data:`DATA_GROUP`: one entry per episode written from a
+source (``group``, ``episode_id``, ``content_hash`` of the source bag, ``source`` path), so a
+rerun knows what is there and :func:`~.hdf5.dataset_info` can tell a file cut short."""
+PARTIAL_SUFFIX = ".partial"
+"""A file being written is ``.<name>.partial`` beside its final name
+(:func:`~.hdf5.partial_path`) until it is complete."""
 SUMMARY_ATTRS: tuple[str, ...] = ("source", "behavior_source", "outcome", "task", "object_type")
 """Fields of :class:`EpisodeMetadata` also stored as attributes of their own (read without JSON)."""
 
