@@ -22,8 +22,10 @@ from r2s2r_common.topics import JOINT_STATES
 
 CELL_EXECUTABLES = frozenset({("r2s2r_sim", "real_twin"), ("r2s2r_sim", "sim_bridge")})
 """``(package, executable)`` of the nodes that are a cell (they publish ``/joint_states``)."""
-PROBE_S = 1.5
-"""How long the probe looks for a publisher (discovery on localhost takes well under 1 s)."""
+PROBE_S = 4.0
+"""How long the probe looks for a publisher when none is there (it returns as soon as one is
+seen). Localhost discovery usually answers within 1 s; on the 2-core machine under load it took
+up to 2.5 s, and a 1.5 s probe missed a running cell 1 time in 6."""
 PROBE_START_LIMIT_S = 30.0
 """How long the probe's process may take to import rclpy and start, at most."""
 NAME_WAIT_S = 2.0
