@@ -2,8 +2,8 @@
 
 Both are the pipeline's command stages (:mod:`r2s2r.pipeline.stages`), with the command lines
 the main job uses too (:func:`~r2s2r.pipeline.stages.ground_argv`,
-:func:`~r2s2r.pipeline.stages.record_demos_argv`). Each stage keys on its command line with
-placeholders for its per-run values, so a change to how the command is written re-runs it.
+:func:`~r2s2r.pipeline.stages.record_demos_argv`). Each stage keys on its command line built with
+``{field}`` names for its per-run values, so a change to how the command is written re-runs it.
 """
 
 from __future__ import annotations
