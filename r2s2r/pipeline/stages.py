@@ -111,8 +111,8 @@ def record_demos_argv(
     seed) into ``out_dir`` (``dataset``: another file than ``OUT/dataset.hdf5``); with
     ``artifact``, on the cell grounded with it (``--artifact``: :func:`grounded_cell_arguments`).
     The experiment keys its stage on this command line built with the field names in braces
-    for its per-run values (``{out_dir}``, ...), so a change here re-runs the stage. The first word is ``r2s2r``;
-    :func:`runnable` makes it this interpreter's.
+    for its per-run values (``{out_dir}``, ...), so a change here re-runs the stage. The
+    first word is ``r2s2r``; :func:`runnable` makes it this interpreter's.
     """
     argv = ["r2s2r", "record-demos", "--out", str(out_dir), "--successes", str(successes)]
     argv += ["--seed", str(seed)]
