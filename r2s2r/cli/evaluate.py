@@ -189,6 +189,12 @@ def _check_joints(checkpoint: str, joint_names: list[str], action_names: list[st
     show_default=True,
     help="Speed of a launched twin.",
 )
+@click.option(
+    "--trace",
+    "trace",
+    is_flag=True,
+    help="Keep each trial's inference trace (what the policy saw and sent) in OUT/traces/.",
+)
 @artifact_option("Evaluate")
 @click.option(
     "--graph-timeout-s",
@@ -212,6 +218,7 @@ def evaluate_command(
     real_time_factor: float,
     artifact: Path | None,
     graph_timeout_s: float,
+    trace: bool,
 ) -> None:
     """Evaluate CHECKPOINT: success per condition with 95% CIs and failure reasons."""
     from r2s2r_policy.checkpoint import load_checkpoint
@@ -227,6 +234,12 @@ def evaluate_command(
             "--artifact sets how a launched graph or --in-process runs the cell; a running "
             "graph keeps the grounding it was started with (real_deploy grounding_artifact:=...)"
         )
+    if trace and not in_process and not launch:
+        raise click.UsageError(
+            "--trace sets the launched policy node's trace_dir (or --in-process); a running "
+            "graph's policy_inference node keeps its own trace_dir parameter"
+        )
+    trace_dir = Path(out_dir) / "traces" if trace else None
     inference = deployed_inference_config(execution, executed_steps)
     # Where the report goes, the artifact and the whole checkpoint (config bound to its
     # weights) are checked before anything starts: no trial runs to be lost or refused later.
@@ -249,6 +262,7 @@ def evaluate_command(
             inference=inference,
             grounding_artifact=artifact,
             progress=_echo,
+            trace_dir=trace_dir,
         )
     else:
         from r2s2r.pipeline.evaluate import evaluate_over_ros
@@ -277,6 +291,7 @@ def evaluate_command(
             log_dir=Path(out_dir) / "logs",
             graph_timeout_s=graph_timeout_s,
             progress=_echo,
+            trace_dir=trace_dir,
         )
     json_path, png_path = report.save(out_dir, name)
     click.echo(report.table())

@@ -50,6 +50,7 @@ def evaluate_over_ros(
     graph_timeout_s: float = 90.0,
     domain_id: int | None = None,
     progress: Any = None,
+    trace_dir: str | Path | None = None,
 ) -> EvaluationReport:
     """Evaluate a checkpoint through the ROS graph, starting the ``evaluate`` graph if asked.
 
@@ -71,6 +72,9 @@ def evaluate_over_ros(
             graph gets a private domain claimed for it, :func:`r2s2r_common.ros_domain.
             claim_domain`; a running graph is looked for in the environment's).
         progress: Called after each trial with its record.
+        trace_dir: The launched policy node writes each trial's inference trace there
+            (``trial_NNN.npz``); ignored without ``launch`` (a running node keeps its own
+            ``trace_dir`` parameter).
 
     Returns:
         The report (``mode='ros'``).
@@ -86,8 +90,12 @@ def evaluate_over_ros(
             checkpoint, config, policy_node, graph_timeout_s, domain_id=domain_id, progress=progress
         )
     else:
+        overrides = dict(policy_overrides or {})
+        if trace_dir is not None:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+            overrides["trace_dir"] = str(Path(trace_dir).resolve())
         arguments = evaluation_graph_arguments(
-            checkpoint, twin_config, real_time_factor, policy_overrides, cell_arguments
+            checkpoint, twin_config, real_time_factor, overrides, cell_arguments
         )
         # The evaluate graph is self-contained (the twin is its cell): a domain of its own,
         # claimed so that no other job on this host shares it, unless one is given.
@@ -116,6 +124,7 @@ def evaluate_over_ros(
                 progress=progress,
                 watch=graph,
                 policy_log=Path(log_dir) / "policy_inference.log",
+                trace_dir=trace_dir,
             )
     report.metadata.update({"real_time_factor": real_time_factor, "twin_config": twin_config})
     return report

@@ -43,7 +43,14 @@ from ..inference.engine import InferenceConfig, InferenceEngine
 from ..models import Policy
 from ..spec import RobotSpec
 from .report import EvaluationReport
-from .trials import NOMINAL, EvaluationConfig, TrialRecord, TrialSpec, trial_plan
+from .trials import (
+    NOMINAL,
+    EvaluationConfig,
+    TrialRecord,
+    TrialSpec,
+    trace_file_name,
+    trial_plan,
+)
 
 HEAD_CAMERA = "head_camera"
 """The camera the belt-speed vision and the object tracker use."""
@@ -99,6 +106,8 @@ def run_trial(
     condition = "" if trial.condition == NOMINAL else trial.condition
     cell.start_trial(trial.seed, condition)
     engine.reset()
+    if engine.trace is not None:
+        engine.trace.clear()
     names = list(ALL_JOINT_NAMES)
     commands = 0
     next_tick_s = cell.time_s
@@ -108,23 +117,27 @@ def run_trial(
         step = cell.step_control()
         if on_step is not None:
             on_step(cell, step)
-        engine.observe_joints(names, step.joint_positions)
+        engine.observe_joints(names, step.joint_positions, step.time_s)
         if step.encoder_angle_rad is not None:
             perception.add_encoder(step.time_s, step.encoder_angle_rad)
         for frame in step.frames:
             if frame.camera_name == HEAD_CAMERA:
                 tracks = perception.add_head_frame(frame.time_s, frame.rgb, frame.depth_m)
                 if tracks is not None:
-                    engine.observe_object_tracks(tracks)
+                    engine.observe_object_tracks(tracks, frame.time_s)
         speed = perception.belt_speed(step.time_s)
         if speed is not None and step.encoder_angle_rad is not None:
-            engine.observe_belt_speed(speed.speed_mps)
+            engine.observe_belt_speed(speed.speed_mps, step.time_s)
         for frame in step.frames:
             key = IMAGE_KEY_OF_CAMERA.get(frame.camera_name)
             if key in engine.spec.image_keys:
-                engine.observe_image(key, frame.rgb)
+                engine.observe_image(key, frame.rgb, frame.time_s)
         if step.outcome is not None:
             outcome = step.outcome
+            if engine.trace is not None:
+                engine.trace.metadata.update(
+                    trial_index=trial.index, seed=trial.seed, started_at_s=trial_start_s
+                )
             return TrialRecord(
                 index=trial.index,
                 seed=trial.seed,
@@ -135,6 +148,7 @@ def run_trial(
                 duration_s=outcome.duration_s,
                 wall_s=time.perf_counter() - started_wall,
                 commands_sent=commands,
+                started_at_s=outcome.time_s - outcome.duration_s,
             )
         if step.time_s - trial_start_s > limit_s:
             raise RuntimeError(
@@ -142,7 +156,7 @@ def run_trial(
                 "time: the trial judge never ruled"
             )
         if engine.config.trigger == "images":
-            due = engine.new_image_set() or step.time_s + 1e-9 >= next_tick_s
+            due = engine.observation_ready() or step.time_s + 1e-9 >= next_tick_s
         else:
             due = step.time_s + 1e-9 >= next_tick_s
         if due:
@@ -174,6 +188,7 @@ def evaluate_in_process(
     progress: Callable[[TrialRecord], None] | None = None,
     on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
     on_step: Callable[[TrialSpec, SimCell, ControlStep], None] | None = None,
+    trace_dir: str | Path | None = None,
 ) -> EvaluationReport:
     """Evaluate a policy on the twin's cell in-process (see the module docstring).
 
@@ -196,6 +211,8 @@ def evaluate_in_process(
         progress: Called after each trial with its record.
         on_command: Called with (trial, cell time, command) for every command sent.
         on_step: Called with (trial, cell, control step) every control period (diagnostics).
+        trace_dir: Write each trial's inference trace there (``trial_NNN.npz``,
+            :mod:`r2s2r_policy.inference.trace`).
 
     Returns:
         The report (``mode='in_process'``).
@@ -225,6 +242,8 @@ def evaluate_in_process(
         knowledge = CellKnowledge.ungrounded(nominal_world_path)
     perception = make_perception(knowledge, belt_config_path, tracker_config_path)
     engine = InferenceEngine(policy, inference or InferenceConfig(), clock=lambda: cell.time_s)
+    if trace_dir is not None:
+        engine.new_trace()
     report = EvaluationReport(
         policy=name,
         mode="in_process",
@@ -247,6 +266,8 @@ def evaluate_in_process(
             if on_step is not None:
                 step_hook = lambda c, s, trial=trial: on_step(trial, c, s)  # noqa: E731
             record = run_trial(cell, engine, trial, perception, hook, step_hook)
+            if trace_dir is not None and engine.trace is not None:
+                engine.trace.save(Path(trace_dir) / trace_file_name(trial.index))
             report.records.append(record)
             if progress is not None:
                 progress(record)

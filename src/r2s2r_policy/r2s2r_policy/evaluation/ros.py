@@ -25,16 +25,18 @@ import rclpy
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from r2s2r_common.config import resolve_config_path
-from r2s2r_common.ros.qos import OUTCOME_QOS
+from r2s2r_common.ros.qos import OUTCOME_QOS, RELIABLE_QOS
 from r2s2r_common.ros.services import ServiceNoAnswerError, call_service
-from r2s2r_common.topics import TRIAL_OUTCOME, TRIAL_RESET, TRIAL_START
+from r2s2r_common.ros.time import stamp_to_s
+from r2s2r_common.topics import TRIAL_OUTCOME, TRIAL_RESET, TRIAL_START, joint_trajectory
+from r2s2r_description.controllers import controller_name
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from .report import EvaluationReport
-from .trials import NOMINAL, EvaluationConfig, TrialRecord, trial_plan
+from .trials import NOMINAL, EvaluationConfig, TrialRecord, trace_file_name, trial_plan
 
 
 class HarnessError(RuntimeError):
@@ -62,6 +64,8 @@ class EvaluationHarness:
         policy_node: str = "policy_inference",
         service_timeout_s: float = 20.0,
     ) -> None:
+        from trajectory_msgs.msg import JointTrajectory
+
         from r2s2r_interfaces.msg import TrialOutcome
         from r2s2r_interfaces.srv import StartTrial
 
@@ -72,6 +76,14 @@ class EvaluationHarness:
         self._start_type = StartTrial
         self.outcomes: dict[int, Any] = {}
         self.node.create_subscription(TrialOutcome, TRIAL_OUTCOME, self._on_outcome, OUTCOME_QOS)
+        # Chunks the policy sends, counted as the controller receives them (a hold is 1 point).
+        self.chunks_seen = 0
+        self.node.create_subscription(
+            JointTrajectory,
+            joint_trajectory(controller_name("arm")),
+            self._on_arm_trajectory,
+            RELIABLE_QOS,
+        )
         self.start_client: Any = self.node.create_client(StartTrial, TRIAL_START)
         self.reset_client: Any = self.node.create_client(Trigger, TRIAL_RESET)
         self.policy_node = policy_node
@@ -86,6 +98,10 @@ class EvaluationHarness:
 
     def _on_outcome(self, msg: Any) -> None:
         self.outcomes[int(msg.trial_id)] = msg
+
+    def _on_arm_trajectory(self, msg: Any) -> None:
+        if len(msg.points) > 1:
+            self.chunks_seen += 1
 
     def close(self) -> None:
         """Destroy the harness node."""
@@ -172,11 +188,14 @@ class EvaluationHarness:
         if not self._call(self.change_state, request, "change_state").success:
             raise HarnessError(f"/{self.policy_node}: transition {transition} failed")
 
-    def run_trial(self, seed: int, condition: str, wall_timeout_s: float) -> tuple[int, Any | None]:
+    def run_trial(
+        self, seed: int, condition: str, wall_timeout_s: float
+    ) -> tuple[int, Any | None, int]:
         """Reset, start a trial, run the policy until the outcome (or the timeout).
 
         Returns:
-            ``(trial_id, TrialOutcome message or None on timeout)``.
+            ``(trial_id, TrialOutcome message or None on timeout, chunks sent until the
+            outcome)``.
 
         Raises:
             HarnessError: If reset or start is refused.
@@ -191,10 +210,25 @@ class EvaluationHarness:
         if not started.success:
             raise HarnessError(f"{TRIAL_START} refused: {started.message}")
         trial_id = int(started.trial_id)
+        self.chunks_seen = 0
         self.set_policy_active(True)
         self.spin_until(lambda: trial_id in self.outcomes, wall_timeout_s)
+        chunks = self.chunks_seen
         self.set_policy_active(False)
-        return trial_id, self.outcomes.get(trial_id)
+        return trial_id, self.outcomes.get(trial_id), chunks
+
+
+def _claim_trace(trace_dir: Path, before: set[str], index: int, wait_s: float = 3.0) -> None:
+    """Rename the policy node's trace of the activation that just ended to the trial's name."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        new = sorted(set(path.name for path in trace_dir.glob("activation_*.npz")) - before)
+        if new:
+            (trace_dir / new[-1]).replace(trace_dir / trace_file_name(index))
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 def run_protocol(
@@ -202,14 +236,23 @@ def run_protocol(
     config: EvaluationConfig,
     policy_name: str,
     progress: Any = None,
+    trace_dir: str | Path | None = None,
 ) -> EvaluationReport:
-    """Run every trial of ``config`` through ``harness`` and collect the report."""
+    """Run every trial of ``config`` through ``harness`` and collect the report.
+
+    ``trace_dir``: where the policy node writes its traces (its ``trace_dir`` parameter); each
+    trial's is renamed to ``trial_NNN.npz`` there.
+    """
     report = EvaluationReport(policy=policy_name, mode="ros", config=config)
     started = time.perf_counter()
+    traces = Path(trace_dir) if trace_dir else None
     for trial in trial_plan(config):
         trial_started = time.perf_counter()
         condition = "" if trial.condition == NOMINAL else trial.condition
-        _, outcome = harness.run_trial(trial.seed, condition, config.trial_wall_timeout_s)
+        before = {p.name for p in traces.glob("activation_*.npz")} if traces else set()
+        _, outcome, chunks = harness.run_trial(trial.seed, condition, config.trial_wall_timeout_s)
+        if traces is not None:
+            _claim_trace(traces, before, trial.index)
         if outcome is None:
             record = TrialRecord(
                 trial.index,
@@ -229,6 +272,8 @@ def run_protocol(
                 object_type=str(outcome.object_type),
                 duration_s=float(outcome.duration_s),
                 wall_s=time.perf_counter() - trial_started,
+                commands_sent=chunks,
+                started_at_s=stamp_to_s(outcome.header.stamp) - float(outcome.duration_s),
             )
         report.records.append(record)
         if progress is not None:
@@ -241,7 +286,13 @@ GRAPH_NAME = "evaluate"
 """The bring-up graph of an evaluation over ROS (``config/graphs/evaluate.yaml``)."""
 
 # policy_inference parameters a caller may set through the evaluate graph's arguments.
-GRAPH_POLICY_PARAMETERS = ("image_height_px", "image_width_px", "execution", "executed_steps")
+GRAPH_POLICY_PARAMETERS = (
+    "image_height_px",
+    "image_width_px",
+    "execution",
+    "executed_steps",
+    "trace_dir",
+)
 
 
 def evaluation_graph_arguments(
@@ -345,6 +396,7 @@ def evaluate_ros(
     progress: Any = None,
     watch: NodeWatch | None = None,
     policy_log: str | Path = "",
+    trace_dir: str | Path | None = None,
 ) -> EvaluationReport:
     """Evaluate a checkpoint through a running ROS graph (see the module docstring).
 
@@ -361,6 +413,7 @@ def evaluate_ros(
         progress: Called after each trial with its record.
         watch: The started graph, asked which node died when the cell does not answer.
         policy_log: The policy node's log, named when it refuses the checkpoint.
+        trace_dir: The policy node's ``trace_dir`` (its traces are renamed per trial).
 
     Returns:
         The report (``mode='ros'``).
@@ -393,7 +446,7 @@ def evaluate_ros(
                             f"/{policy_node} refused to configure with {checkpoint} (spec "
                             f"mismatch or bad checkpoint; {where})"
                         )
-            report = run_protocol(harness, config, str(checkpoint), progress)
+            report = run_protocol(harness, config, str(checkpoint), progress, trace_dir)
         except HarnessError as error:
             # A service that never answers is often a node that died: say which, with its log.
             dead = watch.dead_node() if watch is not None else None

@@ -111,7 +111,9 @@ class TrialRecord:
         object_type: Object type(s) of the trial.
         duration_s: Simulated (cell) time from start to decision.
         wall_s: Wall-clock time the trial took.
-        commands_sent: Action chunks sent during the trial (in-process path; -1 if unknown).
+        commands_sent: Action chunks sent during the trial (-1 if unknown).
+        started_at_s: Cell time the trial started (its outcome's stamp less its duration;
+            -1 if unknown): the origin of the trial's inference trace.
 
     """
 
@@ -124,7 +126,13 @@ class TrialRecord:
     duration_s: float = 0.0
     wall_s: float = 0.0
     commands_sent: int = -1
+    started_at_s: float = -1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
         return asdict(self)
+
+
+def trace_file_name(index: int) -> str:
+    """File name of trial ``index``'s inference trace (both evaluation paths)."""
+    return f"trial_{index:03d}.npz"

@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
-from r2s2r_recorder.dataset import JOINT_POS_KEY
+from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 from r2s2r_recorder.dataset.object_track import TrackView
 
 from ..models import Policy
@@ -36,6 +36,7 @@ from .safety import (
     clamp_positions,
     limit_velocities,
 )
+from .trace import InferenceTrace
 
 _LOG = logging.getLogger(__name__)
 
@@ -90,8 +91,9 @@ class InferenceConfig(ConfigModel):
     )
     trigger: Literal["images", "timer"] = Field(
         default="images",
-        description="images: infer as soon as every camera delivered a new frame (lowest "
-        "image-to-command latency; a step also runs when none came for 1.5 periods, so "
+        description="images: infer as soon as every camera delivered a new frame and the "
+        "tracked object of that frame has arrived (lowest image-to-command latency, inputs of "
+        "one instant as in the datasets; a step also runs when none came for 1.5 periods, so "
         "staleness is still detected); timer: infer every period.",
     )
 
@@ -218,15 +220,19 @@ class InferenceEngine:
         self._consumed: dict[str, int] = {}
         self._accepting = True  # chunks are sent; False after stop() until start()
         self._thread: threading.Thread | None = None
+        self.trace: InferenceTrace | None = None
+        """When set, every step that ran the policy or held is recorded in it."""
 
     # -- observations (any thread) --------------------------------------------------------
-    def observe_image(self, key: str, rgb: np.ndarray) -> None:
+    # ``stamp_s``: the value's source stamp (cell time it was taken; see ``.observations``).
+    def observe_image(self, key: str, rgb: np.ndarray, stamp_s: float | None = None) -> None:
         """Store a camera image (resized to the spec), received now.
 
-        With ``trigger='images'`` the worker wakes once every camera has a new frame.
+        With ``trigger='images'`` the worker wakes once the observation is ready
+        (:meth:`observation_ready`).
         """
-        self.buffer.set_image(key, rgb, self.clock())
-        if self.new_image_set():
+        self.buffer.set_image(key, rgb, self.clock(), stamp_s)
+        if self.observation_ready():
             self._wake.set()
 
     def new_image_set(self) -> bool:
@@ -234,20 +240,36 @@ class InferenceEngine:
         counts = self.buffer.image_counts()
         return all(counts[key] > self._consumed.get(key, 0) for key in counts)
 
+    def observation_ready(self) -> bool:
+        """Whether every camera has a new frame and the tracked object of the newest has come.
+
+        The object tracker's message for a frame arrives after the frame itself (detection
+        takes time); inferring on the frame alone would pair it with the previous frame's
+        object, which no dataset does.
+        """
+        return self.new_image_set() and self.buffer.tracks_caught_up()
+
     def observe_joints(
-        self, names: Sequence[str], positions_rad: Sequence[float] | np.ndarray
+        self,
+        names: Sequence[str],
+        positions_rad: Sequence[float] | np.ndarray,
+        stamp_s: float | None = None,
     ) -> None:
         """Store joint positions, received now."""
-        self.buffer.set_joint_positions(names, positions_rad, self.clock())
+        self.buffer.set_joint_positions(names, positions_rad, self.clock(), stamp_s)
 
-    def observe_belt_speed(self, speed_mps: float) -> None:
+    def observe_belt_speed(self, speed_mps: float, stamp_s: float | None = None) -> None:
         """Store the belt speed, received now."""
-        self.buffer.set_belt_speed(speed_mps, self.clock())
+        self.buffer.set_belt_speed(speed_mps, self.clock(), stamp_s)
 
-    def observe_object_tracks(self, tracks: Sequence[TrackView]) -> None:
+    def observe_object_tracks(
+        self, tracks: Sequence[TrackView], stamp_s: float | None = None
+    ) -> None:
         """Store one ``/objects/tracks`` message, received now (ignored without track input)."""
         if self.buffer.latch is not None:
-            self.buffer.set_object_tracks(tracks, self.clock())
+            self.buffer.set_object_tracks(tracks, self.clock(), stamp_s)
+            if self.observation_ready():
+                self._wake.set()
 
     @property
     def uses_object_tracks(self) -> bool:
@@ -353,6 +375,7 @@ class InferenceEngine:
             hold = self.hold_command()
             if hold is not None:
                 self._send(hold)
+            self._trace(now_s, "hold", 0.0, values, ages, hold)
             _LOG.warning("stale observations (%s): holding", detail)
             return StepResult(StepStatus.HOLD, command=hold, detail=detail)
         image_time = max(received[key] for key in self.spec.image_keys)
@@ -365,15 +388,18 @@ class InferenceEngine:
             self._count(InterventionKind.INFERENCE_ERROR)
             with self._stats_lock:
                 self._stats.last_error = str(error)
+            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
             return StepResult(StepStatus.DROPPED, detail=str(error))
         if not chunk_is_finite(chunk):
             self._count(InterventionKind.NON_FINITE_ACTION)
+            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
             return StepResult(StepStatus.DROPPED, detail="non-finite action")
         if self.config.execution == "temporal_ensemble":
             chunk = self.ensemble.add(image_time, chunk.astype(np.float64))
         current = values[JOINT_POS_KEY][self._action_in_state]
         safe = self.filter_chunk(chunk, current)
         if safe is None:
+            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
             return StepResult(StepStatus.DROPPED, detail="non-finite action")
         # Point k is due (k + 1)·dt after the observation; time already spent is taken off.
         times = self._times_s - max(now_s - image_time, 0.0)
@@ -392,7 +418,42 @@ class InferenceEngine:
         with self._stats_lock:
             self._latencies.append(latency_s)
         self._send(command)
+        self._trace(now_s, "commanded", latency_s, values, ages, command)
         return StepResult(StepStatus.COMMANDED, command=command, latency_s=latency_s)
+
+    def _trace(
+        self,
+        now_s: float,
+        status: str,
+        latency_s: float,
+        values: dict[str, np.ndarray],
+        ages: dict[str, float],
+        command: ActionCommand | None,
+    ) -> None:
+        """Record a step in :attr:`trace` (when one is attached)."""
+        trace = self.trace
+        if trace is None:
+            return
+        belt = values.get(BELT_SPEED_KEY)
+        trace.record(
+            now_s,
+            status,
+            latency_s,
+            self.buffer.source_stamps(),
+            ages,
+            values[JOINT_POS_KEY],
+            float(belt[0]) if belt is not None else float("nan"),
+            values.get(OBJECT_TRACK_KEY),
+            None if command is None else command.times_s,
+            None if command is None else command.positions_rad,
+        )
+
+    def new_trace(self) -> InferenceTrace:
+        """Attach and return an empty :class:`InferenceTrace` for this engine's policy."""
+        self.trace = InferenceTrace(
+            list(self.buffer.required_keys), self.spec.chunk_length, self.spec.action_dim
+        )
+        return self.trace
 
     # -- worker thread ------------------------------------------------------------------------
     @property

@@ -4,6 +4,13 @@ Sensor callbacks write into an :class:`ObservationBuffer`; the engine reads one 
 snapshot per step and stops commanding when an input is older than its limit
 (:func:`observation_ages`, :func:`stale_inputs`). Images are resized as the training data's
 (:func:`r2s2r_policy.data.chunks.resize_image`).
+
+Two clocks: every value keeps the engine-clock time it was *received* (freshness, safety) and
+its *source stamp*, the cell time it was taken (a message's ``header.stamp``; the receive time
+when none is given). Source stamps say which camera frame an input belongs to: a datasets'
+observation at tick ``t`` holds, per stream, the latest sample stamped at or before ``t``
+(``r2s2r_recorder.bag_to_dataset``), so the engine waits until the tracker's output for the
+newest frame has arrived before it infers (:meth:`ObservationBuffer.tracks_caught_up`).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ class ObservationBuffer:
         self._lock = threading.Lock()
         self._values: dict[str, np.ndarray] = {}
         self._received_s: dict[str, float] = {}
+        self._stamps_s: dict[str, float] = {}
         self._image_count: dict[str, int] = {key: 0 for key in spec.image_keys}
         self._joint_index: dict[str, int] = {n: i for i, n in enumerate(spec.joint_names)}
         self.latch: ObjectTrackLatch | None = None
@@ -61,10 +69,13 @@ class ObservationBuffer:
         with self._lock:
             self._values.clear()
             self._received_s.clear()
+            self._stamps_s.clear()
             if self.latch is not None:
                 self.latch.reset()
 
-    def set_object_tracks(self, tracks: Sequence[TrackView], received_s: float) -> None:
+    def set_object_tracks(
+        self, tracks: Sequence[TrackView], received_s: float, stamp_s: float | None = None
+    ) -> None:
         """Take one ``/objects/tracks`` message (every track in it), received at ``received_s``.
 
         The latch's time base is the receive time (the engine clock), so ``age_s`` is the time
@@ -79,9 +90,12 @@ class ObservationBuffer:
         with self._lock:
             self.latch.update(received_s, tracks)
             self._received_s[OBJECT_TRACK_KEY] = received_s
+            self._stamps_s[OBJECT_TRACK_KEY] = received_s if stamp_s is None else stamp_s
             self._values[OBJECT_TRACK_KEY] = np.zeros(0, dtype=np.float32)  # made at snapshot
 
-    def set_image(self, key: str, rgb: np.ndarray, received_s: float) -> None:
+    def set_image(
+        self, key: str, rgb: np.ndarray, received_s: float, stamp_s: float | None = None
+    ) -> None:
         """Store a uint8 ``(H, W, 3)`` RGB image of camera ``key``, resized to the spec's size.
 
         Raises:
@@ -98,6 +112,7 @@ class ObservationBuffer:
         with self._lock:
             self._values[key] = resized
             self._received_s[key] = received_s
+            self._stamps_s[key] = received_s if stamp_s is None else stamp_s
             self._image_count[key] += 1
 
     def image_counts(self) -> dict[str, int]:
@@ -106,7 +121,11 @@ class ObservationBuffer:
             return dict(self._image_count)
 
     def set_joint_positions(
-        self, names: Sequence[str], positions_rad: Sequence[float] | np.ndarray, received_s: float
+        self,
+        names: Sequence[str],
+        positions_rad: Sequence[float] | np.ndarray,
+        received_s: float,
+        stamp_s: float | None = None,
     ) -> None:
         """Store joint positions given by name (any order, extra joints ignored).
 
@@ -127,8 +146,11 @@ class ObservationBuffer:
         with self._lock:
             self._values[JOINT_POS_KEY] = ordered
             self._received_s[JOINT_POS_KEY] = received_s
+            self._stamps_s[JOINT_POS_KEY] = received_s if stamp_s is None else stamp_s
 
-    def set_belt_speed(self, speed_mps: float, received_s: float) -> None:
+    def set_belt_speed(
+        self, speed_mps: float, received_s: float, stamp_s: float | None = None
+    ) -> None:
         """Store the belt speed (m/s along belt x).
 
         Raises:
@@ -140,6 +162,7 @@ class ObservationBuffer:
         with self._lock:
             self._values[BELT_SPEED_KEY] = np.array([speed_mps], dtype=np.float32)
             self._received_s[BELT_SPEED_KEY] = received_s
+            self._stamps_s[BELT_SPEED_KEY] = received_s if stamp_s is None else stamp_s
 
     def snapshot(self, now_s: float) -> tuple[dict[str, np.ndarray], dict[str, float]]:
         """Return current values at ``now_s`` and receive times (copies; arrays never mutated).
@@ -151,6 +174,26 @@ class ObservationBuffer:
             if self.latch is not None and OBJECT_TRACK_KEY in values:
                 values[OBJECT_TRACK_KEY] = self.latch.features(now_s)
             return values, received
+
+    def source_stamps(self) -> dict[str, float]:
+        """Source stamp (cell time) of every input's latest value."""
+        with self._lock:
+            return dict(self._stamps_s)
+
+    def tracks_caught_up(self) -> bool:
+        """Whether the tracked object is as new as the newest image (by source stamp).
+
+        True when the policy reads no tracks. The object tracker stamps each message with the
+        frame it came from, so this holds once its output for the newest frame has arrived.
+        """
+        if self.latch is None:
+            return True
+        with self._lock:
+            images = [self._stamps_s[key] for key in self.spec.image_keys if key in self._stamps_s]
+            track = self._stamps_s.get(OBJECT_TRACK_KEY)
+        if not images or track is None:
+            return False
+        return track + 1e-6 >= max(images)
 
     def joint_positions(self) -> np.ndarray | None:
         """Latest joint positions (spec order), or None."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -38,7 +39,7 @@ from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
-from r2s2r_common.ros.time import duration_msg
+from r2s2r_common.ros.time import duration_msg, stamp_to_s
 from r2s2r_common.topics import (
     BELT_SPEED,
     DIAGNOSTICS,
@@ -144,6 +145,12 @@ class PolicyInferenceParams(ConfigModel):
     diagnostics_period_s: float = Field(
         default=1.0, gt=0.0, le=60.0, description="Period of /diagnostics."
     )
+    trace_dir: str = Field(
+        default="",
+        description="Write the inference trace of every activation there "
+        "(activation_NNNN.npz: what the policy saw and sent, r2s2r_policy.inference.trace); "
+        "empty: no trace.",
+    )
     torch_threads: int = Field(
         default=1, ge=0, le=64, description="torch intra-op threads (0 = torch default)."
     )
@@ -230,6 +237,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._dropped: dict[str, int] = {}
         self._dropped_lock = threading.Lock()
         self._active = False
+        self._activations = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -301,8 +309,10 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         """Clear observations and start the inference worker."""
         result = super().on_activate(state)
-        assert self.engine is not None
+        assert self.engine is not None and self.params is not None
         self.engine.reset()
+        if self.params.trace_dir:
+            self.engine.new_trace()
         self._active = True
         self.engine.start()
         self.get_logger().info("active: commanding the arm and hand")
@@ -313,8 +323,22 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._active = False
         if self.engine is not None:
             self.engine.stop(send_hold=True)
+            self._save_trace()
         self.get_logger().info("inactive: commands stopped, holding")
         return super().on_deactivate(state)
+
+    def _save_trace(self) -> None:
+        """Write the trace of the activation that just ended (``activation_NNNN.npz``)."""
+        engine, params = self.engine, self.params
+        if engine is None or params is None or engine.trace is None:
+            return
+        self._activations += 1
+        path = Path(params.trace_dir) / f"activation_{self._activations:04d}.npz"
+        try:
+            engine.trace.save(path)
+        except OSError as error:
+            self.get_logger().error(f"trace not written to {path}: {error}")
+        engine.trace = None
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         """Free the policy, subscriptions and publishers."""
@@ -363,7 +387,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
                 array = np.ascontiguousarray(array[:, :, ::-1])
             elif msg.encoding != "rgb8":
                 raise ImageConversionError(f"encoding {msg.encoding!r}: expected rgb8 or bgr8")
-            engine.observe_image(key, array)
+            engine.observe_image(key, array, stamp_to_s(msg.header.stamp))
         except (ImageConversionError, ValueError) as error:
             self._drop("image", f"{key}: {error}")
 
@@ -372,7 +396,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         if engine is None:
             return
         try:
-            engine.observe_joints(list(msg.name), list(msg.position))
+            engine.observe_joints(list(msg.name), list(msg.position), stamp_to_s(msg.header.stamp))
         except ValueError as error:
             self._drop("joint_states", str(error))
 
@@ -381,7 +405,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         if engine is None:
             return
         try:
-            engine.observe_belt_speed(float(msg.twist.linear.x))
+            engine.observe_belt_speed(float(msg.twist.linear.x), stamp_to_s(msg.header.stamp))
         except ValueError as error:
             self._drop("belt_speed", str(error))
 
@@ -390,7 +414,9 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         if engine is None or not engine.uses_object_tracks:
             return
         try:
-            engine.observe_object_tracks([track_view_from_msg(track) for track in msg.tracks])
+            engine.observe_object_tracks(
+                [track_view_from_msg(track) for track in msg.tracks], stamp_to_s(msg.header.stamp)
+            )
         except ValueError as error:
             self._drop("object_tracks", str(error))
 
