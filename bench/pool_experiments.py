@@ -73,7 +73,12 @@ def pool(records: list[dict[str, Any]]) -> dict[str, Any]:
         sum(int(r["capacity"]["trials"]) for r in records),
     )
     effects = {group: grounding_effects(policies, group) for group in (ALL, SHIFTED)}
+    # Records before the field was written were all evaluated in process (the default).
+    evaluators = sorted({r.get("evaluator") or "in_process" for r in records})
+    if len(evaluators) > 1:
+        raise SystemExit(f"records of different evaluators {evaluators} cannot be pooled")
     return {
+        "evaluator": evaluators[0],
         "runs": [{"commit": r["commit"], "command": r.get("command", "")} for r in records],
         "capacity": capacity.to_dict(),
         "policies": {name: policy.to_dict()["groups"] for name, policy in policies.items()},

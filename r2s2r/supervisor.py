@@ -253,6 +253,13 @@ class GraphSupervisor:
                 )
         return None
 
+    def pid(self, name: str) -> int | None:
+        """Process id of node ``name`` (None: no such node was started)."""
+        for child in self._children:
+            if child.node.name == name:
+                return child.process.pid
+        return None
+
     def request_stop(self) -> None:
         """Ask the supervisor loop to shut the graph down (signal-handler safe)."""
         self._stop_requested.set()

@@ -2,14 +2,17 @@
 
 The bring-up's one supervisor starts the graph's nodes from the install space, as a user's
 ``r2s2r evaluate`` does; the harness runs one trial against them. A node that died is named,
-with its log, when the harness asks the started graph.
+with its log, when the harness asks the started graph; a policy node killed mid-trial leaves
+that trial not run (and the protocol stopped), not failed.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,11 +30,11 @@ from r2s2r_policy.evaluation.baseline import (
     robot_policy_spec,
     untrained_policy,
 )
-from r2s2r_policy.evaluation.ros import evaluation_graph_arguments
+from r2s2r_policy.evaluation.ros import evaluate_ros, evaluation_graph_arguments
 
 from r2s2r.graph import load_graph, resolve_graph
 from r2s2r.pipeline.evaluate import evaluate_over_ros
-from r2s2r.supervisor import GraphSupervisor
+from r2s2r.supervisor import GraphSupervisor, running_graph
 
 pytestmark = pytest.mark.graph
 
@@ -176,3 +179,54 @@ def test_real_deploy_with_a_policy_commands_the_cells_controllers(tmp_path: Path
             p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in received[-1].points
         ]
         assert len(times) > 1 and all(b > a for a, b in itertools.pairwise(times)), times
+
+
+@pytest.mark.timeout(150)
+def test_a_policy_node_killed_mid_trial_leaves_its_trial_not_run(tmp_path: Path) -> None:
+    checkpoint = _checkpoint(tmp_path)
+    arguments = evaluation_graph_arguments(
+        checkpoint, str(_short_twin(tmp_path, 8.0)), 1.0, {"trace_dir": str(tmp_path / "traces")}
+    )
+    log = tmp_path / "logs" / "policy_inference.log"
+    protocol = EvaluationConfig(trials_per_condition={"nominal": 2}, trial_wall_timeout_s=30.0)
+    with (
+        open(os.devnull, "w") as quiet,
+        running_graph(
+            "evaluate",
+            arguments,
+            tmp_path / "logs",
+            2.0,
+            console=quiet,
+            env={"ROS_DOMAIN_ID": str(DOMAIN)},
+        ) as graph,
+    ):
+        pid = graph.pid("policy_inference")
+        assert pid is not None and graph.pid("no_such_node") is None
+
+        def kill_once_commanding() -> None:
+            deadline = time.monotonic() + 90.0
+            while time.monotonic() < deadline:
+                if log.is_file() and "active: commanding" in log.read_text():
+                    time.sleep(0.5)  # mid-trial: chunks are flowing
+                    os.kill(pid, signal.SIGKILL)
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=kill_once_commanding, daemon=True).start()
+        started = time.monotonic()
+        report = evaluate_ros(
+            checkpoint,
+            protocol,
+            graph_timeout_s=60.0,
+            domain_id=DOMAIN,
+            watch=graph,
+            trace_dir=tmp_path / "traces",
+        )
+    first, second = report.records
+    assert first.not_run.startswith("policy_inference exited with code -9"), first
+    assert first.reason == "not_run" and not first.success
+    assert second.not_run == "not started: the evaluation stopped at trial 1"
+    assert report.metadata["stopped"].startswith("stopped at trial 1 of 2: policy_inference")
+    assert report.summary()["all"].trials == 0
+    # Noticed within the dead-node poll, not after the trial's 30 s wall limit.
+    assert time.monotonic() - started < 25.0

@@ -296,3 +296,12 @@ def evaluate_command(
     json_path, png_path = report.save(out_dir, name)
     click.echo(report.table())
     click.echo(f"wall time {report.wall_s:.0f} s; wrote {json_path} and {png_path}")
+    not_run = report.not_run
+    if not_run:
+        from r2s2r_policy.evaluation.ros import HarnessError
+
+        why = report.metadata.get("stopped") or not_run[0].not_run
+        raise HarnessError(
+            f"{len(not_run)} of {len(report.records)} trials not run (in no rate; the others "
+            f"are in {json_path}): {why}"
+        )

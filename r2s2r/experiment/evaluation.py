@@ -217,7 +217,7 @@ def run_trials(
 
             # The evaluate graph's policy node gets the checkpoint's image size (as the
             # in-process evaluator resizes to the spec) and the engine settings.
-            return evaluate_over_ros(
+            report = evaluate_over_ros(
                 checkpoint.path,
                 protocol,
                 launch=True,
@@ -235,6 +235,11 @@ def run_trials(
                 log_dir=log_dir,
                 progress=echo,
             )
+            not_run = report.not_run
+            if not_run:  # a partial protocol is no result: the stage fails and reruns whole
+                why = report.metadata.get("stopped") or not_run[0].not_run
+                raise RuntimeError(f"{len(not_run)} of {len(report.records)} trials not run: {why}")
+            return report
         from r2s2r_policy.evaluation.in_process import evaluate_in_process
 
         return evaluate_in_process(

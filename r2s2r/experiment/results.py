@@ -487,7 +487,8 @@ class ExperimentResults:
     def summary(self) -> dict[str, Any]:
         """Return the compact result record committed under ``results/`` (one JSON).
 
-        ``{"commit", "command", "wall_s", "capacity": {"successes", "trials"}, "policies":
+        ``{"commit", "command", "evaluator", "wall_s", "capacity": {"successes", "trials"},
+        "policies":
         {name: {condition: {"successes", "trials", "failures": {reason: n}}}}, "execution":
         {name: {"chosen", ...}}, "effects"}``;
         a policy that did not run has ``{"not_run": reason}``. ``commit`` is the code that ran
@@ -495,6 +496,9 @@ class ExperimentResults:
         stages made by earlier code when their inputs did not change). ``wall_s`` is the wall
         time the results took to make: the sum of the stages' walls, whichever session ran them
         (a cached rerun that only publishes keeps it); ``session_wall_s`` is this session's.
+        ``evaluator`` says which path judged every trial: ``in_process`` or ``ros`` (the
+        launched ``evaluate`` graph; ``bench/bench_eval_fidelity.py`` measures how well the
+        first predicts the second).
         """
         stage_wall_s: dict[str, float] = self.metadata.get("stage_wall_s") or {}
         policies: dict[str, Any] = {}
@@ -511,9 +515,11 @@ class ExperimentResults:
                 "failures": self.capacity.failure_reasons,
                 "configuration": self.metadata.get("capacity_configuration", ""),
             }
+        config = self.metadata.get("config") or {}
         return {
             "commit": self.commit,
             "command": self.command,
+            "evaluator": config.get("evaluator", ""),
             "wall_s": (
                 round(sum(stage_wall_s.values()), 1)
                 if stage_wall_s

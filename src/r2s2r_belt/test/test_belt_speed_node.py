@@ -97,6 +97,52 @@ def test_encoder_messages_give_belt_speed(ros_context: Context) -> None:
     assert float(from_encoder[-1]["variance_mps2"]) < 4e-4  # std < 2 cm/s; accuracy: above
 
 
+def test_readings_in_a_simulated_cells_clock_are_followed_in_that_clock(
+    ros_context: Context,
+) -> None:
+    # The encoder is stamped with a simulated cell's time (100 s + elapsed) while this node runs
+    # on the wall clock (no use_sim_time). Predicting its filter to the wall clock's "now" made
+    # it a running mean of every reading: a speed step was followed over minutes, not 0.1 s.
+    node = BeltSpeedNode(
+        context=ros_context,
+        parameter_overrides=[
+            Parameter("encoder.roller_radius_m", value=RADIUS_M),
+            Parameter("encoder.joint_name", value="belt_roller_joint"),
+            Parameter("publish_rate_hz", value=50.0),
+        ],
+    )
+    driver = rclpy.create_node("fake_sim_belt", context=ros_context)
+    encoder_pub = driver.create_publisher(JointState, "/belt/encoder", qos_profile_sensor_data)
+    speeds: list[tuple[float, TwistStamped]] = []
+    driver.create_subscription(
+        TwistStamped, "/belt/speed", lambda m: speeds.append((time.monotonic(), m)), 10
+    )
+    started = time.monotonic()
+    state = {"angle": 0.0, "last": started}
+
+    def publish_angle() -> None:
+        now = time.monotonic()
+        speed = SPEED_MPS if now - started < 1.5 else 1.5 * SPEED_MPS
+        state["angle"] += speed * (now - state["last"]) / RADIUS_M
+        state["last"] = now
+        msg = JointState()
+        sec, nanosec = divmod(int((100.0 + now - started) * 1e9), 1_000_000_000)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+        msg.name = ["belt_roller_joint"]
+        msg.position = [(state["angle"] + math.pi) % (2 * math.pi) - math.pi]
+        encoder_pub.publish(msg)
+
+    driver.create_timer(0.01, publish_angle)
+    with spinning(ros_context, node, driver):
+        while time.monotonic() - started < 3.0:
+            time.sleep(0.05)
+    late = [m for t, m in speeds if t - started > 2.3]
+    assert late, len(speeds)
+    assert all(m.twist.linear.x == pytest.approx(1.5 * SPEED_MPS, rel=0.05) for m in late)
+    stamp_s = late[-1].header.stamp.sec + late[-1].header.stamp.nanosec * 1e-9
+    assert 100.0 < stamp_s < 110.0  # stamped in the readings' clock
+
+
 def test_bad_parameters_fail_at_startup(ros_context: Context) -> None:
     with pytest.raises(ConfigError, match="image_to_belt_homography"):
         BeltSpeedNode(

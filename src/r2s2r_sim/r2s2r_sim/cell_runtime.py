@@ -340,6 +340,11 @@ class SimCell:
         self._bank_time()
         runner = TrialRunner(self.backend, world, plan)
         runner.start()
+        # A trial's frames and encoder readings fall at the same instants after its start,
+        # whenever it was started (the in-process evaluator and the twin served over ROS start
+        # trials at different cell times; their first frames must still coincide).
+        for schedule in (*self._camera_schedules.values(), self._encoder_schedule):
+            schedule.restart(self.time_s)
         self._world = world
         self._trial = _Trial(self._next_trial_id, seed, condition, runner)
         self._next_trial_id += 1

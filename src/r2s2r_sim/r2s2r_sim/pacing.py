@@ -54,7 +54,10 @@ class CostAccount:
 
 
 class RateSchedule:
-    """Capture instants ``k / rate_hz`` (k = 1, 2, ...) on the cell clock; due once per instant.
+    """Capture instants ``origin + k / rate_hz`` (k = 1, 2, ...) on the cell clock; each due once.
+
+    The origin is 0 until :meth:`restart` moves it (a trial start: a trial's frames then fall
+    at the same instants after its start whenever it was started).
 
     Args:
         rate_hz: Rate; must be positive.
@@ -68,17 +71,27 @@ class RateSchedule:
         if not rate_hz > 0.0:
             raise ValueError(f"rate_hz = {rate_hz}: expected > 0")
         self.rate_hz = float(rate_hz)
+        self._origin_s = 0.0
+        self._next_index = 1
+
+    def _index(self, time_s: float) -> float:
+        return (time_s - self._origin_s) * self.rate_hz + 1e-6
+
+    def restart(self, origin_s: float) -> None:
+        """Put the instants at ``origin_s + k / rate_hz`` from now on (the first one after it)."""
+        self._origin_s = float(origin_s)
         self._next_index = 1
 
     def next_due(self, time_s: float) -> bool:
         """Whether :meth:`due` would answer True at ``time_s`` (without consuming the instant)."""
-        return time_s * self.rate_hz + 1e-6 >= self._next_index
+        return self._index(time_s) >= self._next_index
 
     def due(self, time_s: float) -> bool:
         """Whether an instant was reached at ``time_s`` (missed instants collapse into one)."""
-        if time_s * self.rate_hz + 1e-6 < self._next_index:
+        index = self._index(time_s)
+        if index < self._next_index:
             return False
-        self._next_index = math.floor(time_s * self.rate_hz + 1e-6) + 1
+        self._next_index = math.floor(index) + 1
         return True
 
 
@@ -146,6 +159,22 @@ class RealTimePacer:
             self._periods_done = math.floor(target + 1e-9) - self.max_periods_per_call
             behind = self.max_periods_per_call
         return max(0, min(behind, self.max_periods_per_call))
+
+    def resume(self, wall_s: float) -> None:
+        """Continue from ``wall_s`` without catching up on the wall time before it.
+
+        For a pause the cell took on purpose (a reset or a trial start held it while its world
+        was rebuilt): running the missed periods in a burst afterwards would make the cell's
+        first tenths of a second run faster than the wall clock, so a node that times itself
+        on the wall clock (the policy) would see its commands land later in cell time than on
+        a real cell. Not counted in :attr:`lag_resets`.
+        """
+        if self._anchor_wall_s is None:
+            self.start(wall_s)
+            return
+        self._anchor_wall_s = (
+            wall_s - self._periods_done * self.control_period_s / self.real_time_factor
+        )
 
     def done(self, periods: int) -> None:
         """Record that ``periods`` control periods were run."""

@@ -245,6 +245,10 @@ def test_rate_schedule_and_pacer() -> None:
     assert pacer.due(100.55) == 50 and pacer.lag_resets == 1
     pacer.done(50)
     assert pacer.due(100.55) == 0
+    # A reset held the cell for 45 ms: it resumes from there, no 2x burst to catch up.
+    pacer.resume(100.595)
+    assert pacer.due(100.595) == 0
+    assert pacer.due(100.6) == 5 and pacer.lag_resets == 1
     with pytest.raises(ValueError, match="real_time_factor = 0"):
         RealTimePacer(0.002, real_time_factor=0.0)
 

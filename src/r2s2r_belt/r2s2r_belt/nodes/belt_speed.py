@@ -25,6 +25,7 @@ from r2s2r_common.ros.params import (
 )
 from r2s2r_common.ros.qos import LATCHED_QOS
 from r2s2r_common.ros.runner import run_node
+from r2s2r_common.ros.time import time_msg
 from r2s2r_common.stamps import stamp_to_s
 from r2s2r_common.topics import (
     BELT_ENCODER,
@@ -51,6 +52,10 @@ from tf2_msgs.msg import TFMessage
 # The schema this node declares its ROS parameters from; r2s2r.graph types launch
 # parameter overrides by it (ints stay ints under ros2 launch and r2s2r launch).
 PARAMETER_SCHEMA = BeltSpeedConfig
+
+
+CLOCK_APART_S = 5.0
+"""Readings stamped further than this from the node's clock are in another clock."""
 
 
 class BeltSpeedNode(Node):
@@ -87,6 +92,7 @@ class BeltSpeedNode(Node):
         self._last_error = ""
         self._camera_size_px: tuple[int, int] | None = None
         self._latest: FusedSpeed | None = None
+        self._newest_reading_s: float | None = None  # newest reading's stamp (their clock)
 
         encoder_group = MutuallyExclusiveCallbackGroup()
         vision_group = MutuallyExclusiveCallbackGroup()
@@ -164,7 +170,8 @@ class BeltSpeedNode(Node):
             self._encoder.add_sample(stamp_s, float(msg.position[index]))
             measurement = self._encoder.estimate(stamp_s)
             self._last["encoder"] = measurement
-            self._filter.update(measurement)
+            if self._filter.update(measurement):
+                self._newest_reading_s = max(stamp_s, self._newest_reading_s or stamp_s)
 
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._camera_size_px = (int(msg.width), int(msg.height))
@@ -219,17 +226,35 @@ class BeltSpeedNode(Node):
             return
         with self._lock:
             self._last["vision"] = measurement
-            self._filter.update(measurement)
+            if self._filter.update(measurement):
+                self._newest_reading_s = max(
+                    measurement.stamp_s, self._newest_reading_s or measurement.stamp_s
+                )
 
     def _publish_speed(self) -> None:
-        now = self.get_clock().now()
+        now_s = self.get_clock().now().nanoseconds * 1e-9
         with self._lock:
             if not self._filter.updates:
                 return  # nothing measured yet: publishing a zero would be a made-up value
-            fused = self._filter.estimate(now.nanoseconds * 1e-9)
+            newest_s = self._newest_reading_s
+            apart_s = now_s - newest_s if newest_s is not None else 0.0
+            # Readings stamped in another clock (a simulated cell's /clock, this node on the
+            # wall clock): predicting the filter to "now" would add the clocks' distance to its
+            # time and turn it into a running mean of every reading. Stay in their clock.
+            estimate_s = (
+                newest_s if newest_s is not None and abs(apart_s) > CLOCK_APART_S else now_s
+            )
+            fused = self._filter.estimate(estimate_s)
             self._latest = fused
+        if estimate_s != now_s:
+            self.get_logger().error(
+                f"readings are stamped {apart_s:+.0f} s from this node's clock (a simulated "
+                "cell's /clock without use_sim_time: true?); estimating and stamping "
+                f"{BELT_SPEED} in the readings' clock",
+                throttle_duration_sec=10.0,
+            )
         msg = TwistStamped()
-        msg.header.stamp = now.to_msg()
+        msg.header.stamp = time_msg(estimate_s)
         msg.header.frame_id = self.config.frame_id
         msg.twist.linear.x = fused.speed_mps
         self._speed_pub.publish(msg)

@@ -29,10 +29,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from r2s2r_belt.estimates import FusedSpeed
 from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import IMAGE_KEY_OF_CAMERA
+from r2s2r_recorder.dataset.object_track import TrackView
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
@@ -78,6 +80,24 @@ def make_perception(
     )
 
 
+def _perceive(
+    step: ControlStep, perception: CellPerception
+) -> tuple[list[TrackView] | None, float, FusedSpeed | None]:
+    """Feed a control step to perception; the tracks of a new head frame (and its time), speed.
+
+    As the ``belt_speed`` and ``object_tracker`` nodes: the encoder reading, then the head
+    camera's frame (RGB-D), then the fused speed at the step's time.
+    """
+    tracks, tracks_time_s = None, 0.0
+    if step.encoder_angle_rad is not None:
+        perception.add_encoder(step.time_s, step.encoder_angle_rad)
+    for frame in step.frames:
+        if frame.camera_name == HEAD_CAMERA:
+            tracks = perception.add_head_frame(frame.time_s, frame.rgb, frame.depth_m)
+            tracks_time_s = frame.time_s
+    return tracks, tracks_time_s, perception.belt_speed(step.time_s)
+
+
 def run_trial(
     cell: SimCell,
     engine: InferenceEngine,
@@ -85,6 +105,7 @@ def run_trial(
     perception: CellPerception,
     on_command: Callable[[float, ActionCommand], None] | None = None,
     on_step: Callable[[SimCell, ControlStep], None] | None = None,
+    settle_s: float = 0.0,
 ) -> TrialRecord:
     """Reset the cell, run one trial with the policy until the judge decides, and record it.
 
@@ -96,6 +117,7 @@ def run_trial(
         on_command: Called with (cell time, command) for every command sent (tests, logging).
         on_step: Called with the cell and every control step (diagnostics that read the
             twin's truth, e.g. ``bench/probe_policy_rollouts.py``; never a policy input).
+        settle_s: Cell seconds the reset cell idles (sensed, the policy off) before the start.
 
     Returns:
         The trial's record.
@@ -103,6 +125,9 @@ def run_trial(
     """
     started_wall = time.perf_counter()
     cell.reset(0)  # /trial/reset: robot home, belt clear
+    settle_until_s = cell.time_s + settle_s - 1e-9
+    while cell.time_s < settle_until_s:  # the idle cell, sensed as the running nodes sense it
+        _perceive(cell.step_control(), perception)
     condition = "" if trial.condition == NOMINAL else trial.condition
     cell.start_trial(trial.seed, condition)
     engine.reset()
@@ -118,14 +143,9 @@ def run_trial(
         if on_step is not None:
             on_step(cell, step)
         engine.observe_joints(names, step.joint_positions, step.time_s)
-        if step.encoder_angle_rad is not None:
-            perception.add_encoder(step.time_s, step.encoder_angle_rad)
-        for frame in step.frames:
-            if frame.camera_name == HEAD_CAMERA:
-                tracks = perception.add_head_frame(frame.time_s, frame.rgb, frame.depth_m)
-                if tracks is not None:
-                    engine.observe_object_tracks(tracks, frame.time_s)
-        speed = perception.belt_speed(step.time_s)
+        tracks, tracks_time_s, speed = _perceive(step, perception)
+        if tracks is not None:
+            engine.observe_object_tracks(tracks, tracks_time_s)
         if speed is not None and step.encoder_angle_rad is not None:
             engine.observe_belt_speed(speed.speed_mps, step.time_s)
         for frame in step.frames:
@@ -265,7 +285,7 @@ def evaluate_in_process(
             step_hook = None
             if on_step is not None:
                 step_hook = lambda c, s, trial=trial: on_step(trial, c, s)  # noqa: E731
-            record = run_trial(cell, engine, trial, perception, hook, step_hook)
+            record = run_trial(cell, engine, trial, perception, hook, step_hook, config.settle_s)
             if trace_dir is not None and engine.trace is not None:
                 engine.trace.save(Path(trace_dir) / trace_file_name(trial.index))
             report.records.append(record)

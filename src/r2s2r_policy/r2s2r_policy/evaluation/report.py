@@ -31,6 +31,7 @@ class ConditionSummary:
         ci_low: Lower bound of the 95% Wilson interval.
         ci_high: Upper bound.
         failure_reasons: Failure reason -> count.
+        not_run: Trials that did not run to an outcome (in no count above).
 
     """
 
@@ -40,10 +41,13 @@ class ConditionSummary:
     ci_low: float
     ci_high: float
     failure_reasons: dict[str, int]
+    not_run: int = 0
 
     @classmethod
     def of(cls, records: list[TrialRecord]) -> ConditionSummary:
-        """Summarise ``records``."""
+        """Summarise ``records`` (trials that did not run are counted apart)."""
+        not_run = sum(1 for r in records if r.not_run)
+        records = [r for r in records if not r.not_run]
         successes = sum(1 for r in records if r.success)
         low, high = wilson_interval(successes, len(records))
         reasons = Counter(r.reason for r in records if not r.success)
@@ -54,17 +58,21 @@ class ConditionSummary:
             ci_low=low,
             ci_high=high,
             failure_reasons=dict(sorted(reasons.items())),
+            not_run=not_run,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict."""
-        return {
+        """JSON-friendly dict (``not_run`` only when some trial did not run)."""
+        out: dict[str, Any] = {
             "trials": self.trials,
             "successes": self.successes,
             "rate": self.rate,
             "ci95": [self.ci_low, self.ci_high],
             "failure_reasons": self.failure_reasons,
         }
+        if self.not_run:
+            out["not_run"] = self.not_run
+        return out
 
 
 @dataclass
@@ -73,7 +81,7 @@ class EvaluationReport:
 
     Attributes:
         policy: Checkpoint path or a name.
-        mode: ``ros`` (through the ROS graph) or ``in_process``.
+        mode: The evaluator: ``ros`` (through the ROS graph) or ``in_process``.
         config: The protocol.
         records: One record per trial, protocol order.
         wall_s: Wall-clock time of the whole evaluation.
@@ -113,11 +121,18 @@ class EvaluationReport:
             "metadata": self.metadata,
         }
 
+    @property
+    def not_run(self) -> list[TrialRecord]:
+        """Trials that did not run to an outcome."""
+        return [r for r in self.records if r.not_run]
+
     def table(self) -> str:
         """Format a readable table: condition, n, success rate, 95% CI, failure reasons."""
         lines = [f"{'condition':<15} {'n':>3} {'success':>8}  {'95% CI':<15} failures"]
         for name, item in self.summary().items():
             reasons = ", ".join(f"{k} {v}" for k, v in item.failure_reasons.items()) or "-"
+            if item.not_run:
+                reasons += f"; {item.not_run} not run"
             lines.append(
                 f"{name:<15} {item.trials:>3} {item.rate:>8.0%}  "
                 f"[{item.ci_low:.2f}, {item.ci_high:.2f}]{'':<3} {reasons}"

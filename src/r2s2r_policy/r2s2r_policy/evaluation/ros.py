@@ -17,7 +17,7 @@ from the checkpoint, and hands the started graph in as a :class:`NodeWatch`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +36,14 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from .report import EvaluationReport
-from .trials import NOMINAL, EvaluationConfig, TrialRecord, trace_file_name, trial_plan
+from .trials import (
+    NOMINAL,
+    NOT_RUN,
+    EvaluationConfig,
+    TrialRecord,
+    trace_file_name,
+    trial_plan,
+)
 
 
 class HarnessError(RuntimeError):
@@ -189,22 +196,36 @@ class EvaluationHarness:
             raise HarnessError(f"/{self.policy_node}: transition {transition} failed")
 
     def run_trial(
-        self, seed: int, condition: str, wall_timeout_s: float
+        self,
+        seed: int,
+        condition: str,
+        wall_timeout_s: float,
+        dead_node: Callable[[], str | None] | None = None,
+        settle_s: float = 0.0,
     ) -> tuple[int, Any | None, int]:
         """Reset, start a trial, run the policy until the outcome (or the timeout).
 
+        Args:
+            seed: Trial seed.
+            condition: Twin condition ('' = nominal).
+            wall_timeout_s: Wall-clock limit for the outcome.
+            dead_node: Asked while waiting: a node of the graph that died (stops the wait).
+            settle_s: Seconds the reset cell idles before the start (wall clock: cell time at
+                a real-time factor of 1).
+
         Returns:
-            ``(trial_id, TrialOutcome message or None on timeout, chunks sent until the
+            ``(trial_id, TrialOutcome message or None when none came, chunks sent until the
             outcome)``.
 
         Raises:
-            HarnessError: If reset or start is refused.
+            HarnessError: If reset or start is refused, or a lifecycle call fails.
 
         """
         self.set_policy_active(False)
         reset = self._call(self.reset_client, Trigger.Request(), TRIAL_RESET, RESEND_AFTER_S)
         if not reset.success:
             raise HarnessError(f"{TRIAL_RESET} refused: {reset.message}")
+        self.spin_until(lambda: False, settle_s)
         request = self._start_type.Request(seed=seed, condition=condition)
         started = self._call(self.start_client, request, TRIAL_START)
         if not started.success:
@@ -212,10 +233,27 @@ class EvaluationHarness:
         trial_id = int(started.trial_id)
         self.chunks_seen = 0
         self.set_policy_active(True)
-        self.spin_until(lambda: trial_id in self.outcomes, wall_timeout_s)
+        checked = [time.monotonic()]
+
+        def ended() -> bool:
+            if trial_id in self.outcomes:
+                return True
+            if dead_node is None or time.monotonic() - checked[0] < DEAD_NODE_POLL_S:
+                return False
+            checked[0] = time.monotonic()
+            return dead_node() is not None
+
+        self.spin_until(ended, wall_timeout_s)
         chunks = self.chunks_seen
+        outcome = self.outcomes.get(trial_id)
+        if dead_node is not None and dead_node() is not None:
+            return trial_id, outcome, chunks  # nobody left to switch off: the caller stops
         self.set_policy_active(False)
-        return trial_id, self.outcomes.get(trial_id), chunks
+        return trial_id, outcome, chunks
+
+
+DEAD_NODE_POLL_S = 0.5
+"""How often the harness asks the started graph whether a node died while a trial runs."""
 
 
 def _claim_trace(trace_dir: Path, before: set[str], index: int, wait_s: float = 3.0) -> None:
@@ -237,30 +275,56 @@ def run_protocol(
     policy_name: str,
     progress: Any = None,
     trace_dir: str | Path | None = None,
+    watch: NodeWatch | None = None,
 ) -> EvaluationReport:
     """Run every trial of ``config`` through ``harness`` and collect the report.
 
-    ``trace_dir``: where the policy node writes its traces (its ``trace_dir`` parameter); each
-    trial's is renamed to ``trial_NNN.npz`` there.
+    A trial whose outcome never comes (within ``trial_wall_timeout_s``) is recorded as not run
+    and the next one starts. When the graph breaks (a node died, a service stopped answering)
+    the trial is recorded as not run, so are the trials after it, and the protocol stops:
+    ``report.metadata["stopped"]`` says why in one line. Not-run trials count in no rate.
+
+    Args:
+        harness: The operator's node.
+        config: Trials.
+        policy_name: Name in the report.
+        progress: Called after each trial with its record.
+        trace_dir: Where the policy node writes its traces (its ``trace_dir`` parameter);
+            each trial's is renamed to ``trial_NNN.npz`` there.
+        watch: The started graph, asked which node died.
+
     """
     report = EvaluationReport(policy=policy_name, mode="ros", config=config)
     started = time.perf_counter()
     traces = Path(trace_dir) if trace_dir else None
-    for trial in trial_plan(config):
+    dead_node = watch.dead_node if watch is not None else None
+    plan = trial_plan(config)
+    for trial in plan:
         trial_started = time.perf_counter()
         condition = "" if trial.condition == NOMINAL else trial.condition
         before = {p.name for p in traces.glob("activation_*.npz")} if traces else set()
-        _, outcome, chunks = harness.run_trial(trial.seed, condition, config.trial_wall_timeout_s)
-        if traces is not None:
+        broken = ""
+        try:
+            _, outcome, chunks = harness.run_trial(
+                trial.seed, condition, config.trial_wall_timeout_s, dead_node, config.settle_s
+            )
+        except HarnessError as error:
+            outcome, chunks, broken = None, -1, str(error)
+        died = dead_node() if dead_node is not None else None
+        if died is not None:  # a policy that died mid-trial: its outcome is not the policy's
+            broken = died
+        if traces is not None and not broken:
             _claim_trace(traces, before, trial.index)
-        if outcome is None:
+        if broken or outcome is None:
+            why = broken or f"no outcome within {config.trial_wall_timeout_s:.0f} s (wall)"
             record = TrialRecord(
                 trial.index,
                 trial.seed,
                 trial.condition,
                 False,
-                "harness_timeout",
+                NOT_RUN,
                 wall_s=time.perf_counter() - trial_started,
+                not_run=why,
             )
         else:
             record = TrialRecord(
@@ -278,6 +342,22 @@ def run_protocol(
         report.records.append(record)
         if progress is not None:
             progress(record)
+        if broken:
+            report.metadata["stopped"] = (
+                f"stopped at trial {trial.index + 1} of {len(plan)}: {broken}"
+            )
+            for rest in plan[trial.index + 1 :]:
+                report.records.append(
+                    TrialRecord(
+                        rest.index,
+                        rest.seed,
+                        rest.condition,
+                        False,
+                        NOT_RUN,
+                        not_run=f"not started: the evaluation stopped at trial {trial.index + 1}",
+                    )
+                )
+            break
     report.wall_s = time.perf_counter() - started
     return report
 
@@ -446,7 +526,7 @@ def evaluate_ros(
                             f"/{policy_node} refused to configure with {checkpoint} (spec "
                             f"mismatch or bad checkpoint; {where})"
                         )
-            report = run_protocol(harness, config, str(checkpoint), progress, trace_dir)
+            report = run_protocol(harness, config, str(checkpoint), progress, trace_dir, watch)
         except HarnessError as error:
             # A service that never answers is often a node that died: say which, with its log.
             dead = watch.dead_node() if watch is not None else None

@@ -16,6 +16,8 @@ from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigModel
 
 NOMINAL = "nominal"
+NOT_RUN = "not_run"
+"""The reason of a trial that did not run to an outcome (:attr:`TrialRecord.not_run` says why)."""
 DEFAULT_CONDITION_COUNTS: dict[str, int] = {
     NOMINAL: 24,
     "lighting": 9,
@@ -38,6 +40,14 @@ class EvaluationConfig(ConfigModel):
         default=True,
         description="Alternate conditions (round robin) instead of running them in blocks, so "
         "drift over a session (temperature, wear) does not fall on one condition.",
+    )
+    settle_s: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=60.0,
+        description="Cell seconds the reset cell idles before each trial starts (both "
+        "evaluators), so that belt speed and tracking settle on the idle cell as between the "
+        "trials of a real cell, and every trial starts from the same sensing state.",
     )
     trial_wall_timeout_s: float = Field(
         default=120.0, gt=0.0, le=3600.0, description="ROS harness: wall-clock limit per trial."
@@ -106,14 +116,17 @@ class TrialRecord:
         seed: Trial seed.
         condition: Condition.
         success: Operator's success judgement.
-        reason: ``success`` or the failure reason (``timeout``, ``dropped``...; the harness adds
-            ``harness_timeout`` / ``start_failed`` when the cell never answered).
+        reason: ``success`` or the failure reason (``timeout``, ``dropped``...), or
+            :data:`NOT_RUN`.
         object_type: Object type(s) of the trial.
         duration_s: Simulated (cell) time from start to decision.
         wall_s: Wall-clock time the trial took.
         commands_sent: Action chunks sent during the trial (-1 if unknown).
         started_at_s: Cell time the trial started (its outcome's stamp less its duration;
             -1 if unknown): the origin of the trial's inference trace.
+        not_run: Why the trial did not run to the cell's judgement (the outcome never came,
+            a node of the graph died, the graph stopped answering); empty when it did. Such a
+            trial says nothing about the policy and counts in no rate.
 
     """
 
@@ -127,6 +140,7 @@ class TrialRecord:
     wall_s: float = 0.0
     commands_sent: int = -1
     started_at_s: float = -1.0
+    not_run: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""

@@ -15,7 +15,9 @@ published as it is). A lifecycle node builds the cell at configure and hands it 
   reported), optionally ``/twin/operator/board_pose`` (the operator's calibration board);
 - services ``/trial/start`` and ``/trial/reset`` (refused while the server is not active);
 - the stepping timer, paced to the wall clock at a real-time factor
-  (:class:`~r2s2r_sim.pacing.RealTimePacer`), and the values of a ``/diagnostics`` status.
+  (:class:`~r2s2r_sim.pacing.RealTimePacer`; a reset or a trial start, which hold the cell
+  while its world is rebuilt, is a pause the cell resumes from, not a backlog it runs through
+  faster than real time), and the values of a ``/diagnostics`` status.
 
 Rendering is the main cost, so a camera is rendered only when it is due and somebody
 subscribes to its image, camera_info or (head) depth, like a lazy driver; a subscriber gets
@@ -426,10 +428,17 @@ class CellServer:
             except TrialRequestError as error:
                 response.success, response.message = False, str(error)
                 return response
+            finally:
+                self._resume_pacing()
         response.success = True
         response.message = f"trial {response.trial_id} started (seed {request.seed})"
         self.node.get_logger().info(response.message + f", condition {request.condition!r}")
         return response
+
+    def _resume_pacing(self) -> None:
+        """After a reset or a trial start (the lock held): go on from now, no catch-up burst."""
+        if self.pacer is not None:
+            self.pacer.resume(time.monotonic())
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self.lock:
@@ -437,6 +446,7 @@ class CellServer:
                 response.success, response.message = False, "the cell is not active"
                 return response
             self.cell.reset(self.options.reset_seed)
+            self._resume_pacing()
         response.success, response.message = True, "cell reset: robot home, belt clear, idle"
         return response
 
