@@ -35,6 +35,7 @@ import yaml
 
 PAPER_TRIALS = 50
 PAPER_POLICIES = 6
+SELECTION_TRIALS = 20  # the experiment's execution_selection_trials
 
 
 def policy_inputs(spec: str) -> dict[str, Any]:
@@ -64,17 +65,23 @@ def policy_inputs(spec: str) -> dict[str, Any]:
     }
 
 
+def same_trials(saved: Any, wanted: Any, mode: str) -> bool:
+    """Whether a saved evaluation ran ``wanted``'s protocol as far as ``mode`` reads it."""
+    ignored = {"in_process_inference_delay_s"} if mode == "ros" else set()
+    return saved.model_dump(exclude=ignored) == wanted.model_dump(exclude=ignored)
+
+
 def evaluate_path(inputs: dict[str, Any], mode: str, protocol: Any, out: Path) -> Any:
     """Run (or reuse) one path's evaluation of a policy; return its report."""
     from r2s2r_policy.evaluation.report import EvaluationReport
-    from r2s2r_policy.evaluation.trials import TrialRecord
+    from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialRecord
     from r2s2r_policy.inference.engine import InferenceConfig
 
     folder = out / inputs["name"].replace(":", "__") / mode
     saved = folder / "evaluation.json"
     if saved.is_file():
         data = json.loads(saved.read_text())
-        if data["protocol"] == protocol.model_dump():
+        if same_trials(EvaluationConfig(**data["protocol"]), protocol, mode):
             report = EvaluationReport(inputs["checkpoint"], data["mode"], protocol)
             report.records = [TrialRecord(**trial) for trial in data["trials"]]
             report.wall_s = data["wall_s"]
@@ -126,8 +133,20 @@ def evaluate_path(inputs: dict[str, Any], mode: str, protocol: Any, out: Path) -
             progress=echo,
             trace_dir=folder / "traces",
         )
+    report.metadata["commit"] = git_commit()
     report.save(folder)
     return report
+
+
+def git_commit() -> str:
+    """HEAD of the workspace, with ``-dirty`` when tracked files differ from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=benchlib.REPO, capture_output=True, text=True
+        ).stdout.strip()
+
+    return git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain", "-uno") else "")
 
 
 def trial_rows(name: str, pairs: list, out: Path) -> list[dict[str, Any]]:
@@ -163,7 +182,7 @@ def trial_rows(name: str, pairs: list, out: Path) -> list[dict[str, Any]]:
 
 
 def plot(per_policy: dict[str, Any], rows: list[dict[str, Any]], path: Path) -> None:
-    """Success rate per path and policy; image-to-command time per trial on both paths."""
+    """Success per path and policy; per trial, when the two paths' arms part, and agreement."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,7 +190,8 @@ def plot(per_policy: dict[str, Any], rows: list[dict[str, Any]], path: Path) -> 
     import numpy as np
 
     names = list(per_policy)
-    figure, (bars, timing) = plt.subplots(1, 2, figsize=(12, 4))
+    labels = [n.replace("family_", "").replace(":", "\n") for n in names]
+    figure, (bars, parts) = plt.subplots(1, 2, figsize=(13, 4.2))
     x = np.arange(len(names))
     for offset, key, label in ((-0.2, "in_process_rate", "in process"), (0.2, "ros_rate", "ROS")):
         bars.bar(x + offset, [per_policy[n][key] for n in names], 0.4, label=label)
@@ -179,33 +199,33 @@ def plot(per_policy: dict[str, Any], rows: list[dict[str, Any]], path: Path) -> 
         summary = per_policy[name]
         bars.text(
             i,
-            0.95,
+            0.97,
             f"agree {summary['agreement']:.0%}\np={summary['mcnemar_p']:.2f}",
             ha="center",
             va="top",
             fontsize=8,
         )
-    bars.set_xticks(x, [n.split(":")[-1] for n in names], rotation=15, fontsize=8)
+    bars.set_xticks(x, labels, fontsize=7)
     bars.set_ylim(0, 1)
-    bars.set_ylabel("success rate")
-    bars.legend(loc="lower right", fontsize=8)
-    bars.set_title("same trials, both evaluators")
-    for mode, color in (("in_process", "#4c72b0"), ("ros", "#dd8452")):
-        values = [
-            1e3 * r[f"{mode}_timing"]["image_to_command_s"]
-            for r in rows
-            if r.get(f"{mode}_timing", {}).get("image_to_command_s") is not None
-        ]
-        lags = [
-            1e3 * r[f"{mode}_timing"]["track_lag_s"]
-            for r in rows
-            if r.get(f"{mode}_timing", {}).get("track_lag_s") is not None
-        ]
-        timing.scatter(values, lags, s=12, label=mode, color=color, alpha=0.7)
-    timing.set_xlabel("image -> command, median per trial (ms of cell time)")
-    timing.set_ylabel("tracked object behind the image (ms)")
-    timing.set_title("what the policy saw, per trial")
-    timing.legend(fontsize=8)
+    bars.set_ylabel("success rate (same trials)")
+    bars.legend(loc="center right", fontsize=8)
+    bars.set_title("in process vs through the ROS graph at real time")
+    horizon = max([r["arms_part_at_s"] or 0.0 for r in rows] + [10.0]) + 1.0
+    for i, name in enumerate(names):
+        mine = [r for r in rows if r["policy"] == name]
+        for row in mine:
+            part = row.get("arms_part_at_s")
+            parts.scatter(
+                horizon if part is None else part,
+                i + np.random.default_rng(row["index"]).uniform(-0.25, 0.25),
+                s=18,
+                color="#999999" if row["agree"] else "#d62728",
+                marker="o" if part is not None else ">",
+            )
+    parts.axvline(horizon - 0.5, color="#cccccc", lw=0.8)
+    parts.set_yticks(x, labels, fontsize=8)
+    parts.set_xlabel("trial time at which the two paths' arm joints differ by > 0.05 rad (s)")
+    parts.set_title("where a trial's two runs part (red: outcomes differ; ▸: never)")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -228,6 +248,12 @@ def main() -> None:
         help="CONDITION=COUNT (repeatable; default nominal=12 and 4 per shift).",
     )
     parser.add_argument("--base-seed", type=int, default=10_000)
+    parser.add_argument(
+        "--in-process-delay-s",
+        type=float,
+        default=None,
+        help="The in-process evaluator's inference delay (default: the protocol's).",
+    )
     parser.add_argument("--out", type=Path, default=benchlib.REPO / "runs/bench/eval_fidelity")
     parser.add_argument(
         "--publish",
@@ -247,7 +273,12 @@ def main() -> None:
         {
             "trials_per_condition": {k: int(v) for k, v in counts.items()},
             "base_seed": args.base_seed,
-        },
+        }
+        | (
+            {"in_process_inference_delay_s": args.in_process_delay_s}
+            if args.in_process_delay_s is not None
+            else {}
+        ),
         "fidelity protocol",
     )
     started = time.perf_counter()
@@ -270,6 +301,7 @@ def main() -> None:
             "experiment_rate_50_trials": inputs["experiment_rate"],
             "ros_wall_s": ros.wall_s,
             "in_process_wall_s": in_process.wall_s,
+            "evaluated_at": ros.metadata.get("commit", "unknown"),
         }
         rows += trial_rows(inputs["name"], pairs, args.out)
         all_pairs += pairs
@@ -277,6 +309,11 @@ def main() -> None:
     pooled = paired_summary([a.success for a, _ in all_pairs], [b.success for _, b in all_pairs])
     per_trial_s = sum(ros_walls) / len(ros_walls)
     paper_h = PAPER_TRIALS * PAPER_POLICIES * per_trial_s / 3600.0
+    # An experiment through ROS (--ros) also chooses each policy's execution on validation
+    # trials: two settings x SELECTION_TRIALS per policy, through the same graph.
+    experiment_h = (PAPER_TRIALS + 2 * SELECTION_TRIALS) * PAPER_POLICIES * per_trial_s / 3600.0
+    in_process_walls = [a.wall_s for a, _ in all_pairs]
+    in_process_per_trial_s = sum(in_process_walls) / len(in_process_walls)
     timings = [r["ros_timing"] for r in rows if "ros_timing" in r]
 
     def median(key: str) -> float:
@@ -320,12 +357,20 @@ def main() -> None:
             round(1e3 * median("latency_p99_s"), 1),
             "ms",
         ),
+        benchlib.Figure("in-process wall per trial", round(in_process_per_trial_s, 2), "s"),
         benchlib.Figure(
             "paper protocol through ROS (50 x 6)",
             round(paper_h, 2),
             "h",
             None,
             "sequential, one graph at a time",
+        ),
+        benchlib.Figure(
+            "experiment evaluation through ROS (+ selection)",
+            round(experiment_h, 2),
+            "h",
+            None,
+            f"(50 + 2 x {SELECTION_TRIALS} trials) x 6 policies",
         ),
     ]
     benchlib.print_table(figures, "evaluation fidelity: in process vs ROS graph")
@@ -335,9 +380,7 @@ def main() -> None:
             f"  agree {item['agreement']:.0%}  McNemar p {item['mcnemar_p']:.2f}"
         )
     if args.publish is not None:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=benchlib.REPO, capture_output=True, text=True
-        ).stdout.strip()
+        commit = git_commit()
         record = {
             "benchmark": "eval_fidelity",
             "command": "python bench/bench_eval_fidelity.py "
@@ -353,6 +396,12 @@ def main() -> None:
             "trials": rows,
             "ros_wall_per_trial_s": per_trial_s,
             "paper_protocol_ros_h": paper_h,
+            "experiment_evaluation_ros_h": experiment_h,
+            "in_process_wall_per_trial_s": in_process_per_trial_s,
+            "evaluations_wall_s": sum(
+                p["ros_wall_s"] + p["in_process_wall_s"] for p in per_policy.values()
+            ),
+            "evaluated_at": sorted({p["evaluated_at"] for p in per_policy.values()}),
             "wall_s": time.perf_counter() - started,
             "figures": [benchlib.as_dict(f) for f in figures],
         }

@@ -18,6 +18,7 @@ from r2s2r_policy.evaluation import (
 )
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
+from r2s2r_policy.inference.commands import ActionCommand
 from scipy.stats import binomtest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -117,3 +118,40 @@ def test_in_process_evaluation_runs_the_protocol(tmp_path: Path) -> None:
         # One chunk per 0.1 s of cell time once both cameras delivered (first frame <= 0.1 s).
         assert 8 <= record.commands_sent <= 10
     assert all(positions.shape == (4, 18) for _, _, positions in commands)
+
+
+def test_in_process_trials_start_after_the_settle_with_frames_locked_to_the_start(
+    tmp_path: Path,
+) -> None:
+    # Both evaluators: reset, the idle cell sensed for settle_s, start. A trial's frames fall
+    # 0.1 s, 0.2 s, ... after its start, so every chunk is computed k x 0.1 s into the trial,
+    # and with an inference delay it is sent that much later (the graph's perception and
+    # inference time), with the command's times shortened by it.
+    torch.set_num_threads(1)
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
+    for delay_s in (0.0, 0.024):
+        sent: list[tuple[float, float, np.ndarray]] = []
+
+        def keep(trial: object, t: float, c: ActionCommand, sent: list = sent) -> None:
+            sent.append((t, c.observation_time_s, c.times_s))
+
+        report = evaluate_in_process(
+            policy,
+            EvaluationConfig(
+                trials_per_condition={"nominal": 2},
+                settle_s=0.5,
+                in_process_inference_delay_s=delay_s,
+            ),
+            twin_config_path=short_twin(tmp_path, 1.0),
+            on_command=keep,
+        )
+        first, second = report.records
+        assert second.started_at_s - first.started_at_s == pytest.approx(
+            first.duration_s + 0.5, abs=0.005
+        )
+        starts = [first.started_at_s, second.started_at_s]
+        for sent_s, image_s, times_s in sent:
+            since_start = image_s - max(s for s in starts if s <= image_s + 1e-9)
+            assert since_start == pytest.approx(round(since_start, 1), abs=1e-6)
+            assert sent_s - image_s == pytest.approx(delay_s, abs=0.0021)
+            assert times_s[0] == pytest.approx(0.1 - (sent_s - image_s), abs=1e-9)

@@ -106,6 +106,7 @@ def run_trial(
     on_command: Callable[[float, ActionCommand], None] | None = None,
     on_step: Callable[[SimCell, ControlStep], None] | None = None,
     settle_s: float = 0.0,
+    inference_delay_s: float = 0.0,
 ) -> TrialRecord:
     """Reset the cell, run one trial with the policy until the judge decides, and record it.
 
@@ -118,6 +119,9 @@ def run_trial(
         on_step: Called with the cell and every control step (diagnostics that read the
             twin's truth, e.g. ``bench/probe_policy_rollouts.py``; never a policy input).
         settle_s: Cell seconds the reset cell idles (sensed, the policy off) before the start.
+        inference_delay_s: Cell seconds from a due inference to the engine's step (and its
+            command): the graph's perception and inference time; the inputs that arrive
+            meanwhile (joint states) are the policy's, as on the graph.
 
     Returns:
         The trial's record.
@@ -138,6 +142,7 @@ def run_trial(
     next_tick_s = cell.time_s
     limit_s = cell.world.task.trial_timeout_s + 10.0
     trial_start_s = cell.time_s
+    infer_at_s: float | None = None  # an inference due, delayed as on the graph
     while True:
         step = cell.step_control()
         if on_step is not None:
@@ -179,13 +184,16 @@ def run_trial(
             due = engine.observation_ready() or step.time_s + 1e-9 >= next_tick_s
         else:
             due = step.time_s + 1e-9 >= next_tick_s
-        if due:
+        if due and infer_at_s is None:
             # As the worker thread: on a new frame set, else after 1.5 periods without one
             # (timer: every period).
             wait_s = engine.period_s * (1.5 if engine.config.trigger == "images" else 1.0)
             next_tick_s = (
                 step.time_s if engine.config.trigger == "images" else next_tick_s
             ) + wait_s
+            infer_at_s = step.time_s + inference_delay_s
+        if infer_at_s is not None and step.time_s + 1e-9 >= infer_at_s:
+            infer_at_s = None
             result = engine.step()
             if result.command is not None:
                 for controller, (joints, positions) in result.command.by_controller().items():
@@ -285,7 +293,16 @@ def evaluate_in_process(
             step_hook = None
             if on_step is not None:
                 step_hook = lambda c, s, trial=trial: on_step(trial, c, s)  # noqa: E731
-            record = run_trial(cell, engine, trial, perception, hook, step_hook, config.settle_s)
+            record = run_trial(
+                cell,
+                engine,
+                trial,
+                perception,
+                hook,
+                step_hook,
+                config.settle_s,
+                config.in_process_inference_delay_s,
+            )
             if trace_dir is not None and engine.trace is not None:
                 engine.trace.save(Path(trace_dir) / trace_file_name(trial.index))
             report.records.append(record)

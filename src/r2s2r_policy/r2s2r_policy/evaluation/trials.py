@@ -49,6 +49,13 @@ class EvaluationConfig(ConfigModel):
         "evaluators), so that belt speed and tracking settle on the idle cell as between the "
         "trials of a real cell, and every trial starts from the same sensing state.",
     )
+    in_process_inference_delay_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="In-process evaluator: cell seconds from an observation to its command, as "
+        "the ROS graph's perception and inference take (the graph itself is not affected).",
+    )
     trial_wall_timeout_s: float = Field(
         default=120.0, gt=0.0, le=3600.0, description="ROS harness: wall-clock limit per trial."
     )

@@ -25,6 +25,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -137,8 +138,9 @@ class InferenceTrace:
             "statuses": list(STATUS_CODES),
             "metadata": self.metadata,
         }
+        payload: dict[str, Any] = {"header": np.array(json.dumps(header)), **self.arrays()}
         with open(partial, "wb") as stream:
-            np.savez_compressed(stream, header=np.array(json.dumps(header)), **self.arrays())
+            np.savez_compressed(stream, **payload)
         os.replace(partial, path)
         return path
 
