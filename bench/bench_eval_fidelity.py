@@ -301,7 +301,9 @@ def main() -> None:
             "experiment_rate_50_trials": inputs["experiment_rate"],
             "ros_wall_s": ros.wall_s,
             "in_process_wall_s": in_process.wall_s,
-            "evaluated_at": ros.metadata.get("commit", "unknown"),
+            "evaluated_at": sorted(
+                {report.metadata.get("commit", "unknown") for report in (in_process, ros)}
+            ),
         }
         rows += trial_rows(inputs["name"], pairs, args.out)
         all_pairs += pairs
@@ -388,6 +390,11 @@ def main() -> None:
                 [f"--policy {p}" for p in args.policy]
                 + [f"--trials {k}={v}" for k, v in counts.items()]
                 + [f"--base-seed {args.base_seed}"]
+                + (
+                    [f"--in-process-delay-s {args.in_process_delay_s}"]
+                    if args.in_process_delay_s is not None
+                    else []
+                )
             ),
             "commit": commit,
             "protocol": protocol.model_dump(),
@@ -401,7 +408,7 @@ def main() -> None:
             "evaluations_wall_s": sum(
                 p["ros_wall_s"] + p["in_process_wall_s"] for p in per_policy.values()
             ),
-            "evaluated_at": sorted({p["evaluated_at"] for p in per_policy.values()}),
+            "evaluated_at": sorted({c for p in per_policy.values() for c in p["evaluated_at"]}),
             "wall_s": time.perf_counter() - started,
             "figures": [benchlib.as_dict(f) for f in figures],
         }
