@@ -112,8 +112,8 @@ class MujocoBackend:
         self._model_key: tuple[str, tuple[ObjectInstance, ...]] | None = None
         self._objects: tuple[ObjectInstance, ...] = ()
         self._cameras: dict[str, _CameraRig] = {}
-        self._cameras_before: dict[str, bool] = {}  # camera -> it rendered depth (last model)
-        self._warm_up: set[str] | None = None  # set when new renderers await their first frame
+        self._depth_cameras: set[str] = set()  # cameras depth was ever rendered from
+        self._renderers_new = False  # renderers made by the last reset, no frame rendered yet
         self._belt_travel_m = 0.0
         self._belt_speed_mps = 0.0
         self._steps_since_control = 0
@@ -162,12 +162,11 @@ class MujocoBackend:
             self._hand_act = np.array([model.actuator(n).id for n in HAND_JOINT_NAMES], dtype=int)
             self._belt_geom = model.geom(BELT_GEOM).id
             if self.enable_rendering:
-                depth_used = {name for name, used in self._cameras_before.items() if used}
                 self._cameras = {
                     name: _CameraRig(model, camera_params(world, name), name)
                     for name in CAMERA_NAMES
                 }
-                self._warm_up = depth_used
+                self._renderers_new = True
         model, data = self._require()
         apply_lighting(model, world.lighting)
         mujoco.mj_resetData(model, data)
@@ -191,11 +190,11 @@ class MujocoBackend:
         self._steps_since_control = 0
         self.set_belt_speed(world.belt.speed_mps)
         mujoco.mj_forward(model, data)
-        if self._warm_up is not None:
-            self._warm_up_renderers(self._warm_up)
-            self._warm_up = None
+        if self._renderers_new:
+            self._renderers_new = False
+            self._warm_up_renderers()
 
-    def _warm_up_renderers(self, depth_cameras: set[str]) -> None:
+    def _warm_up_renderers(self) -> None:
         """Render every new camera once (and depth where it was used), results discarded.
 
         A new renderer's first frame costs ~50 ms (GL buffers, the model's meshes and
@@ -205,12 +204,11 @@ class MujocoBackend:
         """
         for name in self._cameras:
             self.render(name)
-            if name in depth_cameras:
+            if name in self._depth_cameras:
                 self.render_depth(name)
 
     def close(self) -> None:
         """Free the renderers (the model is rebuilt on the next reset)."""
-        self._cameras_before = {name: rig.depth is not None for name, rig in self._cameras.items()}
         for rig in self._cameras.values():
             rig.close()
         self._cameras = {}
@@ -492,6 +490,7 @@ class MujocoBackend:
     def render_depth(self, camera_name: str) -> NDArray[np.float32]:
         """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
         rig = self._rig(camera_name)
+        self._depth_cameras.add(camera_name)
         renderer = rig.depth_renderer(self.model)
         renderer.update_scene(self.data, camera=camera_name)
         depth = renderer.render().astype(np.float32)
