@@ -152,6 +152,11 @@ def test_the_engine_waits_for_the_tracked_object_of_the_newest_frame() -> None:
             assert observation["object_track"].shape == (len(spec.object_track_fields),)
             return np.tile(HOME, (spec.chunk_length, 1)).astype(np.float32)
 
+        def predict_chunk_and_latent(
+            self, observation: dict[str, np.ndarray]
+        ) -> tuple[np.ndarray, np.ndarray]:
+            return self.predict_chunk(observation), np.zeros(1, dtype=np.float32)
+
     policy = HoldsHome()
     clock = [100.0]
     engine = InferenceEngine(policy, clock=lambda: clock[0])  # type: ignore[arg-type]

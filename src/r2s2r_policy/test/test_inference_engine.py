@@ -135,6 +135,9 @@ def _constant_output(policy, chunk: np.ndarray):  # type: ignore[no-untyped-def]
             policy.check_observation(observation)
             return chunk.astype(np.float32)
 
+        def predict_chunk_and_latent(self, observation):  # type: ignore[no-untyped-def]
+            return self.predict_chunk(observation), np.zeros(1, dtype=np.float32)
+
     return Faulty()
 
 
@@ -220,6 +223,9 @@ def _counting_policy(policy, rows: int = 4):  # type: ignore[no-untyped-def]
             chunk[:, 0] += 0.01 * (Counting.calls + np.arange(rows))
             Counting.calls += 1
             return chunk
+
+        def predict_chunk_and_latent(self, observation):  # type: ignore[no-untyped-def]
+            return self.predict_chunk(observation), np.zeros(1, dtype=np.float32)
 
     return Counting()
 

@@ -105,6 +105,11 @@ class OracleReplay:
         rows = np.clip(np.arange(frame + self.offset, frame + self.offset + CHUNK), 0, None)
         return targets[np.minimum(rows, len(targets) - 1)].astype(np.float32)
 
+    def predict_chunk_and_latent(
+        self, observation: Mapping[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.predict_chunk(observation), np.zeros(1, dtype=np.float32)
+
 
 def replay(demos: dict[int, Demo], mode: str, offset: int) -> list[str]:
     """Replay every demonstration; return the trial outcome reasons."""

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -118,6 +118,8 @@ class StepResult:
         command: The command sent (COMMANDED, HOLD), else None.
         latency_s: Inference latency of this step (snapshot + model + safety), 0 if none ran.
         detail: Missing or stale inputs, or the error.
+        real_likeness: The attached monitor's real-likeness of the observation the policy ran
+            on (in [0, 1]; NaN when no monitor is attached or the policy did not run).
 
     """
 
@@ -125,6 +127,15 @@ class StepResult:
     command: ActionCommand | None = None
     latency_s: float = 0.0
     detail: str = ""
+    real_likeness: float = float("nan")
+
+
+class LatentMonitor(Protocol):
+    """Judges, per inference, how real-like the policy's latent is (live monitor)."""
+
+    def real_likeness(self, latent: np.ndarray) -> float:
+        """Real-likeness of one latent ``(latent_dim,)``, in [0, 1]."""
+        ...
 
 
 @dataclass
@@ -222,6 +233,8 @@ class InferenceEngine:
         self._thread: threading.Thread | None = None
         self.trace: InferenceTrace | None = None
         """When set, every step that ran the policy or held is recorded in it."""
+        self.monitor: LatentMonitor | None = None
+        """When set, judges each commanded step's latent after its command is sent."""
 
     # -- observations (any thread) --------------------------------------------------------
     # ``stamp_s``: the value's source stamp (cell time it was taken; see ``.observations``).
@@ -383,7 +396,7 @@ class InferenceEngine:
             return StepResult(StepStatus.EXECUTING)
         self._holding = False
         try:
-            chunk = self.policy.predict_chunk(values)
+            chunk, latent = self.policy.predict_chunk_and_latent(values)
         except (ValueError, RuntimeError) as error:
             self._count(InterventionKind.INFERENCE_ERROR)
             with self._stats_lock:
@@ -418,8 +431,12 @@ class InferenceEngine:
         with self._stats_lock:
             self._latencies.append(latency_s)
         self._send(command)
-        self._trace(now_s, "commanded", latency_s, values, ages, command)
-        return StepResult(StepStatus.COMMANDED, command=command, latency_s=latency_s)
+        # After the command left: the monitor never delays the robot.
+        likeness = float("nan") if self.monitor is None else self.monitor.real_likeness(latent)
+        self._trace(now_s, "commanded", latency_s, values, ages, command, latent, likeness)
+        return StepResult(
+            StepStatus.COMMANDED, command=command, latency_s=latency_s, real_likeness=likeness
+        )
 
     def _trace(
         self,
@@ -429,6 +446,8 @@ class InferenceEngine:
         values: dict[str, np.ndarray],
         ages: dict[str, float],
         command: ActionCommand | None,
+        latent: np.ndarray | None = None,
+        real_likeness: float = float("nan"),
     ) -> None:
         """Record a step in :attr:`trace` (when one is attached)."""
         trace = self.trace
@@ -446,12 +465,23 @@ class InferenceEngine:
             values.get(OBJECT_TRACK_KEY),
             None if command is None else command.times_s,
             None if command is None else command.positions_rad,
+            latent,
+            real_likeness,
+            values,
         )
 
-    def new_trace(self) -> InferenceTrace:
-        """Attach and return an empty :class:`InferenceTrace` for this engine's policy."""
+    def new_trace(self, keep_images: bool = False) -> InferenceTrace:
+        """Attach and return an empty :class:`InferenceTrace` for this engine's policy.
+
+        Args:
+            keep_images: Also keep the camera images each step read (latent analysis).
+
+        """
         self.trace = InferenceTrace(
-            list(self.buffer.required_keys), self.spec.chunk_length, self.spec.action_dim
+            list(self.buffer.required_keys),
+            self.spec.chunk_length,
+            self.spec.action_dim,
+            image_keys=tuple(self.spec.image_keys) if keep_images else (),
         )
         return self.trace
 

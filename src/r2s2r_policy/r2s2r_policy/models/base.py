@@ -181,13 +181,26 @@ class Policy(nn.Module, abc.ABC):
         )
         return masked_chunk_loss(predicted, labels, mask, kind)
 
-    def predict_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None).
+    @property
+    @abc.abstractmethod
+    def latent_dim(self) -> int:
+        """Width of :meth:`embed`."""
 
-        The default is :meth:`predict_normalized` and no offsets; a model that predicts the
-        object-relative reach overrides it.
+    @abc.abstractmethod
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """Return the features the action head reads, ``(B, latent_dim)``: the latent.
+
+        Latent-space analysis (:mod:`r2s2r_policy.analysis`) and the live real-likeness
+        monitor read it; :meth:`outputs_from_latent` of it is the policy's output.
         """
-        return self.predict_normalized(batch), None
+
+    @abc.abstractmethod
+    def outputs_from_latent(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None)."""
+
+    def predict_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None)."""
+        return self.outputs_from_latent(self.embed(batch))
 
     @abc.abstractmethod
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -260,9 +273,30 @@ class Policy(nn.Module, abc.ABC):
             )[None]
         return batch
 
-    @torch.inference_mode()
     def predict_chunk(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
         """Predict the next ``H`` joint targets from one observation.
+
+        See :meth:`predict_chunk_and_latent` (this is its chunk).
+        """
+        return self.predict_chunk_and_latent(observation)[0]
+
+    @torch.inference_mode()
+    def embed_batch(self, batch: Batch) -> np.ndarray:
+        """Latents ``(B, latent_dim)`` float32 of a batch, in eval mode (mode restored)."""
+        was_training = self.training
+        if was_training:
+            self.eval()
+        try:
+            return self.embed(batch).numpy().astype(np.float32, copy=False)
+        finally:
+            if was_training:
+                self.train()
+
+    @torch.inference_mode()
+    def predict_chunk_and_latent(
+        self, observation: Mapping[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Predict the next ``H`` joint targets from one observation, and its latent.
 
         Runs in eval mode (restoring the previous mode afterwards).
 
@@ -272,8 +306,9 @@ class Policy(nn.Module, abc.ABC):
             ``object_track`` → ``(F,)`` when used.
 
         Returns:
-            float32 ``(H, action_dim)`` joint position targets (rad), ``action_names`` order;
-            row ``k`` is the target ``k + 1`` control steps after the observation.
+            float32 ``(H, action_dim)`` joint position targets (rad), ``action_names`` order
+            (row ``k`` is the target ``k + 1`` control steps after the observation), and the
+            float32 ``(latent_dim,)`` latent the head read (:meth:`embed`).
 
         Raises:
             ValueError: If the observation does not match the spec.
@@ -285,7 +320,8 @@ class Policy(nn.Module, abc.ABC):
         if was_training:
             self.eval()
         try:
-            normalized, offsets = self.predict_outputs(batch)
+            latent = self.embed(batch)
+            normalized, offsets = self.outputs_from_latent(latent)
             chunk = self.unnormalize_actions(normalized)[0]
         finally:
             if was_training:
@@ -302,7 +338,7 @@ class Policy(nn.Module, abc.ABC):
                 np.asarray(observation[OBJECT_TRACK_KEY], dtype=np.float32),
                 offsets[0].numpy(),
             )
-        return out
+        return out, latent[0].numpy().astype(np.float32, copy=False)
 
 
 def masked_chunk_loss(

@@ -281,8 +281,13 @@ class ConvKeypointPolicy(Policy):
         """Normalised action chunk ``(B, H, A)``."""
         return self.predict_outputs(batch)[0]
 
-    def predict_outputs(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Normalised action chunk ``(B, H, A)`` and reach offsets ``(B, H, 3)`` (or None)."""
+    @property
+    def latent_dim(self) -> int:
+        """Width of :meth:`embed`: every camera's keypoints, then the normalised state."""
+        return 2 * self.params.num_keypoints * len(self.spec.images) + self.spec.state_dim
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """Return what the head reads: each camera's keypoints, then the normalised state."""
         keys = self.spec.image_keys
         if self.params.shared_encoder:
             encoder = next(iter(self.encoders.values()))
@@ -292,10 +297,12 @@ class ConvKeypointPolicy(Policy):
         else:
             features = [self.encoders[key](self._prepare(batch[key])) for key in keys]
         noise_std = self.params.state_noise_std if self.training else 0.0
-        state = self.normalized_state(batch, noise_std)
-        features.append(state)
-        out = self.head(torch.cat(features, dim=-1))
-        out = out.reshape(-1, self.spec.chunk_length, self.output_dim)
+        features.append(self.normalized_state(batch, noise_std))
+        return torch.cat(features, dim=-1)
+
+    def outputs_from_latent(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalised action chunk ``(B, H, A)`` and reach offsets (or None) from :meth:`embed`."""
+        out = self.head(latent).reshape(-1, self.spec.chunk_length, self.output_dim)
         actions = out[..., : self.spec.action_dim]
         return actions, (out[..., self.spec.action_dim :] if self.reach is not None else None)
 
