@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from r2s2r_belt.estimates import FusedSpeed
 from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
@@ -217,6 +218,8 @@ def evaluate_in_process(
     on_command: Callable[[TrialSpec, float, ActionCommand], None] | None = None,
     on_step: Callable[[TrialSpec, SimCell, ControlStep], None] | None = None,
     trace_dir: str | Path | None = None,
+    trace_images: bool = False,
+    trace_extras: Callable[[TrialSpec], dict[str, np.ndarray]] | None = None,
 ) -> EvaluationReport:
     """Evaluate a policy on the twin's cell in-process (see the module docstring).
 
@@ -241,6 +244,9 @@ def evaluate_in_process(
         on_step: Called with (trial, cell, control step) every control period (diagnostics).
         trace_dir: Write each trial's inference trace there (``trial_NNN.npz``,
             :mod:`r2s2r_policy.inference.trace`).
+        trace_images: The traces keep the camera images the policy read.
+        trace_extras: Called after each trial; its arrays are saved with the trial's trace
+            (:meth:`~r2s2r_policy.inference.trace.InferenceTrace.attach`).
 
     Returns:
         The report (``mode='in_process'``).
@@ -271,7 +277,7 @@ def evaluate_in_process(
     perception = make_perception(knowledge, belt_config_path, tracker_config_path)
     engine = InferenceEngine(policy, inference or InferenceConfig(), clock=lambda: cell.time_s)
     if trace_dir is not None:
-        engine.new_trace()
+        engine.new_trace(keep_images=trace_images)
     report = EvaluationReport(
         policy=name,
         mode="in_process",
@@ -304,6 +310,8 @@ def evaluate_in_process(
                 config.in_process_inference_delay_s,
             )
             if trace_dir is not None and engine.trace is not None:
+                for key, values in (trace_extras(trial) if trace_extras else {}).items():
+                    engine.trace.attach(key, values)
                 engine.trace.save(Path(trace_dir) / trace_file_name(trial.index))
             report.records.append(record)
             if progress is not None:
