@@ -51,6 +51,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "train": "r2s2r_policy.cli:train_command",
     "evaluate": "r2s2r.cli.evaluate:evaluate_command",
     "experiment": "r2s2r.cli.experiment:experiment_command",
+    "analyze": "r2s2r.cli.analyze:analyze_group",
 }
 
 
