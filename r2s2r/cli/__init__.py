@@ -23,7 +23,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 from r2s2r_common.errors import (
@@ -56,19 +56,21 @@ LAZY_COMMANDS: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
-    """A click group whose sub-commands are imported on first use."""
+    """A click group whose sub-commands (``lazy_commands``) are imported on first use."""
+
+    lazy_commands: ClassVar[dict[str, str]] = LAZY_COMMANDS
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """All verbs, eager and lazy, sorted."""
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """Import a lazy verb when it is asked for."""
-        if cmd_name in LAZY_COMMANDS:
-            module_name, attribute = LAZY_COMMANDS[cmd_name].split(":")
+        if cmd_name in self.lazy_commands:
+            module_name, attribute = self.lazy_commands[cmd_name].split(":")
             command = getattr(importlib.import_module(module_name), attribute)
             if not isinstance(command, click.Command):
-                raise TypeError(f"{LAZY_COMMANDS[cmd_name]} is not a click command")
+                raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
             return command
         return super().get_command(ctx, cmd_name)
 

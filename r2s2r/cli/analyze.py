@@ -10,32 +10,22 @@ lives with the code it drives:
 
 from __future__ import annotations
 
-import importlib
+from typing import ClassVar
 
 import click
+
+from r2s2r.cli import LazyGroup
 
 # sub-command -> "module:attribute" of a click command.
 ANALYZE_COMMANDS: dict[str, str] = {}
 
 
-class _LazyAnalyzeGroup(click.Group):
+class _AnalyzeGroup(LazyGroup):
     """The ``analyze`` group: sub-commands imported when asked for."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        """All sub-commands, sorted."""
-        return sorted({*super().list_commands(ctx), *ANALYZE_COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """Import a sub-command when it is asked for."""
-        if cmd_name in ANALYZE_COMMANDS:
-            module_name, attribute = ANALYZE_COMMANDS[cmd_name].split(":")
-            command = getattr(importlib.import_module(module_name), attribute)
-            if not isinstance(command, click.Command):
-                raise TypeError(f"{ANALYZE_COMMANDS[cmd_name]} is not a click command")
-            return command
-        return super().get_command(ctx, cmd_name)
+    lazy_commands: ClassVar[dict[str, str]] = ANALYZE_COMMANDS
 
 
-@click.group("analyze", cls=_LazyAnalyzeGroup)
+@click.group("analyze", cls=_AnalyzeGroup)
 def analyze_group() -> None:
     """Measure how real-like a policy's inputs and behavior are (the mixture finding)."""
