@@ -17,7 +17,9 @@ import click
 from r2s2r.cli import LazyGroup
 
 # sub-command -> "module:attribute" of a click command.
-ANALYZE_COMMANDS: dict[str, str] = {}
+ANALYZE_COMMANDS: dict[str, str] = {
+    "experiment": "r2s2r.cli.analyze_experiment:analyze_experiment_command",
+}
 
 
 class _AnalyzeGroup(LazyGroup):

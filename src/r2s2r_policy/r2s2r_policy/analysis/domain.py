@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -94,7 +94,33 @@ def _balanced_split(
     return x_train, y_train, x_test, y_test
 
 
-def probe_accuracy(
+@dataclass
+class DomainProbe:
+    """A trained real-vs-sim probe: its held-out accuracy and p(real) of any latent.
+
+    Attributes:
+        kind: ``linear`` or ``mlp``.
+        accuracy: Held-out accuracy on a class-balanced split (0.5 is chance).
+
+    """
+
+    kind: str
+    accuracy: float
+    model: Any
+    mean: FloatArray
+    std: FloatArray
+
+    def p_real(self, queries: NDArray) -> FloatArray:
+        """Return the probe's probability that each query ``(Q, D)`` is a real frame."""
+        import torch
+
+        x = (np.asarray(queries, dtype=np.float64) - self.mean) / self.std
+        with torch.no_grad():
+            logits = self.model(torch.as_tensor(x, dtype=torch.float32)).numpy()[:, 0]
+        return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+
+
+def fit_probe(
     real: NDArray,
     sim: NDArray,
     kind: Literal["linear", "mlp"] = "linear",
@@ -102,12 +128,12 @@ def probe_accuracy(
     hidden: int = 64,
     epochs: int = 300,
     seed: int = 0,
-) -> float:
-    """Held-out accuracy of a class-balanced probe telling real (1) from sim (0).
+) -> DomainProbe:
+    """Train a class-balanced probe telling real (1) from sim (0); held-out accuracy kept.
 
     ``linear``: logistic regression; ``mlp``: two hidden layers of ``hidden`` units (ReLU).
     Both trained full-batch with Adam on standardised inputs (the training split's mean and
-    standard deviation). 0.5 is chance.
+    standard deviation).
     """
     import torch
 
@@ -139,10 +165,24 @@ def probe_accuracy(
         loss = loss_fn(model(inputs), labels)
         loss.backward()
         optimizer.step()
-    with torch.no_grad():
-        logits = model(torch.as_tensor((x_test - mean) / std, dtype=torch.float32))
-    predicted = (logits.numpy()[:, 0] > 0.0).astype(np.float64)
-    return float(np.mean(predicted == y_test))
+    model.eval()
+    probe = DomainProbe(kind, 0.0, model, mean, std)
+    predicted = (probe.p_real(x_test) > 0.5).astype(np.float64)
+    probe.accuracy = float(np.mean(predicted == y_test))
+    return probe
+
+
+def probe_accuracy(
+    real: NDArray,
+    sim: NDArray,
+    kind: Literal["linear", "mlp"] = "linear",
+    holdout: float = 0.3,
+    hidden: int = 64,
+    epochs: int = 300,
+    seed: int = 0,
+) -> float:
+    """Held-out accuracy of a class-balanced probe telling real from sim (:func:`fit_probe`)."""
+    return fit_probe(real, sim, kind, holdout, hidden, epochs, seed).accuracy
 
 
 @dataclass(frozen=True)
