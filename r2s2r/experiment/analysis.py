@@ -342,6 +342,8 @@ def run_analysis(
     if real_path is None:
         raise AnalysisError(f"{real_only.train_config}: the real-only policy has no real dataset")
     frames: dict[str, tuple[Path, Path]] = {}  # co-trained policy -> (real, sim) frames
+    # One sample of the real frames serves every policy that reads the same inputs.
+    shared_real = session.frames("real", real_path, "real", real_only.checkpoint)
     for policy in co_trained:
         datasets = training_datasets(policy)
         if datasets.get("real") != real_path or "sim" not in datasets:
@@ -349,8 +351,7 @@ def run_analysis(
                 f"{policy.name} trained on real data {datasets.get('real')} and sim data "
                 f"{datasets.get('sim')}; the real-only policy on {real_path}: not one experiment"
             )
-        # One sample of the real frames serves every policy that reads the same inputs.
-        real_frames = session.frames("real", real_path, "real", real_only.checkpoint)
+        real_frames = shared_real
         if signature_of(policy.checkpoint) != signature_of(real_only.checkpoint):
             real_frames = session.frames(
                 f"real_for_{policy.name}", real_path, "real", policy.checkpoint

@@ -36,6 +36,12 @@ def _triple(values: tuple[float, float, float]) -> list[float | None]:
     return [None if not math.isfinite(v) else round(float(v), 4) for v in values]
 
 
+def _nan(triple: list[float | None]) -> tuple[float, float, float]:
+    """Return a stored ``[value, lo, hi]`` (None: missing) as floats, NaN for missing."""
+    a, b, c = (math.nan if v is None else float(v) for v in triple)
+    return a, b, c
+
+
 def _subsample(latents: np.ndarray, count: int, seed: int) -> np.ndarray:
     if len(latents) <= count:
         return latents
@@ -174,7 +180,7 @@ def analyse_policy(
         session.log(note)
     fit_real = _subsample(z_real, 1500, seed)
     fit_sim = _subsample(z_sim, 1500, seed + 1)
-    train_xy = projection.fit_transform(np.vstack([fit_real, fit_sim]))
+    train_xy = projection.fit(np.vstack([fit_real, fit_sim]))
     all_rollouts = np.vstack(rollout_latents)
     rollout_xy = projection.transform(all_rollouts)
 
@@ -191,12 +197,13 @@ def analyse_policy(
     map_path = figures / f"latent_map_{name}.png"
     plot_latent_map(
         map_path,
-        f"{name}: latents ({projection.name}); real vs sim training frames, rollouts",
+        f"{name}: latents ({projection.kind}); training frames, rollouts",
         train_xy,
         np.r_[np.ones(len(fit_real), bool), np.zeros(len(fit_sim), bool)],
         rollout_xy,
         np.concatenate(rollout_shifted),
-        rollout_trial=rollout_xy[trial_mask],
+        rollout_trial=trial_mask,
+        axis_labels=projection.axis_labels,
     )
     timeline_path = figures / f"timeline_{name}.png"
     plot_attribution_timeline(
@@ -222,7 +229,7 @@ def analyse_policy(
             "group": shown["group"],
             "behavior_swing": round(swing(shown), 3),
         },
-        "projection": projection.name,
+        "projection": projection.kind,
         "figures": {"latent_map": map_path.name, "timeline": timeline_path.name},
     }
 
@@ -268,14 +275,43 @@ def write_report(
     command: str = "",
     wall_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Compute every policy's measures and write the report folder; its data."""
-    from r2s2r_policy.analysis.plots import plot_policy_summary
+    """Compute every policy's measures and write the report folder; its data.
 
+    The folder is built under a hidden name and renamed into place: a failure leaves the
+    previous report (or none), never a half-written one.
+    """
     root = session.stages.root
     final = root / REPORT_DIR
     partial = root / f".{REPORT_DIR}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
+    try:
+        data, table = _compute_report(session, references, rollouts, frames, groups, partial)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    data.update(command=command, wall_s=round(wall_s, 1))
+    (partial / "latent.json").write_text(json.dumps(data, indent=1, default=str))
+    (partial / "table.txt").write_text(table + "\n")
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    session.log(table)
+    session.log(f"report: {final}")
+    return data
+
+
+def _compute_report(
+    session: AnalysisSession,
+    references: dict[str, Path],
+    rollouts: dict[str, Path],
+    frames: dict[str, tuple[Path, Path]],
+    groups: dict[int, str],
+    partial: Path,
+) -> tuple[dict[str, Any], str]:
+    """Return the report's data and table; figures are written into ``partial``."""
+    from r2s2r_policy.analysis.plots import plot_policy_summary
+
     policies: dict[str, dict[str, Any]] = {}
     for name, policy in session.finished.policies.items():
         evaluation = json.loads((rollouts[name].parent / "evaluation.json").read_text())
@@ -306,37 +342,32 @@ def write_report(
         if "attribution" not in row:
             continue
         success = row["success"]["rollouts"]["all"]
+        attribution = row["attribution"]
         summary_rows.append(
             {
                 "name": name,
                 "success": success[0] / max(success[1], 1),
-                "state_nominal": row["attribution"]["knn_real_share"][NOMINAL],
-                "state_shifted": row["attribution"]["knn_real_share"][SHIFTED],
-                "behavior_nominal": row["attribution"]["behavior_real_likeness"][NOMINAL],
-                "behavior_shifted": row["attribution"]["behavior_real_likeness"][SHIFTED],
-                "probe_linear": row["probe_accuracy"]["linear"],
-                "probe_mlp": row["probe_accuracy"]["mlp"],
-                "alignment": row["alignment"]["sliced_wasserstein"],
+                "state_real_likeness_nominal": _nan(attribution["knn_real_share"][NOMINAL]),
+                "state_real_likeness_shifted": _nan(attribution["knn_real_share"][SHIFTED]),
+                "behavior_real_likeness_nominal": _nan(
+                    attribution["behavior_real_likeness"][NOMINAL]
+                ),
+                "behavior_real_likeness_shifted": _nan(
+                    attribution["behavior_real_likeness"][SHIFTED]
+                ),
+                "probe_accuracy_linear": row["probe_accuracy"]["linear"],
+                "probe_accuracy_mlp": row["probe_accuracy"]["mlp"],
+                "alignment_sliced_wasserstein": _nan(row["alignment"]["sliced_wasserstein"]),
             }
         )
     if summary_rows:
         plot_policy_summary(partial / "summary.png", summary_rows)
-    table = _table(policies)
     data = {
-        "command": command,
         "commit": session.commit,
         "experiment_dir": str(session.finished.directory),
         "options": vars(session.options),
         "groups": {NOMINAL: "nominal trials", SHIFTED: "shifted trials"},
         "measures": MEASURE_LABELS,
         "policies": policies,
-        "wall_s": round(wall_s, 1),
     }
-    (partial / "latent.json").write_text(json.dumps(data, indent=1, default=str))
-    (partial / "table.txt").write_text(table + "\n")
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(partial, final)
-    session.log(table)
-    session.log(f"report: {final}")
-    return data
+    return data, _table(policies)

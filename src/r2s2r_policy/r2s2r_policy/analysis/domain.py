@@ -117,7 +117,7 @@ class DomainProbe:
         x = (np.asarray(queries, dtype=np.float64) - self.mean) / self.std
         with torch.no_grad():
             logits = self.model(torch.as_tensor(x, dtype=torch.float32)).numpy()[:, 0]
-        return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        return 0.5 * (1.0 + np.tanh(0.5 * logits.astype(np.float64)))  # the logistic, stable
 
 
 def fit_probe(
