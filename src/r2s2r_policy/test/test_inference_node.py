@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 import torch  # noqa: E402
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from r2s2r_common.image_conversion import to_image_msg  # noqa: E402
 from r2s2r_common.ros.qos import RELIABLE_QOS, SENSOR_DATA_QOS  # noqa: E402
@@ -212,3 +213,101 @@ def test_bad_image_encoding_is_dropped_and_counted(graph: Graph) -> None:
     assert node.autostart()
     assert spin_until(lambda: node._dropped.get("image", 0) >= 4)
     assert sensors.received["arm"] == []  # no camera input: never commands
+
+
+def _sensed_latent(checkpoint: Path) -> np.ndarray:
+    """The latent of what Sensors publishes (uniform gray images, MEASURED joints, 0.1 m/s)."""
+    from r2s2r_policy.checkpoint import load_checkpoint
+
+    policy = load_checkpoint(checkpoint).policy
+    image = np.full((32, 32, 3), 90, dtype=np.uint8)
+    observation = {
+        "head_camera_rgb": image,
+        "hand_camera_rgb": image,
+        "joint_pos_rad": MEASURED.astype(np.float32),
+        "belt_speed_mps": np.array([0.1], dtype=np.float32),
+    }
+    return policy.predict_chunk_and_latent(observation)[1]
+
+
+def _with_index(checkpoint: Path, folder: Path, sensed_is_real: bool) -> Path:
+    """Copy the checkpoint with an index whose real (or sim) cluster is what Sensors shows."""
+    from r2s2r_policy.analysis.index import LatentIndex
+    from r2s2r_policy.analysis.rollouts import policy_fingerprint
+    from r2s2r_policy.checkpoint import load_checkpoint
+
+    copy = folder / "with_index"
+    shutil.copytree(checkpoint, copy)
+    latent = _sensed_latent(checkpoint)
+    spread = np.random.default_rng(0).normal(0.0, 0.01, (40, latent.size))
+    near, far = latent + spread, latent + 50.0 + spread
+    real, sim = (near, far) if sensed_is_real else (far, near)
+    fingerprint = policy_fingerprint(load_checkpoint(checkpoint).policy)
+    LatentIndex(real, sim, k=10, fingerprint=fingerprint).save(copy)
+    return copy
+
+
+def _likeness_statuses(sensors: Sensors) -> list[DiagnosticStatus]:
+    return [
+        status
+        for array in sensors.diagnostics
+        for status in array.status
+        if status.name == "policy_inference: real-likeness"
+    ]
+
+
+def _values(status: DiagnosticStatus) -> dict[str, str]:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def test_real_likeness_monitor_publishes_each_inference(checkpoint: Path, tmp_path: Path) -> None:
+    for node, sensors, spin_until in make_graph(_with_index(checkpoint, tmp_path, True)):
+        assert node.autostart()
+        assert node.engine is not None and node.engine.monitor is not None
+        assert spin_until(lambda s=sensors: len(_likeness_statuses(s)) >= 3)
+        status = _likeness_statuses(sensors)[-1]
+        values = _values(status)
+        assert status.level == DiagnosticStatus.OK and float(values["real_likeness"]) == 1.0
+        assert float(values["real_likeness_mean"]) == 1.0
+        assert float(values["nearest_real_distance"]) < 0.5  # the cluster's spread
+        # One array per inference, numbered 1, 2, 3, ...
+        judged = [int(_values(s)["inferences_judged"]) for s in _likeness_statuses(sensors)]
+        assert judged == list(range(1, len(judged) + 1))
+
+
+def test_real_likeness_monitor_warns_on_sim_derived_behavior(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    for node, sensors, spin_until in make_graph(_with_index(checkpoint, tmp_path, False)):
+        assert node.autostart()
+        assert spin_until(lambda s=sensors: len(_likeness_statuses(s)) >= 2)
+        status = _likeness_statuses(sensors)[-1]
+        assert status.level == DiagnosticStatus.WARN
+        assert float(_values(status)["real_likeness_mean"]) == 0.0
+        assert status.message.startswith("running on sim-derived behavior")
+
+
+def test_real_likeness_monitor_off_without_index_or_when_disabled(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    for node, _, _ in make_graph(checkpoint):
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.engine is not None and node.engine.monitor is None
+    indexed = _with_index(checkpoint, tmp_path, True)
+    for node, _, _ in make_graph(indexed, real_likeness_monitor=False):
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.engine is not None and node.engine.monitor is None
+
+
+def test_an_index_of_other_weights_refuses_configure(checkpoint: Path, tmp_path: Path) -> None:
+    from r2s2r_policy.analysis.index import LatentIndex
+
+    copy = _with_index(checkpoint, tmp_path, True)
+    latent = _sensed_latent(checkpoint)
+    LatentIndex(latent[None] + 1.0, latent[None], k=1, fingerprint="0123456789abcdef").save(copy)
+    for node, _, _ in make_graph(copy):
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert "latent_index.npz: built for another policy (weights 0123456789abcdef" in (
+            node.last_error
+        )
+        assert "real_likeness_monitor false" in node.last_error and node.engine is None

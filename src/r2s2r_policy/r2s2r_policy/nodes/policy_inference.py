@@ -20,6 +20,18 @@ deactivate: the worker stops at once and one hold at the measured position is se
 the policy, subscriptions and publishers are freed. ``/diagnostics`` (1 Hz): inference latency
 p50/p99, observation ages, commands and holds sent, safety interventions by kind, dropped
 messages.
+
+Live real/sim monitor (``real_likeness_monitor``, on by default): when the checkpoint holds a
+latent index (``latent_index.npz``, written by ``r2s2r analyze index``), every inference's
+latent is judged against the policy's real and simulated training latents
+(:mod:`r2s2r_policy.analysis.index`), after its command was sent; the node publishes each
+judgement from its executor (never from the inference thread) on ``/diagnostics`` as
+``policy_inference: real-likeness``: ``real_likeness`` (share of real latents among the k
+nearest; 0.5: indistinguishable), its running mean over ``real_likeness_window`` inferences
+and ``nearest_real_distance``; WARN while the running mean is below
+``real_likeness_warn_below`` (the policy is running on sim-derived behavior). An index built
+for other weights is refused (configure FAILURE, one line); without an index the monitor is
+off. One info line at configure says which.
 """
 
 from __future__ import annotations
@@ -61,6 +73,12 @@ from sensor_msgs.msg import Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from r2s2r_interfaces.msg import ObjectTrackArray
+from r2s2r_policy.analysis.index import (
+    LatentIndexError,
+    LiveLikenessMonitor,
+    MonitorReading,
+    load_latent_index,
+)
 from r2s2r_policy.checkpoint import CheckpointError, load_checkpoint
 from r2s2r_policy.inference.commands import ActionCommand
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine
@@ -154,6 +172,27 @@ class PolicyInferenceParams(ConfigModel):
     torch_threads: int = Field(
         default=1, ge=0, le=64, description="torch intra-op threads (0 = torch default)."
     )
+    real_likeness_monitor: bool = Field(
+        default=True,
+        description="Judge every inference's latent against the checkpoint's real/sim latent "
+        "index (latent_index.npz, from 'r2s2r analyze index') and publish its real-likeness "
+        "on /diagnostics ('<node>: real-likeness'); a checkpoint without an index runs "
+        "without (one info line says whether the monitor is on).",
+    )
+    real_likeness_window: int = Field(
+        default=30,
+        ge=1,
+        le=10000,
+        description="Inferences in the running mean of real-likeness (30 = 3 s at 10 Hz).",
+    )
+    real_likeness_warn_below: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="WARN while the running mean of real-likeness is below this: the policy's "
+        "latents look like its simulated training data, not its real demonstrations (running "
+        "on sim-derived behavior; 0.5 = the two are indistinguishable).",
+    )
     autostart: bool = Field(
         default=True, description="Configure and activate at start-up (no lifecycle manager)."
     )
@@ -234,6 +273,8 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._pubs: dict[str, Any] = {}
         self._subs: list[Any] = []
         self._diagnostics_timer: Any = None
+        self._monitor: LiveLikenessMonitor | None = None
+        self._likeness_guard: Any = None
         self._dropped: dict[str, int] = {}
         self._dropped_lock = threading.Lock()
         self._active = False
@@ -254,6 +295,15 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
             engine = InferenceEngine(
                 loaded.policy, params.inference_config(), publish=self._publish_command
             )
+            index = (
+                load_latent_index(loaded.path, loaded.policy)
+                if params.real_likeness_monitor
+                else None
+            )
+        except LatentIndexError as error:
+            self.last_error = f"{error} (or set real_likeness_monitor false)"
+            self.get_logger().error(f"configure failed: {self.last_error}")
+            return TransitionCallbackReturn.FAILURE
         except (ConfigError, CheckpointError, SpecMismatchError, KeyError, ValueError) as error:
             self.last_error = str(error)
             self.get_logger().error(f"configure failed: {error}")
@@ -261,11 +311,27 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self.params, self.engine, self.last_error = params, engine, ""
         self._dropped = {"image": 0, "joint_states": 0, "belt_speed": 0, "object_tracks": 0}
         self._create_interfaces(params)
+        if index is not None:
+            self._monitor = LiveLikenessMonitor(
+                index, params.real_likeness_window, notify=self._likeness_guard.trigger
+            )
+            engine.monitor = self._monitor
         spec = loaded.policy.spec
         self.get_logger().info(
             f"configured: {loaded.path} ({spec.model.type}, chunk {spec.chunk_length} at "
             f"{spec.control_rate_hz:g} Hz, commands every {engine.period_s * 1e3:.0f} ms)"
         )
+        if index is not None:
+            monitor = (
+                f"on ({index.per_domain} real + {index.per_domain} sim latents, k "
+                f"{index.k}; WARN below {params.real_likeness_warn_below:g} mean over "
+                f"{params.real_likeness_window} inferences)"
+            )
+        elif params.real_likeness_monitor:
+            monitor = "off (the checkpoint has no latent_index.npz: r2s2r analyze index builds one)"
+        else:
+            monitor = "off (real_likeness_monitor is false)"
+        self.get_logger().info(f"real-likeness monitor: {monitor}")
         return TransitionCallbackReturn.SUCCESS
 
     def _create_interfaces(self, params: PolicyInferenceParams) -> None:
@@ -305,6 +371,9 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._diagnostics_timer = self.create_timer(
             params.diagnostics_period_s, self._publish_diagnostics
         )
+        # Triggered by the monitor on the inference thread; its callback publishes on the
+        # executor's, so publishing never delays an inference.
+        self._likeness_guard = self.create_guard_condition(self._publish_likeness)
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         """Clear observations and start the inference worker."""
@@ -363,6 +432,10 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         if self._diagnostics_timer is not None:
             self.destroy_timer(self._diagnostics_timer)
             self._diagnostics_timer = None
+        self._monitor = None
+        if self._likeness_guard is not None:  # after the engine stopped: nobody triggers it
+            self.destroy_guard_condition(self._likeness_guard)
+            self._likeness_guard = None
         for key, publisher in self._pubs.items():
             if key == "diagnostics":
                 self.destroy_publisher(publisher)
@@ -469,6 +542,43 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
             self.get_clock().now().to_msg(),
         )
         self._pubs["diagnostics"].publish(array)
+
+    def _publish_likeness(self) -> None:
+        """Publish the monitor's judgements since the last call, one array per inference."""
+        monitor, params = self._monitor, self.params
+        if monitor is None or params is None:
+            return
+        for reading in monitor.take():
+            self._pubs["diagnostics"].publish(self._likeness_array(reading, params))
+
+    def _likeness_array(
+        self, reading: MonitorReading, params: PolicyInferenceParams
+    ) -> DiagnosticArray:
+        mean = reading.running_mean
+        level = DiagnosticStatus.OK
+        count = min(reading.judged, params.real_likeness_window)
+        message = f"real-likeness mean {mean:.2f} over the last {count} inferences"
+        if mean < params.real_likeness_warn_below:  # False for NaN
+            level = DiagnosticStatus.WARN
+            message = (
+                f"running on sim-derived behavior: real-likeness mean {mean:.2f} < "
+                f"{params.real_likeness_warn_below:g}"
+            )
+        values = {
+            "real_likeness": f"{reading.real_likeness:.3f}",
+            "real_likeness_mean": f"{mean:.3f}",
+            "nearest_real_distance": f"{reading.nearest_real_distance:.4g}",
+            "window": str(params.real_likeness_window),
+            "inferences_judged": str(reading.judged),
+        }
+        return diagnostics_array(
+            f"{self.get_name()}: real-likeness",
+            level,
+            message,
+            "policy_inference",
+            values,
+            self.get_clock().now().to_msg(),
+        )
 
 
 def main(args: list[str] | None = None) -> None:
