@@ -40,6 +40,7 @@ import torch
 from numpy.typing import NDArray
 
 from ..models import Policy
+from ..models.base import policy_fingerprint
 from .embeddings import REAL, SIM, AnalysisInputError, FrameSet, embed_observations
 
 LATENT_INDEX_FILE = "latent_index.npz"
@@ -77,7 +78,7 @@ class LatentIndex:
         real: ``(N, D)`` latents of real frames.
         sim: ``(N, D)`` latents of simulated frames (as many as real).
         k: Neighbours judged per query.
-        fingerprint: :func:`~r2s2r_policy.analysis.rollouts.policy_fingerprint` of the weights
+        fingerprint: :func:`~r2s2r_policy.models.base.policy_fingerprint` of the weights
             that made the latents ("" when unknown).
         sources: Where the latents came from (dataset paths per domain), kept in the file.
 
@@ -297,7 +298,6 @@ def build_latent_index(
             if progress is not None:
                 progress(done, 2 * count)
         latents.append(np.concatenate(parts))
-    from .rollouts import policy_fingerprint  # its module imports the simulator: only here
 
     return LatentIndex(
         latents[0],
@@ -329,7 +329,6 @@ def load_latent_index(checkpoint_dir: str | Path, policy: Policy) -> LatentIndex
         raise LatentIndexError(
             f"{path}: format {header.get('format')}, expected {LATENT_INDEX_FORMAT}"
         )
-    from .rollouts import policy_fingerprint  # its module imports the simulator: only here
 
     differ = []
     if header.get("latent_dim") != policy.latent_dim:

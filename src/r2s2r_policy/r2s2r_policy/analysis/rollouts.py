@@ -19,7 +19,6 @@ policy's latent of every step, plus two arrays from the twin's truth, read only 
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from ..evaluation.trials import EvaluationConfig, TrialRecord, TrialSpec, trace_
 from ..inference.engine import InferenceConfig
 from ..inference.trace import LoadedTrace, load_trace
 from ..models import Policy
+from ..models.base import policy_fingerprint
 from .embeddings import AnalysisInputError
 
 EVENTS = ("touch", "grasp", "lift", "release", "bin")
@@ -223,15 +223,6 @@ def load_rollout(path: str | Path, policy: Policy | None = None) -> Rollout:
                 f"{policy_fingerprint(policy)})"
             )
     return rollout
-
-
-def policy_fingerprint(policy: Policy) -> str:
-    """Return the first 16 hex digits of the SHA-256 of a policy's weights (its identity)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(policy.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def rollout_paths(directory: str | Path, count: int) -> list[Path]:

@@ -20,6 +20,7 @@ Batch keys (tensors, leading batch dimension ``B``):
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -364,3 +365,12 @@ def masked_chunk_loss(
         raise ValueError(f"loss kind = {kind!r}: expected 'l1' or 'l2'")
     weights = mask.to(error.dtype).unsqueeze(-1)
     return (error * weights).sum() / (weights.sum() * error.shape[-1]).clamp_min(1.0)
+
+
+def policy_fingerprint(policy: Policy) -> str:
+    """Return the first 16 hex digits of the SHA-256 of a policy's weights (its identity)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(policy.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
