@@ -195,6 +195,11 @@ def _check_joints(checkpoint: str, joint_names: list[str], action_names: list[st
     is_flag=True,
     help="Keep each trial's inference trace (what the policy saw and sent) in OUT/traces/.",
 )
+@click.option(
+    "--trace-images",
+    is_flag=True,
+    help="--trace, and the traces keep the camera images too (latent analysis).",
+)
 @artifact_option("Evaluate")
 @click.option(
     "--graph-timeout-s",
@@ -219,6 +224,7 @@ def evaluate_command(
     artifact: Path | None,
     graph_timeout_s: float,
     trace: bool,
+    trace_images: bool,
 ) -> None:
     """Evaluate CHECKPOINT: success per condition with 95% CIs and failure reasons."""
     from r2s2r_policy.checkpoint import load_checkpoint
@@ -234,6 +240,7 @@ def evaluate_command(
             "--artifact sets how a launched graph or --in-process runs the cell; a running "
             "graph keeps the grounding it was started with (real_deploy grounding_artifact:=...)"
         )
+    trace = trace or trace_images
     if trace and not in_process and not launch:
         raise click.UsageError(
             "--trace sets the launched policy node's trace_dir (or --in-process); a running "
@@ -263,6 +270,7 @@ def evaluate_command(
             grounding_artifact=artifact,
             progress=_echo,
             trace_dir=trace_dir,
+            trace_images=trace_images,
         )
     else:
         from r2s2r.pipeline.evaluate import evaluate_over_ros
@@ -292,6 +300,7 @@ def evaluate_command(
             graph_timeout_s=graph_timeout_s,
             progress=_echo,
             trace_dir=trace_dir,
+            trace_images=trace_images,
         )
     json_path, png_path = report.save(out_dir, name)
     click.echo(report.table())

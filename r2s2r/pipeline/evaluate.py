@@ -51,6 +51,7 @@ def evaluate_over_ros(
     domain_id: int | None = None,
     progress: Any = None,
     trace_dir: str | Path | None = None,
+    trace_images: bool = False,
 ) -> EvaluationReport:
     """Evaluate a checkpoint through the ROS graph, starting the ``evaluate`` graph if asked.
 
@@ -75,6 +76,7 @@ def evaluate_over_ros(
         trace_dir: The launched policy node writes each trial's inference trace there
             (``trial_NNN.npz``); ignored without ``launch`` (a running node keeps its own
             ``trace_dir`` parameter).
+        trace_images: The traces keep the camera images too (with ``trace_dir``).
 
     Returns:
         The report (``mode='ros'``).
@@ -94,6 +96,7 @@ def evaluate_over_ros(
         if trace_dir is not None:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
             overrides["trace_dir"] = str(Path(trace_dir).resolve())
+            overrides["trace_images"] = trace_images
         arguments = evaluation_graph_arguments(
             checkpoint, twin_config, real_time_factor, overrides, cell_arguments
         )

@@ -31,6 +31,7 @@ from r2s2r_policy.evaluation.baseline import (  # noqa: E402
     robot_policy_spec,
     untrained_policy,
 )
+from r2s2r_policy.inference.trace import load_trace  # noqa: E402
 from r2s2r_policy.nodes.policy_inference import PolicyInferenceNode  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
 from r2s2r_testing.ros import ros_context_of  # noqa: E402
@@ -62,6 +63,7 @@ class GraphThread:
     def __init__(self, context: object, checkpoint: Path, twin: Path) -> None:
         self.context = context
         self.checkpoint, self.twin = checkpoint, twin
+        self.traces = checkpoint.parent / "traces"  # the node's traces, images kept
         self.chunks: list[JointTrajectory] = []
         self.ready = threading.Event()
         self.stop = threading.Event()
@@ -88,6 +90,8 @@ class GraphThread:
                         Parameter("checkpoint_path", value=str(self.checkpoint)),
                         Parameter("image_height_px", value=32),
                         Parameter("image_width_px", value=32),
+                        Parameter("trace_dir", value=str(self.traces)),
+                        Parameter("trace_images", value=True),
                     ],
                 ),
                 Node("chunk_probe", context=context),
@@ -151,6 +155,12 @@ def test_ros_harness_agrees_with_in_process(
             b.object_type,
         )
         assert a.duration_s == pytest.approx(b.duration_s, abs=0.05)
+    # The node's trace of each trial keeps the images it read and the latents it computed
+    # (what `r2s2r analyze` re-runs policies on, opt-in on the graph: trace_images).
+    trace = load_trace(sorted(in_process_graph.traces.glob("activation_*.npz"))[0])
+    ran = trace.commanded()
+    assert ran.sum() >= 3 and trace.images("head_camera_rgb").shape[1:] == (32, 32, 3)
+    assert np.isfinite(trace.arrays["latent"][ran]).all()
     ros_chunk = np.array([p.positions for p in first_ros.points])
     # Same policy, same pipeline; the inputs differ only by capture timing (a frame, a few ms
     # of belt motion, the belt-speed estimate's history), so the first chunks agree closely.

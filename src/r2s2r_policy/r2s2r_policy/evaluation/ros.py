@@ -372,6 +372,7 @@ GRAPH_POLICY_PARAMETERS = (
     "execution",
     "executed_steps",
     "trace_dir",
+    "trace_images",
 )
 
 

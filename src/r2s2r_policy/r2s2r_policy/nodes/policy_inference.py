@@ -169,6 +169,12 @@ class PolicyInferenceParams(ConfigModel):
         "(activation_NNNN.npz: what the policy saw and sent, r2s2r_policy.inference.trace); "
         "empty: no trace.",
     )
+    trace_images: bool = Field(
+        default=False,
+        description="The traces also keep the camera images each step read, at the "
+        "checkpoint's size (what latent analysis re-runs policies on, r2s2r_policy.analysis; "
+        "~1 MB per 15 s at 64 px).",
+    )
     torch_threads: int = Field(
         default=1, ge=0, le=64, description="torch intra-op threads (0 = torch default)."
     )
@@ -381,7 +387,7 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         assert self.engine is not None and self.params is not None
         self.engine.reset()
         if self.params.trace_dir:
-            self.engine.new_trace()
+            self.engine.new_trace(keep_images=self.params.trace_images)
         self._active = True
         self.engine.start()
         self.get_logger().info("active: commanding the arm and hand")
