@@ -51,6 +51,13 @@ import click
     show_default=True,
     help="2-D map (UMAP/openTSNE when installed, else PCA).",
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="torch intra-op threads (0: torch's default; 1 on a loaded 2-core machine).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @click.option(
     "--publish",
@@ -65,6 +72,7 @@ def analyze_experiment_command(
     trials: int | None,
     k: int,
     projection: str,
+    threads: int,
     no_progress: bool,
     publish: str | None,
     publish_name: str,
@@ -73,7 +81,9 @@ def analyze_experiment_command(
     os.environ.setdefault("MUJOCO_GL", "egl")
     from r2s2r.experiment.analysis import AnalysisOptions, run_analysis
 
-    options = AnalysisOptions(stride=stride, trials=trials, k=k, projection=projection)
+    options = AnalysisOptions(
+        stride=stride, trials=trials, k=k, projection=projection, threads=threads
+    )
     command = "r2s2r analyze " + shlex.join(sys.argv[2:]) if len(sys.argv) > 2 else ""
     data = run_analysis(experiment_dir, options, progress_bars=not no_progress, command=command)
     if publish:
