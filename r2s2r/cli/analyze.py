@@ -19,6 +19,7 @@ from r2s2r.cli import LazyGroup
 # sub-command -> "module:attribute" of a click command.
 ANALYZE_COMMANDS: dict[str, str] = {
     "experiment": "r2s2r.cli.analyze_experiment:analyze_experiment_command",
+    "diagnostic": "r2s2r.cli.analyze_diagnostic:analyze_diagnostic_command",
     "index": "r2s2r_policy.cli:analyze_index_command",
 }
 

@@ -9,6 +9,7 @@ the main job uses too (:func:`~r2s2r.pipeline.stages.ground_argv`,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from r2s2r_common.config import ConfigError
 
@@ -80,14 +81,67 @@ def ground_cell(session: ExperimentSession) -> GroundingArtifact | Unavailable:
     return artifact
 
 
+REAL_SUBSET = "real_subset"
+"""Stage of the first ``real_demos`` demonstrations of a given, larger real dataset."""
+
+
+def first_demonstrations(
+    session: ExperimentSession, given: EpisodeDataset
+) -> EpisodeDataset | Unavailable:
+    """Return the first ``real_demos`` successful demonstrations of a given real dataset.
+
+    A dataset that holds no more successful episodes than ``real_demos`` is used as it is
+    (fewer: all of them, with a note). A larger one is cut in stage ``real_subset``: its
+    episodes in order up to and including the ``real_demos``-th success, as ``r2s2r
+    record-demos --successes real_demos`` with the same seeds would have recorded them
+    (training leaves the failed takes out).
+    """
+    from r2s2r_recorder.dataset import DatasetError, EpisodeWriter
+    from r2s2r_recorder.dataset import EpisodeDataset as EpisodeReader
+
+    wanted = session.config.real_demos
+    try:
+        with EpisodeReader(given.path) as reader:
+            outcomes = [reader.metadata(i).outcome for i in range(len(reader))]
+    except DatasetError as error:
+        return Unavailable(f"real_dataset {given.path}: {error}")
+    successes = [i for i, outcome in enumerate(outcomes) if outcome == "success"]
+    if len(successes) <= wanted:
+        if len(successes) < wanted:
+            session.log(
+                f"note: real_dataset {given.path} holds {len(successes)} successful "
+                f"demonstrations, fewer than real_demos {wanted}: all are used"
+            )
+        return given
+    last = successes[wanted - 1]
+
+    def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
+        target = folder / "dataset.hdf5"
+        target.unlink(missing_ok=True)
+        with EpisodeReader(given.path) as reader, EpisodeWriter(target) as writer:
+            for index in range(last + 1):
+                writer.append(reader.episode(index))
+        return {"dataset": str(target)}, {"episodes": last + 1, "successes": wanted}
+
+    inputs = {"dataset": given.fingerprint, "successes": wanted}
+    outcome = session.stages.run(
+        REAL_SUBSET, inputs, body, what=f"the first {wanted} demonstrations of {given.path}"
+    )
+    session.state.note(REAL_SUBSET, outcome)
+    return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
+
+
 def real_demos(session: ExperimentSession) -> EpisodeDataset | Unavailable:
-    """Return the real dataset: given, or recorded (``r2s2r record-demos``) on the grounded cell."""
+    """Return the real dataset: given (:func:`first_demonstrations` of it), or recorded.
+
+    Recorded: ``r2s2r record-demos`` on the grounded cell.
+    """
     config = session.config
     if config.real_dataset:
         given = given_file(config.real_dataset, "real_dataset")
         if isinstance(given, Unavailable):
             return given
-        return EpisodeDataset(str(given), file_fingerprint(given))
+        return first_demonstrations(session, EpisodeDataset(str(given), file_fingerprint(given)))
     artifact = session.artifact
     if not isinstance(artifact, GroundingArtifact):
         why = artifact.reason if artifact is not None else "not run"
