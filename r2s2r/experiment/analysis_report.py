@@ -11,7 +11,7 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from r2s2r_policy.evaluation.report import SHIFTED
@@ -91,7 +91,7 @@ def analyse_policy(
         predict_chunks,
     )
     from r2s2r_policy.analysis.plots import plot_attribution_timeline, plot_latent_map
-    from r2s2r_policy.analysis.projection import make_projection
+    from r2s2r_policy.analysis.projection import ProjectionKind, make_projection
     from r2s2r_policy.analysis.rollouts import load_rollout
     from r2s2r_policy.checkpoint import load_checkpoint
 
@@ -175,7 +175,7 @@ def analyse_policy(
         ),
     }
     # Projection: fit on balanced training latents, rollouts transformed into that map.
-    projection, note = make_projection(options.projection, seed)
+    projection, note = make_projection(cast(ProjectionKind, options.projection), seed)
     if note:
         session.log(note)
     fit_real = _subsample(z_real, 1500, seed)

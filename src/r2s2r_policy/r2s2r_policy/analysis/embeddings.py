@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -109,16 +110,15 @@ class FrameSet:
             "domain": self.domain,
             "signature": self.signature,
         }
-        arrays = {f"obs_{k}": v for k, v in self.observations.items()}
+        arrays: dict[str, Any] = {f"obs_{k}": v for k, v in self.observations.items()}
+        arrays.update(
+            header=np.array(json.dumps(header)),
+            episode=self.episode,
+            frame=self.frame,
+            progress=self.progress,
+        )
         with open(partial, "wb") as stream:
-            np.savez(
-                stream,
-                header=np.array(json.dumps(header)),
-                episode=self.episode,
-                frame=self.frame,
-                progress=self.progress,
-                **arrays,
-            )
+            np.savez(stream, **arrays)
         os.replace(partial, path)
         return path
 

@@ -144,7 +144,7 @@ class InferenceTrace:
         latent = np.full((n, latent_width), np.nan, dtype=np.float32)
         for i, row in enumerate(rows):
             if row["latent"] is not None and latent_width:
-                latent[i] = row["latent"]
+                latent[i] = np.asarray(row["latent"])
         images: dict[str, np.ndarray] = {}
         for key in self.image_keys:
             frames = [row["images"].get(key) for row in rows]  # type: ignore[attr-defined]
