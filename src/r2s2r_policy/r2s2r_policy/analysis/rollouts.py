@@ -11,8 +11,9 @@ policy's latent of every step, plus two arrays from the twin's truth, read only 
 - ``extra_events_s``: the times of the trial's events (:data:`EVENTS`, NaN when it never
   happened) for the first object: first touch by the hand, grasp (two or more hand parts in
   contact), lift (above the task's lift height), release (no hand contact after the lift) and
-  in a bin; ``extra_fingers_at_grasp``: how many of thumb, index, middle and ring touched the
-  object at the grasp.
+  in a bin; ``extra_fingers_at_grasp``: the most of thumb, index, middle and ring touching the
+  object at once while the hand closes on it (:data:`GRASP_WINDOW_S` from the grasp, or until
+  the lift).
 
 :func:`load_rollout` reads one back with those arrays named.
 """
@@ -42,6 +43,9 @@ EVENTS = ("touch", "grasp", "lift", "release", "bin")
 FINGERS = ("thumb", "index", "middle", "ring")
 """Hand parts counted as fingers (body names contain them)."""
 HAND_PARTS = ("palm", *FINGERS)
+GRASP_WINDOW_S = 0.5
+"""Seconds after the grasp event over which the fingers in contact are counted: the grasp
+event is the first instant two hand parts touch, before the other fingers have closed."""
 
 
 def _hand_part(body: str) -> str | None:
@@ -88,7 +92,8 @@ class TrialEventRecorder:
             events["touch"] = now
         if len(parts) >= 2 and "grasp" not in events:
             events["grasp"] = now
-            self.fingers_at_grasp = len(parts & set(FINGERS))
+        if "grasp" in events and now - events["grasp"] <= GRASP_WINDOW_S and "lift" not in events:
+            self.fingers_at_grasp = max(self.fingers_at_grasp, len(parts & set(FINGERS)))
         world = cell.world
         belt = world.belt.pose.to_pose().matrix()
         height = world.objects[pose.type_name].size_m[2] / 2.0

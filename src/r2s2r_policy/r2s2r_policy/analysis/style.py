@@ -102,8 +102,9 @@ class EpisodeStyle:
         plateau_fraction: Median over movements of the time share above 90 % of peak speed.
         grasp_type: ``pinch``, ``power`` or ``none`` (:func:`grasp_type`).
         grasp_time_s: The grasp instant (s from the trajectory's start).
-        fingers_in_contact: Rollouts: fingers touching the object at the grasp event (the
-            twin's contacts); None for a dataset episode and a trial without a grasp.
+        fingers_in_contact: Rollouts: the most fingers touching the object at once as the
+            hand closes (the twin's contacts, :data:`.rollouts.GRASP_WINDOW_S`); None for a
+            dataset episode and a trial without a grasp.
 
     """
 
