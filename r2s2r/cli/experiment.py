@@ -39,7 +39,8 @@ from r2s2r.experiment.options import config_from_options, config_options, reprod
     type=click.Choice(PRESETS),
     default="reduced",
     show_default=True,
-    help="Sizes: reduced (~1 h on 2 CPU cores), paper (100 real + 1500 sim), smoke (minutes).",
+    help="Sizes: reduced (~1 h on 2 CPU cores), paper (100 real + 1500 sim), smoke (minutes), "
+    "diagnostic (10 real + nominal-world planner data only; r2s2r analyze diagnostic).",
 )
 @click.option("--smoke", is_flag=True, help="Same as --preset smoke.")
 @click.option(
