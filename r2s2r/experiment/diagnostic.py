@@ -180,7 +180,9 @@ def record_diagnostic_rollouts(
         say(f"[{DIAGNOSTIC_DIR / ROLLOUTS}] {len(plan)} trials up to date")
         return model, [records[t.index] for t in plan]
     say(f"[{DIAGNOSTIC_DIR / ROLLOUTS}] recording {len(missing)} of {len(plan)} trials")
-    bar = progress_reporter(str(DIAGNOSTIC_DIR / ROLLOUTS), len(missing), progress_bars, "trial")
+    bar = progress_reporter(
+        str(DIAGNOSTIC_DIR / ROLLOUTS), len(missing), progress_bars, unit="trial"
+    )
     done = {"n": 0, "ok": 0}
 
     def keep(record: TrialRecord, index: int) -> None:

@@ -137,7 +137,7 @@ def _sample_frames(
     """Sample a dataset's frames for the index, with a progress bar over its episodes."""
     from .analysis.embeddings import sample_frames
 
-    bar = progress_reporter(f"{domain} frames", source.num_episodes(), bars, "ep")
+    bar = progress_reporter(f"{domain} frames", source.num_episodes(), bars, unit="ep")
     try:
         return sample_frames(
             source,
@@ -226,7 +226,7 @@ def analyze_index_command(
                 raise click.ClickException(f"--{domain}: {one_line(str(error))}") from None
             frames[domain] = _sample_frames(source, loaded.policy, domain, stride, path, progress)
         count = min(len(frames[REAL]), len(frames[SIM]), per_domain)
-        bar = progress_reporter("embedding", 2 * count, progress, "frame")
+        bar = progress_reporter("embedding", 2 * count, progress, unit="frame")
         try:
             index = build_latent_index(
                 loaded.policy,
