@@ -107,7 +107,7 @@ def test_one_configuration_on_the_first_demonstrations_then_its_rollouts(
     again = CliRunner().invoke(analyze_diagnostic_command, [str(out), "--no-progress"])
     assert "recording 1 of 2 trials" in again.output, again.output
     assert (folder / "trial_000.npz").stat().st_mtime_ns == kept
-    from r2s2r_policy.analysis.rollouts import load_rollout
+    from r2s2r_policy.evaluation.rollouts import load_rollout
 
     redone = load_rollout(folder / "trial_001.npz")
     assert redone.trial_index == 1 and redone.trace.metadata["seed"] == seed

@@ -79,7 +79,8 @@ def analyze_experiment_command(
 ) -> None:
     """Measure the mixture in a finished experiment: latents, attribution, probes, maps."""
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from r2s2r.experiment.analysis import AnalysisOptions, run_analysis
+    from r2s2r.experiment.analysis import AnalysisOptions
+    from r2s2r.experiment.analysis_report import run_analysis
 
     options = AnalysisOptions(
         stride=stride, trials=trials, k=k, projection=projection, threads=threads

@@ -1,4 +1,4 @@
-"""The mixture finding on a finished experiment: latents, attribution, probes, projection.
+"""The mixture finding on a finished experiment: its inputs and the analysis stages.
 
 ``r2s2r analyze experiment EXPDIR`` reads what the experiment's stages recorded (the policies'
 checkpoints and chosen execution, the datasets, the grounded cell) and adds its own cached
@@ -8,10 +8,11 @@ stages under ``EXPDIR/analysis/`` (the pipeline's one caching rule, :mod:`r2s2r.
                                 co-trained policy's training config with the real data left
                                 out (sim ratio 1); the behavior measure's sim reference
     rollouts/<policy>           the experiment's protocol in process, every trial kept with
-                                its images, latents and events (``analysis.rollouts``)
+                                its images, latents and events (``evaluation.rollouts``)
     frames/<dataset>            sampled frames of each training dataset (every ``stride``-th)
 
-then writes ``EXPDIR/analysis/report/``: ``latent.json`` (per policy: success, alignment and
+then :mod:`r2s2r.experiment.analysis_report` (``run_analysis``) writes
+``EXPDIR/analysis/report/``: ``latent.json`` (per policy: success, alignment and
 discernibility of its real and sim training latents, state and behavior real-likeness of its
 rollouts per condition group with bootstrap intervals over trials, their correlation), a
 table, and figures (latent maps, one attribution timeline per policy, a summary). The
@@ -22,7 +23,6 @@ so its row holds only its success.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,7 +153,8 @@ class AnalysisOptions:
     threads: int = 1
 
 
-def _protocol(finished: FinishedExperiment, options: AnalysisOptions) -> EvaluationConfig:
+def analysis_protocol(finished: FinishedExperiment, options: AnalysisOptions) -> EvaluationConfig:
+    """Return the experiment's protocol, capped at ``options.trials`` per condition."""
     protocol = evaluation_protocol(finished.config)
     if options.trials is None:
         return protocol
@@ -211,10 +212,10 @@ class AnalysisSession:
 
     def rollouts(self, policy: FinishedPolicy) -> Path:
         """Record the protocol's rollouts of ``policy``; their folder."""
-        from r2s2r_policy.analysis.rollouts import record_rollouts
         from r2s2r_policy.checkpoint import load_checkpoint
+        from r2s2r_policy.evaluation.rollouts import record_rollouts
 
-        protocol = _protocol(self.finished, self.options)
+        protocol = analysis_protocol(self.finished, self.options)
         inputs = {
             "checkpoint": content_hash(policy.checkpoint / "model.safetensors"),
             "protocol": protocol.model_dump(mode="json"),
@@ -315,62 +316,3 @@ def signature_of(checkpoint: Path) -> dict[str, object]:
 def condition_groups(protocol: EvaluationConfig) -> dict[int, str]:
     """Trial index → ``nominal`` or ``shifted``."""
     return {t.index: NOMINAL if t.condition == NOMINAL else SHIFTED for t in trial_plan(protocol)}
-
-
-def run_analysis(
-    directory: str | Path,
-    options: AnalysisOptions | None = None,
-    log: Callable[[str], None] | None = None,
-    progress_bars: bool = True,
-    command: str = "",
-) -> dict[str, Any]:
-    """Analyse a finished experiment (see the module docstring); the report's data.
-
-    Raises:
-        AnalysisError: The experiment is not finished or an input does not fit.
-
-    """
-    import torch
-
-    from r2s2r.experiment.analysis_report import write_report
-
-    say = log or (lambda text: print(text, flush=True))
-    options = options or AnalysisOptions()
-    if options.threads > 0:
-        torch.set_num_threads(options.threads)
-    started = time.perf_counter()
-    finished = read_finished(directory)
-    session = AnalysisSession(finished, options, say, progress_bars)
-    co_trained = [p for p in finished.policies.values() if p.configuration is not None]
-    references = {p.name: session.reference(p.name) for p in co_trained}
-    rollouts = {name: session.rollouts(p) for name, p in finished.policies.items()}
-    real_only = finished.policies[REAL_ONLY]
-    real_path = training_datasets(real_only).get("real")
-    if real_path is None:
-        raise AnalysisError(f"{real_only.train_config}: the real-only policy has no real dataset")
-    frames: dict[str, tuple[Path, Path]] = {}  # co-trained policy -> (real, sim) frames
-    # One sample of the real frames serves every policy that reads the same inputs.
-    shared_real = session.frames("real", real_path, "real", real_only.checkpoint)
-    for policy in co_trained:
-        datasets = training_datasets(policy)
-        if datasets.get("real") != real_path or "sim" not in datasets:
-            raise AnalysisError(
-                f"{policy.name} trained on real data {datasets.get('real')} and sim data "
-                f"{datasets.get('sim')}; the real-only policy on {real_path}: not one experiment"
-            )
-        real_frames = shared_real
-        if signature_of(policy.checkpoint) != signature_of(real_only.checkpoint):
-            real_frames = session.frames(
-                f"real_for_{policy.name}", real_path, "real", policy.checkpoint
-            )
-        sim_frames = session.frames(policy.name, datasets["sim"], "sim", policy.checkpoint)
-        frames[policy.name] = (real_frames, sim_frames)
-    return write_report(
-        session,
-        references,
-        rollouts,
-        frames,
-        condition_groups(_protocol(finished, options)),
-        command=command,
-        wall_s=time.perf_counter() - started,
-    )

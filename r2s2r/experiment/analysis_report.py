@@ -10,17 +10,26 @@ import json
 import math
 import os
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 from r2s2r_policy.evaluation.report import SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
 
+from r2s2r.experiment.analysis import (
+    AnalysisError,
+    AnalysisOptions,
+    AnalysisSession,
+    analysis_protocol,
+    condition_groups,
+    read_finished,
+    signature_of,
+    training_datasets,
+)
 from r2s2r.experiment.results import REAL_ONLY
-
-if TYPE_CHECKING:
-    from r2s2r.experiment.analysis import AnalysisSession
 
 REPORT_DIR = "report"
 MEASURE_LABELS = {
@@ -92,8 +101,8 @@ def analyse_policy(
     )
     from r2s2r_policy.analysis.plots import plot_attribution_timeline, plot_latent_map
     from r2s2r_policy.analysis.projection import ProjectionKind, make_projection
-    from r2s2r_policy.analysis.rollouts import load_rollout
     from r2s2r_policy.checkpoint import load_checkpoint
+    from r2s2r_policy.evaluation.rollouts import load_rollout
 
     options = session.options
     finished = session.finished
@@ -371,3 +380,60 @@ def _compute_report(
         "policies": policies,
     }
     return data, _table(policies)
+
+
+def run_analysis(
+    directory: str | Path,
+    options: AnalysisOptions | None = None,
+    log: Callable[[str], None] | None = None,
+    progress_bars: bool = True,
+    command: str = "",
+) -> dict[str, Any]:
+    """Analyse a finished experiment (see the module docstring); the report's data.
+
+    Raises:
+        AnalysisError: The experiment is not finished or an input does not fit.
+
+    """
+    import torch
+
+    say = log or (lambda text: print(text, flush=True))
+    options = options or AnalysisOptions()
+    if options.threads > 0:
+        torch.set_num_threads(options.threads)
+    started = time.perf_counter()
+    finished = read_finished(directory)
+    session = AnalysisSession(finished, options, say, progress_bars)
+    co_trained = [p for p in finished.policies.values() if p.configuration is not None]
+    references = {p.name: session.reference(p.name) for p in co_trained}
+    rollouts = {name: session.rollouts(p) for name, p in finished.policies.items()}
+    real_only = finished.policies[REAL_ONLY]
+    real_path = training_datasets(real_only).get("real")
+    if real_path is None:
+        raise AnalysisError(f"{real_only.train_config}: the real-only policy has no real dataset")
+    frames: dict[str, tuple[Path, Path]] = {}  # co-trained policy -> (real, sim) frames
+    # One sample of the real frames serves every policy that reads the same inputs.
+    shared_real = session.frames("real", real_path, "real", real_only.checkpoint)
+    for policy in co_trained:
+        datasets = training_datasets(policy)
+        if datasets.get("real") != real_path or "sim" not in datasets:
+            raise AnalysisError(
+                f"{policy.name} trained on real data {datasets.get('real')} and sim data "
+                f"{datasets.get('sim')}; the real-only policy on {real_path}: not one experiment"
+            )
+        real_frames = shared_real
+        if signature_of(policy.checkpoint) != signature_of(real_only.checkpoint):
+            real_frames = session.frames(
+                f"real_for_{policy.name}", real_path, "real", policy.checkpoint
+            )
+        sim_frames = session.frames(policy.name, datasets["sim"], "sim", policy.checkpoint)
+        frames[policy.name] = (real_frames, sim_frames)
+    return write_report(
+        session,
+        references,
+        rollouts,
+        frames,
+        condition_groups(analysis_protocol(finished, options)),
+        command=command,
+        wall_s=time.perf_counter() - started,
+    )

@@ -7,7 +7,7 @@ for it, and measures the style of those rollouts, of the real demonstrations it 
 (the demonstrator) and of its simulated dataset (the planner)
 (:mod:`r2s2r_policy.analysis.style`). Everything goes to ``EXPDIR/analysis/diagnostic/``:
 
-    rollouts/trial_NNN.npz   one rollout per trial (``analysis.rollouts``), with
+    rollouts/trial_NNN.npz   one rollout per trial (``r2s2r_policy.evaluation.rollouts``), with
     rollouts/trial_NNN.json  its outcome; a trial recorded by the same policy is kept
     diagnostic.json          success, per-group style with intervals, pinch shares, verdicts
     diagnostic.png           the groups' metrics side by side
@@ -122,7 +122,7 @@ def _write_whole(path: Path, text: str) -> None:
 
 def _recorded(folder: Path, trial: TrialSpec, policy: Any) -> dict[str, Any] | None:
     """Return the record of a trial already recorded by ``policy`` in ``folder``, else None."""
-    from r2s2r_policy.analysis.rollouts import load_rollout
+    from r2s2r_policy.evaluation.rollouts import load_rollout
 
     trace = folder / trace_file_name(trial.index)
     outcome = trace.with_suffix(".json")
@@ -161,13 +161,13 @@ def record_diagnostic_rollouts(
     """Record the trials of ``protocol`` that ``folder`` lacks; the policy and every record.
 
     A trial is kept when its rollout and outcome files are there, for the same seed and
-    condition, recorded by the same weights (:func:`~r2s2r_policy.analysis.rollouts.
+    condition, recorded by the same weights (:func:`~r2s2r_policy.evaluation.rollouts.
     policy_fingerprint`). From nothing, the protocol runs in one go, as the experiment's
     evaluation ran it; otherwise each missing trial runs alone (same seed and condition, a
     reset cell) and is filed under its index.
     """
-    from r2s2r_policy.analysis.rollouts import policy_fingerprint, record_rollouts
     from r2s2r_policy.checkpoint import load_checkpoint
+    from r2s2r_policy.evaluation.rollouts import policy_fingerprint, record_rollouts
 
     say = log or (lambda text: None)
     model = load_checkpoint(policy.checkpoint).policy
@@ -338,7 +338,6 @@ def run_diagnostic(
             (r2s2r_policy.analysis.embeddings.AnalysisInputError is one).
 
     """
-    from r2s2r_policy.analysis.rollouts import rollout_paths
     from r2s2r_policy.analysis.style import (
         GRASP_FLEXION_RAD,
         GRASP_WINDOW_S,
@@ -349,6 +348,7 @@ def run_diagnostic(
         rollout_group,
         style_ik,
     )
+    from r2s2r_policy.evaluation.rollouts import rollout_paths
     from r2s2r_sim.demonstrator.style import FLEXED_RAD
 
     say = log or (lambda text: print(text, flush=True))

@@ -23,9 +23,9 @@ from r2s2r_policy.analysis.embeddings import (
     predict_chunks,
     sample_frames,
 )
-from r2s2r_policy.analysis.rollouts import EVENTS, load_rollout, record_rollouts
 from r2s2r_policy.data.sources import HDF5EpisodeSource
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
+from r2s2r_policy.evaluation.rollouts import EVENTS, load_rollout, record_rollouts
 from r2s2r_policy.evaluation.trials import EvaluationConfig
 from r2s2r_policy.inference.trace import load_trace
 from r2s2r_testing.episodes import write_robot_dataset

@@ -32,12 +32,12 @@ from r2s2r_policy.analysis.index import (
     build_latent_index,
     load_latent_index,
 )
-from r2s2r_policy.analysis.rollouts import policy_fingerprint
 from r2s2r_policy.checkpoint import save_checkpoint
 from r2s2r_policy.cli import analyze_index_command
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
 from r2s2r_policy.inference.engine import InferenceEngine, StepStatus
 from r2s2r_policy.models import Policy
+from r2s2r_policy.models.base import policy_fingerprint
 from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY
 from r2s2r_testing.episodes import write_hdf5, write_robot_dataset
 

@@ -233,8 +233,8 @@ def _sensed_latent(checkpoint: Path) -> np.ndarray:
 def _with_index(checkpoint: Path, folder: Path, sensed_is_real: bool) -> Path:
     """Copy the checkpoint with an index whose real (or sim) cluster is what Sensors shows."""
     from r2s2r_policy.analysis.index import LatentIndex
-    from r2s2r_policy.analysis.rollouts import policy_fingerprint
     from r2s2r_policy.checkpoint import load_checkpoint
+    from r2s2r_policy.models.base import policy_fingerprint
 
     copy = folder / "with_index"
     shutil.copytree(checkpoint, copy)

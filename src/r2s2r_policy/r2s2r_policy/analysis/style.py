@@ -46,10 +46,10 @@ from r2s2r_recorder.dataset import JOINT_POS_KEY, DatasetError, obs_path
 from r2s2r_sim.demonstrator.style import FLEXION_INDICES, N_ARM, StyleError, style_metrics
 from r2s2r_world.kinematics import PalmIk
 
+from ..evaluation.rollouts import FINGERS, load_rollout
 from ..evaluation.stats import wilson_interval
 from .domain import bootstrap_interval
 from .embeddings import AnalysisInputError
-from .rollouts import FINGERS, load_rollout
 
 STYLE_METRICS = (
     "hand_closure_fraction",
@@ -103,8 +103,8 @@ class EpisodeStyle:
         grasp_type: ``pinch``, ``power`` or ``none`` (:func:`grasp_type`).
         grasp_time_s: The grasp instant (s from the trajectory's start).
         fingers_in_contact: Rollouts: the most fingers touching the object at once as the
-            hand closes (the twin's contacts, :data:`.rollouts.GRASP_WINDOW_S`); None for a
-            dataset episode and a trial without a grasp.
+            hand closes (the twin's contacts, ``evaluation.rollouts.GRASP_WINDOW_S``); None
+            for a dataset episode and a trial without a grasp.
 
     """
 

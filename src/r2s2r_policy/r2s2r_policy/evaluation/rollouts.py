@@ -29,14 +29,14 @@ import numpy as np
 from r2s2r_sim.cell_runtime import ControlStep, SimCell
 from r2s2r_sim.task import bin_containing, world_to_frame
 
-from ..evaluation.in_process import evaluate_in_process
-from ..evaluation.report import EvaluationReport
-from ..evaluation.trials import EvaluationConfig, TrialRecord, TrialSpec, trace_file_name
+from ..analysis.embeddings import AnalysisInputError
 from ..inference.engine import InferenceConfig
 from ..inference.trace import LoadedTrace, load_trace
 from ..models import Policy
 from ..models.base import policy_fingerprint
-from .embeddings import AnalysisInputError
+from .in_process import evaluate_in_process
+from .report import EvaluationReport
+from .trials import EvaluationConfig, TrialRecord, TrialSpec, trace_file_name
 
 EVENTS = ("touch", "grasp", "lift", "release", "bin")
 """Events of a trial, in the order they happen in a successful pick."""
