@@ -33,7 +33,8 @@ def test_analyze_experiment_end_to_end(smoke_cli_rerun: Any, tmp_path: Path) -> 
         for measure in ("knn_real_share", "probe_p_real", "behavior_real_likeness"):
             mean, low, high = row["attribution"][measure]["nominal"]
             assert 0.0 <= low <= mean <= high <= 1.0
-        assert 0.0 <= row["probe_accuracy"]["mlp"] <= 1.0
+        accuracy, low, high = row["probe_accuracy"]["mlp"]
+        assert 0.0 <= low <= accuracy <= high <= 1.0 and row["probe_tested"] > 0
         for figure in row["figures"].values():
             assert (report / figure).read_bytes()[:4] == b"\x89PNG"
             assert (tmp_path / "results" / f"latent_smoke_{figure}").exists()

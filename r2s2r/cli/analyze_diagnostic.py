@@ -19,23 +19,13 @@ import shutil
 from pathlib import Path
 
 import click
+from r2s2r_policy.cli import THREADS_OPTION, TRIALS_CAP_OPTION
 
 
 @click.command("diagnostic")
 @click.argument("experiment_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--trials",
-    type=click.IntRange(min=1),
-    default=None,
-    help="At most this many trials per condition (default: the experiment's protocol).",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="torch intra-op threads (0: torch's default; 1 on a loaded 2-core machine).",
-)
+@TRIALS_CAP_OPTION
+@THREADS_OPTION
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @click.option(
     "--publish",

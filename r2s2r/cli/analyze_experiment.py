@@ -19,31 +19,14 @@ import sys
 from pathlib import Path
 
 import click
+from r2s2r_policy.cli import K_OPTION, STRIDE_OPTION, THREADS_OPTION, TRIALS_CAP_OPTION
 
 
 @click.command("experiment")
 @click.argument("experiment_dir", type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--stride",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Keep every N-th frame of each training episode.",
-)
-@click.option(
-    "--trials",
-    type=click.IntRange(min=1),
-    default=None,
-    help="At most this many trials per condition (default: the experiment's protocol).",
-)
-@click.option(
-    "--k",
-    "k",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Neighbours of the kNN real share.",
-)
+@STRIDE_OPTION
+@TRIALS_CAP_OPTION
+@K_OPTION
 @click.option(
     "--projection",
     type=click.Choice(["pca", "umap", "tsne"]),
@@ -51,13 +34,7 @@ import click
     show_default=True,
     help="2-D map (UMAP/openTSNE when installed, else PCA).",
 )
-@click.option(
-    "--threads",
-    type=click.IntRange(min=0),
-    default=1,
-    show_default=True,
-    help="torch intra-op threads (0: torch's default; 1 on a loaded 2-core machine).",
-)
+@THREADS_OPTION
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 @click.option(
     "--publish",

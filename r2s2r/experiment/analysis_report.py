@@ -51,6 +51,15 @@ def _nan(triple: list[float | None]) -> tuple[float, float, float]:
     return a, b, c
 
 
+def _probe_interval(probe: Any) -> list[float | None]:
+    """Return ``[accuracy, lo, hi]`` of a probe (95 % Wilson over its held-out latents)."""
+    from r2s2r_policy.evaluation.stats import wilson_interval
+
+    correct = round(probe.accuracy * probe.tested)
+    low, high = wilson_interval(correct, probe.tested)
+    return _triple((probe.accuracy, low, high))
+
+
 def _subsample(latents: np.ndarray, count: int, seed: int) -> np.ndarray:
     if len(latents) <= count:
         return latents
@@ -227,7 +236,9 @@ def analyse_policy(
         "frames": {"real": len(real_frames), "sim": len(sim_frames)},
         "latent_dim": int(z_real.shape[1]),
         "alignment": {"sliced_wasserstein": _triple(alignment), "mmd_rbf": round(mmd, 5)},
-        "probe_accuracy": {"linear": linear.accuracy, "mlp": mlp.accuracy},
+        # Held-out accuracy with its 95 % Wilson interval over the held-out latents.
+        "probe_accuracy": {probe.kind: _probe_interval(probe) for probe in (linear, mlp)},
+        "probe_tested": linear.tested,
         "rollout_steps": int(sum(len(s["time_s"]) for s in steps)),
         "attribution": attribution,
         "correlation": {
@@ -261,7 +272,7 @@ def _table(policies: dict[str, dict[str, Any]]) -> str:
         if "attribution" not in row:
             lines.append(f"{name:<20}{rate:<19}(no sim data: the real reference)")
             continue
-        probe = row["probe_accuracy"]
+        probe = {kind: value[0] for kind, value in row["probe_accuracy"].items()}
         sw = row["alignment"]["sliced_wasserstein"]
         attribution = row["attribution"]
         lines.append(
@@ -364,8 +375,8 @@ def _compute_report(
                 "behavior_real_likeness_shifted": _nan(
                     attribution["behavior_real_likeness"][SHIFTED]
                 ),
-                "probe_accuracy_linear": row["probe_accuracy"]["linear"],
-                "probe_accuracy_mlp": row["probe_accuracy"]["mlp"],
+                "probe_accuracy_linear": tuple(row["probe_accuracy"]["linear"]),
+                "probe_accuracy_mlp": tuple(row["probe_accuracy"]["mlp"]),
                 "alignment_sliced_wasserstein": _nan(row["alignment"]["sliced_wasserstein"]),
             }
         )

@@ -151,6 +151,37 @@ def _sample_frames(
         bar.close()
 
 
+# Options the ``r2s2r analyze`` commands share (one meaning, one default, written once).
+STRIDE_OPTION = click.option(
+    "--stride",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Take every STRIDE-th frame of each training episode.",
+)
+K_OPTION = click.option(
+    "--k",
+    "k",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Nearest neighbours judged per latent (the kNN real share).",
+)
+TRIALS_CAP_OPTION = click.option(
+    "--trials",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many trials per condition (default: the experiment's protocol).",
+)
+THREADS_OPTION = click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="torch intra-op threads (0: torch's default; 1 on a loaded 2-core machine).",
+)
+
+
 @click.command("index")
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
 @click.option(
@@ -167,13 +198,7 @@ def _sample_frames(
     default=None,
     help="Simulated dataset; default: the one the checkpoint was trained on.",
 )
-@click.option(
-    "--stride",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Take every STRIDE-th frame of each episode.",
-)
+@STRIDE_OPTION
 @click.option(
     "--per-domain",
     type=click.IntRange(min=1),
@@ -181,14 +206,7 @@ def _sample_frames(
     show_default=True,
     help="Most frames per domain (both domains keep as many, subsampled deterministically).",
 )
-@click.option(
-    "--k",
-    "k",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="Nearest neighbours judged per inference.",
-)
+@K_OPTION
 @click.option("--progress/--no-progress", default=True, help="Progress bars on a terminal.")
 def analyze_index_command(
     checkpoint: str,

@@ -101,6 +101,7 @@ class DomainProbe:
     Attributes:
         kind: ``linear`` or ``mlp``.
         accuracy: Held-out accuracy on a class-balanced split (0.5 is chance).
+        tested: Held-out latents the accuracy was measured on (both classes).
 
     """
 
@@ -109,6 +110,7 @@ class DomainProbe:
     model: Any
     mean: FloatArray
     std: FloatArray
+    tested: int = 0
 
     def p_real(self, queries: NDArray) -> FloatArray:
         """Return the probe's probability that each query ``(Q, D)`` is a real frame."""
@@ -166,7 +168,7 @@ def fit_probe(
         loss.backward()
         optimizer.step()
     model.eval()
-    probe = DomainProbe(kind, 0.0, model, mean, std)
+    probe = DomainProbe(kind, 0.0, model, mean, std, len(y_test))
     predicted = (probe.p_real(x_test) > 0.5).astype(np.float64)
     probe.accuracy = float(np.mean(predicted == y_test))
     return probe

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,11 +222,26 @@ def embed_observations(
 ) -> np.ndarray:
     """Latents ``(N, latent_dim)`` float32 of a batch of observations (eval mode)."""
     keys = observation_keys(policy.spec)
+    total = len(observations[keys[0]]) if keys[0] in observations else 0
+    out = np.empty((total, policy.latent_dim), dtype=np.float32)
+    for start, batch in _batches(observations, keys, batch_size):
+        out[start : start + len(batch[keys[0]])] = policy.embed_batch(batch)
+    return out
+
+
+def _batches(
+    observations: dict[str, np.ndarray], keys: list[str], batch_size: int
+) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+    """Yield ``(first row, batch of tensors)`` over the observations, ``batch_size`` at a time.
+
+    Raises:
+        AnalysisInputError: An observation key the policy reads is missing.
+
+    """
     missing = [k for k in keys if k not in observations]
     if missing:
         raise AnalysisInputError(f"observations lack {missing} (the policy reads {keys})")
     total = len(observations[keys[0]])
-    out = np.empty((total, policy.latent_dim), dtype=np.float32)
     for start in range(0, total, batch_size):
         stop = min(start + batch_size, total)
         batch = {
@@ -235,8 +250,7 @@ def embed_observations(
         }
         if BELT_SPEED_KEY in batch:
             batch[BELT_SPEED_KEY] = batch[BELT_SPEED_KEY].reshape(-1, 1)
-        out[start:stop] = policy.embed_batch(batch)
-    return out
+        yield start, batch
 
 
 def embed_frames(policy: Policy, frames: FrameSet, batch_size: int = 256) -> np.ndarray:
@@ -264,21 +278,15 @@ def predict_chunks(
             "predict_chunks: policies with object_relative_reach are not supported"
         )
     keys = observation_keys(policy.spec)
-    total = len(observations[keys[0]])
+    total = len(observations[keys[0]]) if keys[0] in observations else 0
     spec = policy.spec
     out = np.empty((total, spec.chunk_length, spec.action_dim), dtype=np.float32)
     index = [spec.joint_names.index(n) for n in spec.action_names]
     was_training = policy.training
     policy.eval()
     try:
-        for start in range(0, total, batch_size):
-            stop = min(start + batch_size, total)
-            batch = {
-                key: torch.from_numpy(np.ascontiguousarray(observations[key][start:stop]))
-                for key in keys
-            }
-            if BELT_SPEED_KEY in batch:
-                batch[BELT_SPEED_KEY] = batch[BELT_SPEED_KEY].reshape(-1, 1)
+        for start, batch in _batches(observations, keys, batch_size):
+            stop = start + len(batch[keys[0]])
             normalized, _ = policy.predict_outputs(batch)
             chunk = policy.unnormalize_actions(normalized).numpy()
             if spec.action_representation == "delta":
