@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from r2s2r_policy.analysis.domain import (
     bootstrap_interval,
+    fit_probe,
     knn_real_share,
     mmd_rbf,
-    probe_accuracy,
     sliced_wasserstein,
 )
 
@@ -28,8 +28,8 @@ def test_separated_clusters_are_told_apart() -> None:
     attribution = knn_real_share(REAL, SIM_FAR, queries, k=10)
     np.testing.assert_array_equal(attribution.real_share, np.r_[np.ones(20), np.zeros(20)])
     assert np.all(attribution.nearest_real_distance[:20] < attribution.nearest_sim_distance[:20])
-    assert probe_accuracy(REAL, SIM_FAR, "linear") > 0.97
-    assert probe_accuracy(REAL, SIM_FAR, "mlp") > 0.97
+    assert fit_probe(REAL, SIM_FAR, "linear").accuracy > 0.97
+    assert fit_probe(REAL, SIM_FAR, "mlp").accuracy > 0.97
     # Projections of a 12-unit shift along one axis of 8: mean |cos| ~0.27 -> ~3.3.
     assert sliced_wasserstein(REAL, SIM_FAR) > 2.0
     assert mmd_rbf(REAL, SIM_FAR) > 0.3
@@ -39,8 +39,8 @@ def test_one_mixed_cluster_is_not() -> None:
     attribution = knn_real_share(REAL, SIM_MIXED, RNG.normal(size=(300, 8)), k=10)
     # 200 real of 440 training vectors: the expected share is 0.45.
     assert attribution.real_share.mean() == pytest.approx(200 / 440, abs=0.05)
-    assert probe_accuracy(REAL, SIM_MIXED, "linear") == pytest.approx(0.5, abs=0.12)
-    assert probe_accuracy(REAL, SIM_MIXED, "mlp") == pytest.approx(0.5, abs=0.15)
+    assert fit_probe(REAL, SIM_MIXED, "linear").accuracy == pytest.approx(0.5, abs=0.12)
+    assert fit_probe(REAL, SIM_MIXED, "mlp").accuracy == pytest.approx(0.5, abs=0.15)
     assert sliced_wasserstein(REAL, SIM_MIXED) < 0.15
     assert abs(mmd_rbf(REAL, SIM_MIXED)) < 0.02
 
@@ -58,10 +58,10 @@ def test_bad_input_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="empty set: 0 real"):
         mmd_rbf(REAL[:0], SIM_FAR)
     with pytest.raises(ValueError, match="non-finite"):
-        probe_accuracy(np.full((10, 8), np.nan), SIM_FAR)
+        fit_probe(np.full((10, 8), np.nan), SIM_FAR)
     with pytest.raises(ValueError, match="at least 4 vectors per class"):
-        probe_accuracy(REAL[:3], SIM_FAR)
+        fit_probe(REAL[:3], SIM_FAR)
     with pytest.raises(ValueError, match="k = 500"):
         knn_real_share(REAL, SIM_FAR, REAL[:2], k=500)
     with pytest.raises(ValueError, match="expected 'linear' or 'mlp'"):
-        probe_accuracy(REAL, SIM_FAR, "svm")  # type: ignore[arg-type]
+        fit_probe(REAL, SIM_FAR, "svm")  # type: ignore[arg-type]

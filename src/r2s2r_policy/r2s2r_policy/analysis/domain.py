@@ -6,7 +6,7 @@ action head reads, for frames of the real and of a simulated dataset):
 - **alignment** (Lei et al. 2026): :func:`sliced_wasserstein` (the mean over random unit
   directions of the 1-D Wasserstein-1 distance of the projections) and :func:`mmd_rbf` (the
   unbiased squared maximum mean discrepancy, Gaussian kernel, median-distance bandwidth);
-- **discernibility** (Wei et al. 2025; Lei et al. 2026): :func:`probe_accuracy`, the held-out
+- **discernibility** (Wei et al. 2025; Lei et al. 2026): :func:`fit_probe`, the held-out
   accuracy of a class-balanced probe telling real from sim, linear or a 2-layer MLP: a 2-D
   picture that looks aligned proves nothing while a probe still separates the domains;
 - **attribution of a query** (a rollout frame): :func:`knn_real_share`, the share of real
@@ -172,19 +172,6 @@ def fit_probe(
     predicted = (probe.p_real(x_test) > 0.5).astype(np.float64)
     probe.accuracy = float(np.mean(predicted == y_test))
     return probe
-
-
-def probe_accuracy(
-    real: NDArray,
-    sim: NDArray,
-    kind: Literal["linear", "mlp"] = "linear",
-    holdout: float = 0.3,
-    hidden: int = 64,
-    epochs: int = 300,
-    seed: int = 0,
-) -> float:
-    """Held-out accuracy of a class-balanced probe telling real from sim (:func:`fit_probe`)."""
-    return fit_probe(real, sim, kind, holdout, hidden, epochs, seed).accuracy
 
 
 @dataclass(frozen=True)
