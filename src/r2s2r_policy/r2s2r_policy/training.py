@@ -24,6 +24,7 @@ step-based loop:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import os
@@ -74,7 +75,7 @@ from .spec import ACTION_MASK_KEY, DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, P
 _LOG = logging.getLogger(__name__)
 
 THROUGHPUT_FIELDS = frozenset(
-    {"progress_bar", "num_workers", "num_threads", "log_every_steps", "device"}
+    {"progress_bar", "num_workers", "num_threads", "log_every_steps", "device", "image_store_dir"}
 )
 """TrainConfig fields that change how fast a run trains and what it prints, never what it
 produces (another device only by float rounding, like another machine): a trained policy is
@@ -198,6 +199,13 @@ class TrainConfig(ConfigModel):
         default=True,
         description="Decode and resize every image once, into memory, before training (off: "
         "read and resize per sample, for datasets larger than memory).",
+    )
+    image_store_dir: str | None = Field(
+        default=None,
+        description="Keep the decoded, resized images in memory-mapped stores under this folder "
+        "(r2s2r_policy.data.image_store: built once per dataset and image size, shared by every "
+        "run and DDP rank on them; resident memory is the OS page cache, not the dataset), "
+        "instead of cache_images. The samples are the same bit for bit.",
     )
     num_threads: int = Field(
         default=0, ge=0, le=256, description="torch intra-op threads (0 = torch default)."
@@ -399,6 +407,43 @@ def _distributed_context(backend: str) -> tuple[int, int, bool]:
     return dist.get_rank(), dist.get_world_size(), True
 
 
+def _image_store(
+    config: TrainConfig,
+    name: str,
+    source: EpisodeSource,
+    spec: PolicySpec,
+    rank: int,
+    world_size: int,
+) -> dict[str, np.ndarray] | None:
+    """Open (rank 0 first builds) the image store of one training source, if configured.
+
+    The store's identity is the dataset's files (path, size, modification time), the episodes
+    the source keeps and the outcome filter, so another dataset, subset or size never reuses
+    it (:func:`~r2s2r_policy.data.image_store.open_image_store` refuses a stale one).
+    """
+    if not config.image_store_dir:
+        return None
+    from .data.image_store import build_image_store, open_image_store, store_manifest
+
+    dataset = config.real_dataset if name == "real" else config.sim_dataset
+    files = [Path(dataset)] if dataset is not None else []
+    if files and files[0].is_dir():
+        files = sorted(p for p in files[0].rglob("*") if p.is_file())
+    stamp = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    kept = getattr(source, "indices", None)  # an EpisodeSubset's episodes of the dataset
+    lengths = [source.episode_length(e) for e in range(source.num_episodes())]
+    identity = hashlib.sha256(
+        json.dumps([stamp, source.name, kept, lengths, config.episode_outcomes]).encode()
+    ).hexdigest()
+    size = "x".join(f"{i.height_px}" for i in spec.images[:1])
+    folder = Path(config.image_store_dir) / f"{name}-{size}px-{identity[:16]}"
+    if rank == 0:
+        build_image_store(source, spec, folder, identity)
+    if world_size > 1:
+        dist.barrier()  # the other ranks open what rank 0 built
+    return open_image_store(folder, store_manifest(source, spec, identity))
+
+
 def _check_resume_config(stored: Mapping[str, Any], config: TrainConfig, path: Path) -> None:
     """Raise if a checkpoint's training config differs in a field that changes results."""
     current = config.model_dump(mode="json")
@@ -501,8 +546,17 @@ def train(
             )
         else:
             training_sources[name] = source
+    stores = {
+        name: _image_store(config, name, training_sources[name], spec, rank, world_size)
+        for name in names
+    }
     datasets = {
-        name: ChunkDataset(training_sources[name], spec, cache_images=config.cache_images)
+        name: ChunkDataset(
+            training_sources[name],
+            spec,
+            cache_images=config.cache_images,
+            image_store=stores[name],
+        )
         for name in names
     }
     if checkpoint_dir is None:

@@ -75,13 +75,24 @@ class ChunkDataset(Dataset[Sample]):
             :func:`~r2s2r_policy.data.sources.check_source_features` first).
         spec: Policy spec (image keys and sizes, chunk length, inputs).
         cache_images: Hold every resized image in memory.
+        image_store: The resized images already made, camera key → ``(frames, H, W, 3)``
+            uint8 in the cache's layout (e.g. memory-mapped from
+            :func:`~r2s2r_policy.data.image_store.open_image_store`); used instead of the
+            in-memory cache, whatever ``cache_images`` says.
 
     Raises:
         MissingFeatureError: If the source lacks a feature.
+        ValueError: If the store's arrays do not fit the source and spec.
 
     """
 
-    def __init__(self, source: EpisodeSource, spec: PolicySpec, cache_images: bool = True) -> None:
+    def __init__(
+        self,
+        source: EpisodeSource,
+        spec: PolicySpec,
+        cache_images: bool = True,
+        image_store: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
         check_source_features([source], spec)
         self.source = source
         self.spec = spec
@@ -91,7 +102,16 @@ class ChunkDataset(Dataset[Sample]):
         self._action_in_state = [spec.joint_names.index(n) for n in spec.action_names]
         self._images: dict[str, np.ndarray] | None = None
         self._flat: dict[str, np.ndarray] | None = None
-        if cache_images:
+        if image_store is not None:
+            total = int(self._starts[-1])
+            for image_spec in spec.images:
+                array = image_store.get(image_spec.key)
+                wanted = (total, image_spec.height_px, image_spec.width_px, 3)
+                if array is None or array.shape != wanted or array.dtype != np.uint8:
+                    got = None if array is None else (array.dtype, array.shape)
+                    raise ValueError(f"image store: {image_spec.key} is {got}, expected {wanted}")
+            self._images = {i.key: image_store[i.key] for i in spec.images}
+        elif cache_images:
             self._images = {}
             total = int(self._starts[-1])
             for image_spec in spec.images:
@@ -109,8 +129,9 @@ class ChunkDataset(Dataset[Sample]):
 
     @property
     def image_cache_bytes(self) -> int:
-        """Memory held by the image cache."""
-        return sum(a.nbytes for a in (self._images or {}).values())
+        """Memory held by the image cache (a memory-mapped store holds none of its own)."""
+        arrays = (self._images or {}).values()
+        return sum(a.nbytes for a in arrays if not isinstance(a, np.memmap))
 
     def locate(self, index: int) -> tuple[int, int]:
         """Map a sample index to ``(episode_index, frame_index)``."""
