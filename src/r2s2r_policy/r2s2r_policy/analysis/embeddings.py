@@ -12,11 +12,9 @@ the datasets again.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +23,7 @@ from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_K
 from ..data.chunks import resize_image
 from ..data.sources import EpisodeSource, check_source_features
 from ..models import Policy
+from ..npz_files import write_npz
 from ..spec import PolicySpec
 
 REAL = "real"
@@ -101,26 +100,15 @@ class FrameSet:
 
     def save(self, path: str | Path) -> Path:
         """Write one ``.npz`` via a hidden partial file renamed into place."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
         header = {
             "format": FRAME_SET_FORMAT,
             "name": self.name,
             "domain": self.domain,
             "signature": self.signature,
         }
-        arrays: dict[str, Any] = {f"obs_{k}": v for k, v in self.observations.items()}
-        arrays.update(
-            header=np.array(json.dumps(header)),
-            episode=self.episode,
-            frame=self.frame,
-            progress=self.progress,
-        )
-        with open(partial, "wb") as stream:
-            np.savez(stream, **arrays)
-        os.replace(partial, path)
-        return path
+        arrays = {f"obs_{k}": v for k, v in self.observations.items()}
+        arrays.update(episode=self.episode, frame=self.frame, progress=self.progress)
+        return write_npz(path, header, arrays)
 
 
 def load_frame_set(path: str | Path) -> FrameSet:

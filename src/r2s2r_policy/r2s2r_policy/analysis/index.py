@@ -28,7 +28,6 @@ judges every inference with it (:class:`LiveLikenessMonitor`, the engine's
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from numpy.typing import NDArray
 
 from ..models import Policy
 from ..models.base import policy_fingerprint
+from ..npz_files import write_npz
 from .embeddings import REAL, SIM, AnalysisInputError, FrameSet, embed_observations
 
 LATENT_INDEX_FILE = "latent_index.npz"
@@ -201,8 +201,6 @@ class LatentIndex:
         directory = Path(checkpoint_dir)
         if not directory.is_dir():
             raise FileNotFoundError(f"{directory}: no such checkpoint directory")
-        path = directory / LATENT_INDEX_FILE
-        partial = directory / f".{LATENT_INDEX_FILE}.partial"
         header = {
             "format": LATENT_INDEX_FORMAT,
             "fingerprint": self.fingerprint,
@@ -211,15 +209,9 @@ class LatentIndex:
             "per_domain": self.per_domain,
             "sources": self.sources,
         }
-        try:
-            with open(partial, "wb") as stream:
-                np.savez(stream, header=np.array(json.dumps(header)), real=self.real, sim=self.sim)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
-        return path
+        return write_npz(
+            directory / LATENT_INDEX_FILE, header, {"real": self.real, "sim": self.sim}
+        )
 
 
 def balanced_rows(count: int, per_domain: int, seed: int = 0) -> NDArray[np.int64]:

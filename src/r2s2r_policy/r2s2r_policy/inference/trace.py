@@ -27,13 +27,13 @@ Without images a trace of a 15 s trial is a few hundred kB at most.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from ..npz_files import write_npz
 
 TRACE_FORMAT = 2
 """Version of the trace file layout (2: latents, real-likeness, images, extra arrays)."""
@@ -180,9 +180,6 @@ class InferenceTrace:
 
     def save(self, path: str | Path) -> Path:
         """Write the trace as one ``.npz`` (via a hidden partial file renamed into place)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
         header = {
             "format": TRACE_FORMAT,
             "input_keys": self.input_keys,
@@ -190,11 +187,7 @@ class InferenceTrace:
             "image_keys": list(self.image_keys),
             "metadata": self.metadata,
         }
-        payload: dict[str, Any] = {"header": np.array(json.dumps(header)), **self.arrays()}
-        with open(partial, "wb") as stream:
-            np.savez_compressed(stream, **payload)
-        os.replace(partial, path)
-        return path
+        return write_npz(path, header, self.arrays(), compressed=True)
 
 
 @dataclass(frozen=True)
