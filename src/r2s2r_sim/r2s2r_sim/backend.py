@@ -1,8 +1,10 @@
 """The simulator backend interface: what the twin, the bridge, generation and evaluation use.
 
-MuJoCo implements it in :mod:`r2s2r_sim.mujoco_backend`; an Isaac Sim (or MuJoCo-on-GPU)
-backend implements the same protocol. Frames: positions and orientations are in ``world``;
-joint vectors follow :data:`r2s2r_description.robot.ALL_JOINT_NAMES`.
+MuJoCo implements it in :mod:`r2s2r_sim.mujoco_backend`, Isaac Sim (unverified) in
+:mod:`r2s2r_sim.isaac_backend`; :mod:`r2s2r_sim.backend_config` selects one by config and
+``test_backend_conformance.py`` checks every backend against this protocol.
+Frames: positions and orientations are in ``world``; joint vectors follow
+:data:`r2s2r_description.robot.ALL_JOINT_NAMES`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ class Contact:
 
 class BackendError(RuntimeError):
     """The backend was used out of order (e.g. before reset) or asked for an unknown name."""
+
+
+class BackendUnavailableError(BackendError):
+    """The requested simulator backend cannot run here (the message says why, in one line)."""
 
 
 @runtime_checkable

@@ -1,0 +1,88 @@
+"""Which simulator backend to build: the config and the one factory.
+
+``kind: mujoco`` (default, the tested backend) or ``kind: isaac`` (Isaac Sim, written against
+its public API and never run here; see :mod:`r2s2r_sim.isaac_backend`). Requesting ``isaac``
+where it cannot run fails at once with one line naming why, before any app is started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from pydantic import Field
+from r2s2r_common.config import ConfigModel
+
+from r2s2r_sim.backend import BackendUnavailableError, SimBackend
+from r2s2r_sim.isaac_backend import IsaacSimConfig, isaac_unavailable_reason
+from r2s2r_sim.scene import SceneExtra
+
+BACKEND_KINDS: tuple[str, ...] = ("mujoco", "isaac")
+"""The selectable simulator backends."""
+
+
+class SimBackendConfig(ConfigModel):
+    """The simulator behind the twin/generation code (one of :data:`BACKEND_KINDS`)."""
+
+    kind: Literal["mujoco", "isaac"] = Field(
+        default="mujoco",
+        description="Simulator backend: 'mujoco' (tested) or 'isaac' (Isaac Sim, unverified; "
+        "needs the isaacsim wheel and an RTX GPU).",
+    )
+    enable_rendering: bool = Field(
+        default=True, description="Create the camera renderers (off: physics only)."
+    )
+    isaac: IsaacSimConfig = Field(
+        default_factory=IsaacSimConfig, description="Isaac Sim app options (kind: isaac)."
+    )
+
+
+class ClosableSimBackend(SimBackend, Protocol):
+    """A :class:`SimBackend` that also frees its renderers/scene (both backends do)."""
+
+    def close(self) -> None:
+        """Free renderers and scene; the next reset builds them again."""
+        ...
+
+
+def check_backend_available(config: SimBackendConfig) -> None:
+    """Raise before any work starts if the configured backend cannot run here.
+
+    Raises:
+        BackendUnavailableError: ``kind: isaac`` where Isaac Sim cannot import or there is no
+            RTX GPU (the message says which).
+
+    """
+    if config.kind == "isaac":
+        reason = isaac_unavailable_reason()
+        if reason is not None:
+            raise BackendUnavailableError(f"simulator kind = 'isaac': {reason}")
+
+
+def make_backend(
+    config: SimBackendConfig, scene_extras: Sequence[SceneExtra] = ()
+) -> ClosableSimBackend:
+    """Build the configured backend.
+
+    Args:
+        config: Which backend, with its options.
+        scene_extras: MuJoCo scene extras (e.g. the calibration board); MuJoCo only.
+
+    Raises:
+        BackendUnavailableError: The backend cannot run here (one line saying why).
+        ValueError: Scene extras requested from the Isaac Sim backend.
+
+    """
+    check_backend_available(config)
+    if config.kind == "isaac":
+        if scene_extras:
+            raise ValueError(
+                "scene_extras are MuJoCo spec edits (e.g. the calibration board); the isaac "
+                "backend cannot add them"
+            )
+        from r2s2r_sim.isaac_backend import IsaacSimBackend
+
+        return IsaacSimBackend(config.isaac, enable_rendering=config.enable_rendering)
+    from r2s2r_sim.mujoco_backend import MujocoBackend
+
+    return MujocoBackend(enable_rendering=config.enable_rendering, scene_extras=scene_extras)
