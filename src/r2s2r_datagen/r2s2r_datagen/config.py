@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_sim.backend_config import SimBackendConfig
 
 WorldKind = Literal["nominal", "grounded"]
 BehaviorName = Literal["mimicgen", "planner"]
@@ -174,6 +175,10 @@ class DatagenConfig(ConfigModel):
         description="Belt speeds, objects and lighting the simulated data covers.",
     )
     recording: RecordingConfig = Field(default_factory=RecordingConfig)
+    simulator: SimBackendConfig = Field(
+        default_factory=SimBackendConfig,
+        description="Simulator backend of the workers (kind: mujoco | isaac).",
+    )
     configurations: list[ConfigurationSpec] = Field(
         min_length=1, description="The generated datasets."
     )

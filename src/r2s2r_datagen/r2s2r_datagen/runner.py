@@ -53,6 +53,8 @@ from r2s2r_common.disk import (
     is_disk_full,
     size_text,
 )
+from r2s2r_sim.backend import BackendUnavailableError
+from r2s2r_sim.backend_config import check_backend_available
 
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
@@ -362,6 +364,10 @@ def run_generation(
     if prerequisites is None:
         prerequisites = PrerequisitesReport([], load_datagen_config(configurations_path))
     datagen = prerequisites.datagen
+    try:  # before any folder is made or worker started
+        check_backend_available(datagen.simulator)
+    except BackendUnavailableError as error:
+        raise ConfigError(f"{configurations_path}: {error}") from None
     overrides = config.overrides()
     nominal, prepared = prepare_configurations(
         datagen,
@@ -440,6 +446,7 @@ def run_generation(
             behavior_options=datagen.behavior_options,
             generator_overrides=overrides,
             warmup=jobs[0],
+            simulator=datagen.simulator,
         )
         make_setup = _WorkerIds(session, run_dir, setup)
         size = min(config.workers, len(jobs))

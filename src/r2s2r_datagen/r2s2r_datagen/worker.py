@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from r2s2r_common.disk import disk_full_message, is_disk_full
 from r2s2r_recorder.dataset import EpisodeWriter
+from r2s2r_sim.backend_config import SimBackendConfig, make_backend
 
 from r2s2r_datagen.configurations import check_plan
 from r2s2r_datagen.generator import (
@@ -49,6 +50,7 @@ class WorkerSetup:
         warmup: A job whose world and objects the worker loads into its backend before it
             reports ready (model build and renderer start-up then do not count against the
             first job's timeout); it is not run.
+        simulator: Which simulator backend the worker builds (MuJoCo by default).
 
     """
 
@@ -57,6 +59,7 @@ class WorkerSetup:
     behavior_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     generator_overrides: dict[str, str] = field(default_factory=dict)
     warmup: EpisodeJob | None = None
+    simulator: SimBackendConfig = field(default_factory=SimBackendConfig)
 
 
 @dataclass
@@ -193,7 +196,7 @@ class WorkerState:
 
     Args:
         setup: The worker's setup.
-        backend_factory: Builds the simulator backend (default: MuJoCo with rendering).
+        backend_factory: Builds the simulator backend (default: ``setup.simulator``).
 
     """
 
@@ -211,9 +214,7 @@ class WorkerState:
                 self._backend = self._backend_factory()
             else:
                 os.environ.setdefault("MUJOCO_GL", "egl")
-                from r2s2r_sim.mujoco_backend import MujocoBackend
-
-                self._backend = MujocoBackend(enable_rendering=True)
+                self._backend = make_backend(self.setup.simulator)
         return self._backend
 
     def generator(self, behavior: str) -> EpisodeGenerator:
