@@ -12,8 +12,14 @@ step-based loop:
 - progress bar (tqdm) with loss, samples/s and ETA on rank 0;
 - periodic checkpoints (rank 0 only) and resume from the newest one in the run directory;
 - DDP when started by ``torchrun`` (``WORLD_SIZE > 1``; gloo backend on CPU, NCCL on CUDA,
-  one GPU per process by ``LOCAL_RANK``): the sampler is sharded by rank, ``batch_size`` is per
-  process;
+  one GPU per process by ``LOCAL_RANK``): ``batch_size`` is the global batch of a step, and
+  each of N processes trains on ``batch_size / N`` of its samples (the sampler deals the
+  one-process stream to the ranks in turn). The training draws are made for the global batch
+  and sliced the same way, and the loss is normalised over the global batch
+  (:class:`~r2s2r_policy.models.base.BatchShard`), so N processes train the same policy as
+  one, step for step, to float rounding (not bit for bit: sums are split); the logged loss is
+  the global batch's. The same ``train_config.yaml`` runs either way, and a run may resume on
+  another number of processes;
 - ``device``: ``auto`` trains on CUDA when this torch has it, else on the CPU. Batches are
   built on the CPU (image cache, sampler) and copied to the device once per step, from pinned
   memory on CUDA; augmentation runs on the device, inside the policy. Checkpoints hold CPU
@@ -60,6 +66,7 @@ from .data.chunks import (
     collate_batch,
     compute_normalization,
 )
+from .data.image_store import StoredFrames, build_image_store, open_image_store, store_manifest
 from .data.sources import (
     EpisodeSource,
     EpisodeSubset,
@@ -69,6 +76,7 @@ from .data.sources import (
     split_episodes,
 )
 from .models import Policy, build_policy
+from .models.base import BatchShard
 from .sampling import MixtureSampler
 from .spec import ACTION_MASK_KEY, DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
 
@@ -162,7 +170,13 @@ class TrainConfig(ConfigModel):
     policy: PolicyOptions = Field(default_factory=PolicyOptions, description="Policy options.")
     seed: int = Field(default=0, ge=0, description="Seed of init, sampling and augmentation.")
     steps: int = Field(default=3000, ge=1, description="Optimizer steps in total.")
-    batch_size: int = Field(default=32, ge=1, le=4096, description="Samples per step per rank.")
+    batch_size: int = Field(
+        default=32,
+        ge=1,
+        le=4096,
+        description="Samples per optimizer step, all processes together (under torchrun each "
+        "of N processes takes batch_size / N: N must divide it).",
+    )
     learning_rate: float = Field(default=1e-3, gt=0.0, le=1.0, description="Peak AdamW LR.")
     weight_decay: float = Field(default=1e-4, ge=0.0, le=1.0, description="AdamW weight decay.")
     warmup_steps: int = Field(default=100, ge=0, description="Linear LR warm-up steps.")
@@ -202,10 +216,11 @@ class TrainConfig(ConfigModel):
     )
     image_store_dir: str | None = Field(
         default=None,
-        description="Keep the decoded, resized images in memory-mapped stores under this folder "
-        "(r2s2r_policy.data.image_store: built once per dataset and image size, shared by every "
-        "run and DDP rank on them; resident memory is the OS page cache, not the dataset), "
-        "instead of cache_images. The samples are the same bit for bit.",
+        description="Keep the decoded, resized images in on-disk stores under this folder, "
+        "read per batch (r2s2r_policy.data.image_store: built once per dataset and image size, "
+        "shared by every run, DDP rank and DataLoader worker on them; a process holds its "
+        "batches, not the dataset), instead of cache_images. The samples are the same bit for "
+        "bit. The experiment reads a relative folder under its own directory.",
     )
     num_threads: int = Field(
         default=0, ge=0, le=256, description="torch intra-op threads (0 = torch default)."
@@ -244,12 +259,16 @@ class TrainResult:
         start_step: First step run here (> 0 when resumed).
         step: Steps completed in total.
         losses: Loss of every step run here, in order.
+        final_loss: Loss of the last step, run here or, when a resumed run had no step left,
+            by the run that wrote the checkpoint it resumed from (None: no step run at all).
         samples_per_s: Training throughput of this run (all ranks).
         data_fraction: Share of the loop's time spent waiting for batches (data path).
-        validation: Held-out L1 (rad) per source at each validation: ``{"step", "<source>"}``.
+        validation: Held-out L1 (rad) per source at each validation: ``{"step", "<source>"}``
+            (a resumed run's include those up to the step it resumed from).
         rank: This process's rank.
         world_size: Number of processes.
-        checkpoint: Newest checkpoint written (None on ranks > 0).
+        checkpoint: Newest checkpoint written, or the one resumed from when no step was left
+            (None on ranks > 0).
         policy: The trained policy (unwrapped).
 
     """
@@ -258,6 +277,7 @@ class TrainResult:
     start_step: int
     step: int
     losses: list[float] = field(default_factory=list)
+    final_loss: float | None = None
     samples_per_s: float = 0.0
     data_fraction: float = 0.0
     validation: list[dict[str, float]] = field(default_factory=list)
@@ -414,34 +434,60 @@ def _image_store(
     spec: PolicySpec,
     rank: int,
     world_size: int,
-) -> dict[str, np.ndarray] | None:
+) -> dict[str, StoredFrames] | None:
     """Open (rank 0 first builds) the image store of one training source, if configured.
 
-    The store's identity is the dataset's files (path, size, modification time), the episodes
-    the source keeps and the outcome filter, so another dataset, subset or size never reuses
-    it (:func:`~r2s2r_policy.data.image_store.open_image_store` refuses a stale one).
+    The store's folder is named by the source, the image size and what the dataset is (its
+    path, the episodes the source keeps, the outcome filter), so every run on that data at that
+    size shares it; its manifest's identity adds the dataset files' sizes and modification
+    times, so a dataset written again finds its old store stale and rebuilds it (one line says
+    so) instead of reading it.
     """
     if not config.image_store_dir:
         return None
-    from .data.image_store import build_image_store, open_image_store, store_manifest
-
     dataset = config.real_dataset if name == "real" else config.sim_dataset
-    files = [Path(dataset)] if dataset is not None else []
+    files = [Path(dataset).resolve()] if dataset is not None else []
     if files and files[0].is_dir():
         files = sorted(p for p in files[0].rglob("*") if p.is_file())
-    stamp = [f"{f.resolve()}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    stamp = [f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
     kept = getattr(source, "indices", None)  # an EpisodeSubset's episodes of the dataset
     lengths = [source.episode_length(e) for e in range(source.num_episodes())]
-    identity = hashlib.sha256(
-        json.dumps([stamp, source.name, kept, lengths, config.episode_outcomes]).encode()
-    ).hexdigest()
+    what = [str(Path(dataset).resolve()) if dataset else "", source.name, kept]
+    key = hashlib.sha256(json.dumps([*what, config.episode_outcomes]).encode()).hexdigest()
+    identity = hashlib.sha256(json.dumps([stamp, *what, lengths, config.episode_outcomes]).encode())
     size = "x".join(f"{i.height_px}" for i in spec.images[:1])
-    folder = Path(config.image_store_dir) / f"{name}-{size}px-{identity[:16]}"
+    folder = Path(config.image_store_dir) / f"{name}-{size}px-{key[:16]}"
     if rank == 0:
-        build_image_store(source, spec, folder, identity)
+        build_image_store(
+            source, spec, folder, identity.hexdigest(), log=lambda line: print(line, flush=True)
+        )
     if world_size > 1:
         dist.barrier()  # the other ranks open what rank 0 built
-    return open_image_store(folder, store_manifest(source, spec, identity))
+    return open_image_store(folder, store_manifest(source, spec, identity.hexdigest()))
+
+
+def _validation_until(run_path: Path, step: int, rewrite: bool) -> list[dict[str, float]]:
+    """Return the held-out scores a run logged up to ``step`` (the one it resumes from).
+
+    With ``rewrite``, ``validation.jsonl`` is cut to them (atomically): the scores an
+    interrupted run logged after its last checkpoint are computed again by the resumed one.
+    A line cut short by a kill is dropped.
+    """
+    path = run_path / "validation.jsonl"
+    entries: list[dict[str, float]] = []
+    if step > 0 and path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and float(entry.get("step", step + 1)) <= step:
+                entries.append(entry)
+    if rewrite and path.is_file():
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+        os.replace(temporary, path)
+    return entries
 
 
 def _check_resume_config(stored: Mapping[str, Any], config: TrainConfig, path: Path) -> None:
@@ -506,6 +552,14 @@ def train(
     rank, world_size, initialized_here = _distributed_context(
         "nccl" if device.type == "cuda" else "gloo"
     )
+    if config.batch_size % world_size:
+        if initialized_here:
+            dist.destroy_process_group()
+        raise ValueError(
+            f"batch_size = {config.batch_size}: expected a multiple of the {world_size} "
+            "processes torchrun started (each trains on batch_size / processes samples)"
+        )
+    rank_batch = config.batch_size // world_size
     if config.num_threads > 0:
         torch.set_num_threads(config.num_threads)
     names = list(sources)
@@ -526,6 +580,7 @@ def train(
                 flush=True,
             )
     start_step = 0
+    resumed_loss: float | None = None
     training_state: dict[str, Any] | None = None
     if checkpoint_dir is not None:
         stored = read_checkpoint_config(checkpoint_dir)
@@ -534,6 +589,7 @@ def train(
         spec = stored.spec
         training_state = load_training_state(checkpoint_dir)
         start_step = int(stored.training["step"])
+        resumed_loss = stored.training.get("loss")
     held_out: dict[str, ChunkDataset] = {}
     training_sources: dict[str, EpisodeSource] = {}
     for name in names:
@@ -585,7 +641,10 @@ def train(
         policy.load_state_dict(training_state["raw_model"])
     published = averaged.policy if averaged is not None else policy
     model: torch.nn.Module = policy
+    shard: BatchShard | None = None
     if world_size > 1:
+        shard = BatchShard(rank, world_size, torch.Generator(device))
+        policy.batch_shard = shard
         model = DistributedDataParallel(
             policy, device_ids=[device.index] if device.type == "cuda" else None
         )
@@ -595,15 +654,15 @@ def train(
     sampler = MixtureSampler(
         mixture.sizes,
         [weights[name] for name in names],
-        num_samples=config.steps * config.batch_size,
+        num_samples=config.steps * rank_batch,
         seed=config.seed,
         rank=rank,
         num_replicas=world_size,
-        start_sample=start_step * config.batch_size,
+        start_sample=start_step * rank_batch,
     )
     loader = DataLoader(
         BatchedDataset(mixture),
-        batch_size=config.batch_size,
+        batch_size=rank_batch,
         sampler=sampler,
         drop_last=True,
         collate_fn=collate_batch,
@@ -623,6 +682,8 @@ def train(
     result = TrainResult(
         run_dir=run_path, start_step=start_step, step=start_step, rank=rank, world_size=world_size
     )
+    if held_out:
+        result.validation = _validation_until(run_path, start_step, rewrite=rank == 0)
     progress = tqdm(
         total=config.steps,
         initial=start_step,
@@ -642,6 +703,9 @@ def train(
             batch = batch_to_device(next(batches), device)
             data_s += time.perf_counter() - fetch_started
             torch.manual_seed(step_seed(config.seed, step, rank))
+            if shard is not None and shard.generator is not None:
+                # The global batch's draws: seeded as one process seeds its torch RNG.
+                shard.generator.manual_seed(step_seed(config.seed, step, 0))
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate_at(config, step)
             losses = model(batch)
@@ -652,9 +716,14 @@ def train(
             step += 1
             if averaged is not None:
                 averaged.update(policy, step)
-            result.losses.append(float(losses["loss"].detach()))
+            loss = losses["loss"].detach()
+            if world_size > 1:  # the global batch's loss: the mean of the ranks' (masked_chunk_loss)
+                loss = loss.clone()
+                dist.all_reduce(loss)
+                loss /= world_size
+            result.losses.append(float(loss))
             elapsed = time.perf_counter() - started
-            result.samples_per_s = (step - start_step) * config.batch_size * world_size / elapsed
+            result.samples_per_s = (step - start_step) * config.batch_size / elapsed
             result.data_fraction = data_s / elapsed
             if step % config.log_every_steps == 0 or step == total_steps:
                 progress.set_postfix(
@@ -702,8 +771,13 @@ def train(
                     dist.barrier()
     finally:
         progress.close()
+        policy.batch_shard = None  # the returned policy is a one-process module again
         if initialized_here:
             dist.destroy_process_group()
+    if rank == 0 and result.checkpoint is None and checkpoint_dir is not None:
+        # Stopped after its last checkpoint (before the caller recorded it): nothing to run.
+        result.checkpoint = checkpoint_dir
+    result.final_loss = result.losses[-1] if result.losses else resumed_loss
     result.step = step
     result.policy = published
     return result

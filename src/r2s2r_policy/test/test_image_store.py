@@ -1,18 +1,23 @@
-"""The on-disk image store: the cache's samples bit for bit, stale stores refused, no partials."""
+"""The on-disk image store: the cache's samples bit for bit (in this process and in DataLoader
+workers), stale stores refused or rebuilt, no partials, room made on a full disk."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from policy_fixtures import make_source, tiny_options
+from r2s2r_policy.data import image_store
 from r2s2r_policy.data.chunks import ChunkDataset, collate_batch
 from r2s2r_policy.data.image_store import (
     ImageStoreError,
+    StoredFrames,
     build_image_store,
     open_image_store,
+    store_bytes,
     store_manifest,
 )
 from r2s2r_policy.training import make_spec
@@ -27,7 +32,7 @@ def test_a_store_gives_the_in_memory_caches_samples_bit_for_bit(tmp_path: Path) 
     )
     assert seen == [1, 2, 3]
     arrays = open_image_store(store, store_manifest(source, spec, "sha-1"))
-    assert all(isinstance(a, np.memmap) for a in arrays.values())
+    assert all(isinstance(a, StoredFrames) for a in arrays.values())
     cached = ChunkDataset(source, spec, cache_images=True)
     stored = ChunkDataset(source, spec, image_store=arrays)
     assert stored.image_cache_bytes == 0 < cached.image_cache_bytes
@@ -36,8 +41,13 @@ def test_a_store_gives_the_in_memory_caches_samples_bit_for_bit(tmp_path: Path) 
     for key, value in expected.items():
         assert torch.equal(got[key], value), key
     for index in (0, len(cached) - 1):
-        for key, value in cached[index].items():
-            assert np.array_equal(stored[index][key], value), key
+        for key, array in cached[index].items():
+            assert np.array_equal(stored[index][key], array), key
+    frames = arrays["head_camera_rgb"]
+    assert np.array_equal(frames[-1], frames[len(frames) - 1])
+    assert frames[np.array([], dtype=np.int64)].shape == (0, *frames.shape[1:])
+    with pytest.raises(IndexError, match=f"frame {len(frames)}: expected 0..{len(frames) - 1}"):
+        frames[np.array([0, len(frames)])]
     # Built again for the same data: kept as it is.
     before = (store / "head_camera_rgb.npy").stat().st_mtime_ns
     build_image_store(source, spec, store, "sha-1")
@@ -107,3 +117,81 @@ def test_training_on_stores_gives_the_cached_runs_losses(tmp_path: Path) -> None
     again = train(tiny_config(**common, image_store_dir=str(stores)), tmp_path / "again")
     assert again.losses == cached.losses
     assert {p: (p / "head_camera_rgb.npy").stat().st_mtime_ns for p in stores.iterdir()} == stamps
+
+
+@pytest.mark.graph  # DataLoader worker processes
+def test_dataloader_workers_read_a_store_as_the_cache_gives_it(tmp_path: Path) -> None:
+    from r2s2r_policy.data.chunks import BatchedDataset
+    from torch.utils.data import DataLoader
+
+    source = make_source("sim", [2, 3, 4, 5], frames=8)
+    spec = make_spec(tiny_options(), source, 10.0)
+    store = build_image_store(source, spec, tmp_path / "store", "sha-1")
+    cached = ChunkDataset(source, spec, cache_images=True)
+    stored = ChunkDataset(
+        source, spec, image_store=open_image_store(store, store_manifest(source, spec, "sha-1"))
+    )
+    stored.batch(np.arange(4))  # the parent has opened its descriptors before the workers fork
+    batches = np.random.default_rng(1).integers(0, len(cached), (6, 8)).tolist()
+
+    def load(dataset: ChunkDataset, workers: int) -> list[dict[str, torch.Tensor]]:
+        loader = DataLoader(
+            BatchedDataset(dataset),
+            batch_sampler=batches,
+            collate_fn=collate_batch,
+            num_workers=workers,
+            multiprocessing_context="fork" if workers else None,
+        )
+        return list(loader)
+
+    expected = load(cached, 0)
+    for got in (load(stored, 2), load(stored, 0)):
+        assert len(got) == len(expected)
+        for want, have in zip(expected, got, strict=True):
+            for key, value in want.items():
+                assert torch.equal(have[key], value), key
+    reader = open_image_store(store, store_manifest(source, spec, "sha-1"))["head_camera_rgb"]
+    reader[0]
+    frames = pickle.loads(pickle.dumps(reader))  # as a spawned worker gets it: opens its own
+    assert np.array_equal(frames[np.arange(3)], cached.batch(np.arange(3))["head_camera_rgb"])
+
+
+def test_a_stale_store_in_place_is_rebuilt_with_one_line(tmp_path: Path) -> None:
+    source = make_source("sim", [2, 3], frames=6)
+    spec = make_spec(tiny_options(), source, 10.0)
+    store = build_image_store(source, spec, tmp_path / "store", "sha-1")
+    lines: list[str] = []
+    build_image_store(source, spec, store, "sha-2", log=lines.append)
+    assert lines == [
+        f"image store {store} is stale: its dataset differ from the data asked for: rebuilding it"
+    ]
+    open_image_store(store, store_manifest(source, spec, "sha-2"))
+    (store / "head_camera_rgb.npy").write_bytes(b"")  # damaged: refused in one line, rebuilt
+    with pytest.raises(ImageStoreError, match=r"unreadable head_camera_rgb\.npy"):
+        open_image_store(store, store_manifest(source, spec, "sha-2"))
+
+
+def test_a_full_disk_removes_the_oldest_stores_then_refuses_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = make_source("sim", [2, 3], frames=6)
+    spec = make_spec(tiny_options(), source, 10.0)
+    old = build_image_store(source, spec, tmp_path / "old", "sha-1")
+    newer = build_image_store(source, spec, tmp_path / "newer", "sha-2")
+    open_image_store(newer, store_manifest(source, spec, "sha-2"))  # opened last: kept longest
+    needed = store_bytes(store_manifest(source, spec, "sha-3")) + image_store.DISK_MARGIN_BYTES
+    real_usage = image_store.shutil.disk_usage
+
+    def usage(path: Path) -> object:
+        stores = sum(1 for p in tmp_path.iterdir() if (p / "manifest.json").is_file())
+        return real_usage(path)._replace(free=needed - 1 if stores == 2 else needed)
+
+    monkeypatch.setattr(image_store.shutil, "disk_usage", usage)
+    lines: list[str] = []
+    build_image_store(source, spec, tmp_path / "new", "sha-3", log=lines.append)
+    assert lines == [f"image store {old}: removed to make room for new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "newer"]
+    monkeypatch.setattr(image_store.shutil, "disk_usage", lambda p: real_usage(p)._replace(free=0))
+    with pytest.raises(ImageStoreError, match=r"GiB free$") as error:
+        build_image_store(source, spec, tmp_path / "more", "sha-4")
+    assert "\n" not in str(error.value) and not (tmp_path / "more").exists()

@@ -15,7 +15,7 @@ HDF5 decoding. :class:`MixtureDataset` concatenates the datasets of several sour
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import Any, Protocol, cast
 
 import cv2
 import numpy as np
@@ -29,6 +29,26 @@ from ..spec import ACTION_MASK_KEY, PALM_OBJECT_DIM, PALM_OBJECT_KEY, PolicySpec
 from .sources import EpisodeSource, check_source_features
 
 Sample = dict[str, np.ndarray]
+
+
+class FrameArray(Protocol):
+    """Frames indexed like a ``(frames, H, W, 3)`` uint8 array.
+
+    An array, or a store's reader (:class:`~r2s2r_policy.data.image_store.StoredFrames`)
+    that reads what is indexed.
+    """
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(frames, H, W, 3)``."""
+        ...
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """uint8."""
+        ...
+
+    def __getitem__(self, index: Any) -> np.ndarray: ...
 
 
 def resize_image(image: np.ndarray, height_px: int, width_px: int) -> np.ndarray:
@@ -76,7 +96,7 @@ class ChunkDataset(Dataset[Sample]):
         spec: Policy spec (image keys and sizes, chunk length, inputs).
         cache_images: Hold every resized image in memory.
         image_store: The resized images already made, camera key → ``(frames, H, W, 3)``
-            uint8 in the cache's layout (e.g. memory-mapped from
+            uint8 in the cache's layout (e.g. read from disk per batch,
             :func:`~r2s2r_policy.data.image_store.open_image_store`); used instead of the
             in-memory cache, whatever ``cache_images`` says.
 
@@ -91,7 +111,7 @@ class ChunkDataset(Dataset[Sample]):
         source: EpisodeSource,
         spec: PolicySpec,
         cache_images: bool = True,
-        image_store: Mapping[str, np.ndarray] | None = None,
+        image_store: Mapping[str, FrameArray] | None = None,
     ) -> None:
         check_source_features([source], spec)
         self.source = source
@@ -100,7 +120,7 @@ class ChunkDataset(Dataset[Sample]):
         lengths = np.array([len(d[ACTIONS_KEY]) for d in self._low_dim], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self._action_in_state = [spec.joint_names.index(n) for n in spec.action_names]
-        self._images: dict[str, np.ndarray] | None = None
+        self._images: dict[str, FrameArray] | None = None
         self._flat: dict[str, np.ndarray] | None = None
         if image_store is not None:
             total = int(self._starts[-1])
@@ -129,9 +149,11 @@ class ChunkDataset(Dataset[Sample]):
 
     @property
     def image_cache_bytes(self) -> int:
-        """Memory held by the image cache (a memory-mapped store holds none of its own)."""
+        """Memory held by the image cache (a store on disk holds none of its own)."""
         arrays = (self._images or {}).values()
-        return sum(a.nbytes for a in arrays if not isinstance(a, np.memmap))
+        return sum(
+            a.nbytes for a in arrays if isinstance(a, np.ndarray) and not isinstance(a, np.memmap)
+        )
 
     def locate(self, index: int) -> tuple[int, int]:
         """Map a sample index to ``(episode_index, frame_index)``."""
