@@ -3,6 +3,13 @@
 Stage ``policies/<name>``: the base TrainConfig YAML with the experiment's sizes and
 ``train_overrides`` (:func:`train_config_for`), keyed on every field but the throughput ones
 (:data:`r2s2r_policy.training.THROUGHPUT_FIELDS`); a partial run resumes from its checkpoints.
+
+A relative ``image_store_dir`` in ``train_overrides`` (the paper preset's ``image_stores``) is a
+folder of the experiment directory: every policy reads its datasets' images from the on-disk
+stores there (:mod:`r2s2r_policy.data.image_store`), one per dataset and image size, so the
+real demonstrations' store is built once for every policy that trains on them and a simulated
+dataset's once for the co-trained policy and the capacity check. It is a throughput field: a
+policy trained with the in-memory cache is not trained again.
 """
 
 from __future__ import annotations
@@ -89,6 +96,9 @@ def train_policy(
 
     def body(folder: Path) -> tuple[dict[str, str], dict[str, Any]]:
         data = dict(train_data, progress_bar=session.progress_bars)
+        stores = data.get("image_store_dir")
+        if stores and not Path(stores).is_absolute():
+            data["image_store_dir"] = str(session.directory / stores)
         train_config = parse_config(TrainConfig, data, f"training {name}")
         dump_yaml(train_config.model_dump(mode="json"), folder / "train_config.yaml")
         try:
@@ -100,7 +110,7 @@ def train_policy(
         info = {
             "steps": result.step,
             "resumed_from_step": result.start_step,
-            "final_loss": result.losses[-1] if result.losses else None,
+            "final_loss": result.final_loss,
             "samples_per_s": result.samples_per_s,
             "data_fraction": result.data_fraction,
             "validation": result.validation,
