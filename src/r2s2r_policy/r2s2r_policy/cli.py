@@ -58,6 +58,12 @@ def main() -> None:
     help="Override device: auto, cpu, cuda, cuda:N (CUDA unverified: no GPU on the dev machines).",
 )
 @click.option("--no-resume", is_flag=True, help="Ignore existing checkpoints in --run-dir.")
+@click.option(
+    "--losses-out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Rank 0 writes every step's loss (the global batch's) run here to this JSON file.",
+)
 def train_command(
     config_path: str,
     run_dir: str,
@@ -68,6 +74,7 @@ def train_command(
     seed: int | None,
     device: str | None,
     no_resume: bool,
+    losses_out: str | None,
 ) -> None:
     """Train or resume a co-trained policy."""
     config = load_config(TrainConfig, config_path)
@@ -100,6 +107,16 @@ def train_command(
         "samples_per_s": round(result.samples_per_s, 1),
         "checkpoint": str(result.checkpoint) if result.checkpoint else None,
     }
+    if losses_out and result.rank == 0:
+        record = {
+            "start_step": result.start_step,
+            "world_size": result.world_size,
+            "losses": result.losses,
+        }
+        target = Path(losses_out)
+        temporary = target.with_name(f".{target.name}.tmp")
+        temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        temporary.replace(target)  # whole or not at all
     click.echo(f"rank {result.rank}/{result.world_size} finished {json.dumps(summary)}")
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from r2s2r_common.config import ConfigModel
 from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 from torch import nn
@@ -36,6 +38,53 @@ from .palm_frame import PalmObjectFeatures
 from .reach import REACH_DIM, ObjectRelativeReach
 
 Batch = Mapping[str, torch.Tensor]
+
+
+@dataclass
+class BatchShard:
+    """The rows of a training step's global batch that one process trains on (DDP, ``torchrun``).
+
+    The trainer's sampler deals the global batch's samples to the ranks in turn, so rows
+    ``rank::world_size`` of it are this process's. Training draws (image shifts, photometric
+    jitter, state noise) are made for the whole global batch from ``generator``, seeded alike
+    on every rank each step, and sliced the same way; the loss is normalised by the global
+    batch's valid chunk steps. DDP's mean of the ranks' gradients is then the gradient of the
+    one-process loss of the global batch, sample for sample (to float rounding). Dropout
+    masks are not covered: they are drawn per rank (no shipped config uses dropout).
+
+    Attributes:
+        rank: This process's rank.
+        world_size: Number of processes.
+        generator: Where the training draws come from (on the policy's device).
+
+    """
+
+    rank: int
+    world_size: int
+    generator: torch.Generator | None = None
+
+
+def draw_rows(
+    shard: BatchShard | None,
+    rows: int,
+    draw: Callable[[int, torch.Generator | None], torch.Tensor],
+    dim: int = 0,
+) -> torch.Tensor:
+    """Return ``draw(rows, None)``, or this shard's rows of a draw for the global batch.
+
+    Args:
+        shard: This process's share of the global batch (None: the batch is all of it).
+        rows: This process's batch size.
+        draw: Makes ``n`` rows of random numbers (along ``dim``) from a generator (None: the
+            global torch RNG).
+        dim: The batch dimension of the draw.
+
+    """
+    if shard is None or shard.world_size == 1:
+        return draw(rows, None)
+    full = draw(rows * shard.world_size, shard.generator)
+    index = (slice(None),) * dim + (slice(shard.rank, None, shard.world_size),)
+    return full[index]
 
 
 class Policy(nn.Module, abc.ABC):
@@ -105,6 +154,8 @@ class Policy(nn.Module, abc.ABC):
         )
         self.register_buffer("action_offset", torch.from_numpy(action_offset), persistent=False)
         self.register_buffer("action_scale", torch.from_numpy(action_scale), persistent=False)
+        self.batch_shard: BatchShard | None = None
+        """Set by the trainer under DDP (:class:`BatchShard`); None: one process."""
 
     @classmethod
     def parse_params(cls, params: Mapping[str, object]) -> ConfigModel:
@@ -143,7 +194,20 @@ class Policy(nn.Module, abc.ABC):
         width = measured.shape[-1]
         if noise_std > 0.0:
             scale = self.state_scale[:width]
-            measured = measured + noise_std * scale * torch.randn_like(measured)
+            if self.batch_shard is None:
+                noise = torch.randn_like(measured)
+            else:
+                noise = draw_rows(
+                    self.batch_shard,
+                    measured.shape[0],
+                    lambda n, generator: torch.randn(
+                        (n, width),
+                        dtype=measured.dtype,
+                        device=measured.device,
+                        generator=generator,
+                    ),
+                )
+            measured = measured + noise_std * scale * noise
         state = measured
         if self.palm_features is not None:
             joints = measured[:, : len(self.spec.joint_names)]
@@ -180,7 +244,7 @@ class Policy(nn.Module, abc.ABC):
             batch[OBJECT_TRACK_KEY].float(),
             batch[ACTION_MASK_KEY],
         )
-        return masked_chunk_loss(predicted, labels, mask, kind)
+        return masked_chunk_loss(predicted, labels, mask, kind, self.batch_shard)
 
     @property
     @abc.abstractmethod
@@ -343,15 +407,25 @@ class Policy(nn.Module, abc.ABC):
 
 
 def masked_chunk_loss(
-    predicted: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, kind: str
+    predicted: torch.Tensor,
+    target: torch.Tensor,
+    mask: torch.Tensor,
+    kind: str,
+    shard: BatchShard | None = None,
 ) -> torch.Tensor:
     """Mean L1 or L2 error over valid (unpadded) chunk steps.
+
+    Under DDP (``shard`` of more than one process) the sum over this process's rows is divided
+    by the global batch's valid steps (one all-reduce) and multiplied by the number of
+    processes: DDP's mean of the ranks' gradients is then the gradient of the global batch's
+    mean error, and the mean of the ranks' values is its value.
 
     Args:
         predicted: ``(B, H, A)``.
         target: ``(B, H, A)``.
         mask: bool ``(B, H)``, True where the step is real.
         kind: ``'l1'`` or ``'l2'``.
+        shard: This process's share of the global batch (None: one process).
 
     Raises:
         ValueError: On an unknown ``kind``.
@@ -364,7 +438,12 @@ def masked_chunk_loss(
     else:
         raise ValueError(f"loss kind = {kind!r}: expected 'l1' or 'l2'")
     weights = mask.to(error.dtype).unsqueeze(-1)
-    return (error * weights).sum() / (weights.sum() * error.shape[-1]).clamp_min(1.0)
+    if shard is None or shard.world_size == 1:
+        return (error * weights).sum() / (weights.sum() * error.shape[-1]).clamp_min(1.0)
+    valid = weights.sum().detach().clone()
+    dist.all_reduce(valid)
+    scale = shard.world_size / (valid * error.shape[-1]).clamp_min(1.0)
+    return (error * weights).sum() * scale
 
 
 def policy_fingerprint(policy: Policy) -> str:

@@ -25,7 +25,7 @@ from torch import nn
 
 from ..normalization import NormalizationStats
 from ..spec import ACTION_MASK_KEY, PolicySpec
-from .base import Batch, Policy, masked_chunk_loss
+from .base import Batch, BatchShard, Policy, draw_rows, masked_chunk_loss
 
 
 class ConvKeypointParams(ConfigModel):
@@ -162,12 +162,15 @@ class ImageEncoder(nn.Module):
         return self.keypoints(self.convs(images))
 
 
-def images_to_float(images: torch.Tensor, jitter: float = 0.0) -> torch.Tensor:
+def images_to_float(
+    images: torch.Tensor, jitter: float = 0.0, shard: BatchShard | None = None
+) -> torch.Tensor:
     """uint8 ``(B, H, W, 3)`` → float ``(B, 3, H, W)`` in [-0.5, 0.5], optionally jittered.
 
     With ``jitter`` > 0 each image's brightness and contrast are scaled by factors from
     ``U[1 - jitter, 1 + jitter]`` (brightness first, then contrast about the image mean,
-    clipped to the valid range), drawn from the global torch RNG as ``rand(2, B)``. Both
+    clipped to the valid range), drawn from the global torch RNG as ``rand(2, B)`` (under DDP
+    this process's columns of a draw for the global batch, :class:`BatchShard`). Both
     scalings are folded into one multiply-add on the raw pixels, and the result keeps the
     channels-last memory of the input: the unfused form (normalise, scale, subtract the
     mean, scale, add, clip, shift, each over the whole float batch) cost a quarter of a
@@ -177,7 +180,13 @@ def images_to_float(images: torch.Tensor, jitter: float = 0.0) -> torch.Tensor:
     if jitter <= 0.0:
         return floats.mul_(1.0 / 255.0).sub_(0.5)
     batch = images.shape[0]
-    factors = 1.0 + jitter * (2.0 * torch.rand(2, batch, 1, 1, 1, device=images.device) - 1.0)
+    draws = draw_rows(
+        shard,
+        batch,
+        lambda n, generator: torch.rand(2, n, 1, 1, 1, device=images.device, generator=generator),
+        dim=1,
+    )
+    factors = 1.0 + jitter * (2.0 * draws - 1.0)
     brightness, contrast = factors[0], factors[1]
     mean = floats.mean(dim=(1, 2, 3), keepdim=True) * (brightness / 255.0)
     # clip((x b / 255 - mean) c + mean) - 0.5 = clip(x (b c / 255) + mean (1 - c) - 0.5)
@@ -203,16 +212,28 @@ def standardize_images(images: torch.Tensor) -> torch.Tensor:
     return (images - mean).div_(std)
 
 
-def random_shift(images: torch.Tensor, pad_px: int) -> torch.Tensor:
+def random_shift(
+    images: torch.Tensor, pad_px: int, shard: BatchShard | None = None
+) -> torch.Tensor:
     """Shift each image by a random integer offset in ``[-pad_px, pad_px]`` (edge padding).
 
     Images are ``(B, H, W, C)`` (channels last, any dtype: the trainer shifts the uint8
     pixels, a quarter of the bytes of floats). Uses the global torch RNG (seeded per training
-    step by the trainer), one ``randint(B, 2)`` draw of (row, column) offsets.
+    step by the trainer), one ``randint(B, 2)`` draw of (row, column) offsets (under DDP this
+    process's rows of a draw for the global batch, :class:`BatchShard`).
     """
     batch, height, width, channels = images.shape
     device = images.device
-    offsets = torch.randint(0, 2 * pad_px + 1, (batch, 2), device=device) - pad_px
+    offsets = (
+        draw_rows(
+            shard,
+            batch,
+            lambda n, generator: torch.randint(
+                0, 2 * pad_px + 1, (n, 2), device=device, generator=generator
+            ),
+        )
+        - pad_px
+    )
     # Columns are edge-padded by three slice copies; then every output row is one contiguous
     # run of ``width`` pixels of the padded image (its row clamped, its start column shifted),
     # gathered at once from a strided view of all runs. The gather moves whole rows: a gather
@@ -273,8 +294,8 @@ class ConvKeypointPolicy(Policy):
             floats = images_to_float(images)
         else:
             if self.params.random_shift_px > 0:
-                images = random_shift(images, self.params.random_shift_px)
-            floats = images_to_float(images, self.params.photometric_jitter)
+                images = random_shift(images, self.params.random_shift_px, self.batch_shard)
+            floats = images_to_float(images, self.params.photometric_jitter, self.batch_shard)
         return standardize_images(floats) if self.params.image_standardization else floats
 
     def predict_normalized(self, batch: Batch) -> torch.Tensor:
@@ -315,7 +336,7 @@ class ConvKeypointPolicy(Policy):
         predicted, offsets = self.predict_outputs(batch)
         target = self.normalize_actions(batch[ACTIONS_KEY].float())
         mask = batch[ACTION_MASK_KEY]
-        loss = masked_chunk_loss(predicted, target, mask, self.params.loss)
+        loss = masked_chunk_loss(predicted, target, mask, self.params.loss, self.batch_shard)
         losses: dict[str, torch.Tensor] = {}
         if offsets is not None:
             reach = self.reach_loss(offsets, batch, self.params.loss)
