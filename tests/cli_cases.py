@@ -649,6 +649,31 @@ def cases() -> list[Case]:
             absent=["e32"],
             before="weak",
         ),
+        Case(
+            "c33",
+            "dataset export-lerobot into a folder that is not empty",
+            [
+                Step(
+                    ["dataset", "export-lerobot", "real.hdf5", "bags"],
+                    2,
+                    r"bags: folder is not empty \(nothing written\)",
+                )
+            ],
+            absent=[".bags.partial"],
+            unchanged=["bags/episode_000000/metadata.yaml"],
+        ),
+        Case(
+            "c34",
+            "dataset export-lerobot of a file that is not a dataset",
+            [
+                Step(
+                    ["dataset", "export-lerobot", "artifact.yaml", "lr34"],
+                    2,
+                    r"artifact\.yaml: cannot read HDF5 file",
+                )
+            ],
+            absent=["lr34", ".lr34.partial"],
+        ),
     ]
 
 

@@ -2,7 +2,7 @@
 
 ``python -m r2s2r_recorder.cli bag2dataset BAGS... -o out.hdf5``,
 ``... dataset-info PATH``, ``... contact-sheet PATH EPISODE out.png``,
-``... inspect-bag BAG``, ``... repair-bag BAG``,
+``... inspect-bag BAG``, ``... repair-bag BAG``, ``r2s2r dataset export-lerobot IN OUT``,
 ``r2s2r record-demos`` (recording on the cell) lives in :mod:`r2s2r_recorder.demos`.
 """
 
@@ -18,7 +18,7 @@ from .bag_reading import inspect_bag
 from .bag_repair import repair
 from .bag_to_dataset import convert_bags, find_episode_bags
 from .config import ConversionConfig
-from .dataset import dataset_info
+from .dataset import EpisodeDataset, dataset_info
 from .inspection import format_dataset_info, make_contact_sheet
 
 
@@ -165,13 +165,76 @@ def repair_bag_cmd(bag: Path, output: Path | None) -> None:
     click.echo(repair(bag, output).format())
 
 
+@cli.command("export-lerobot")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--codec",
+    type=click.Choice(["av1", "h264"]),
+    default="av1",
+    show_default=True,
+    help="Video codec (AV1: SVT-AV1, LeRobot's default).",
+)
+@click.option(
+    "--lossless",
+    is_flag=True,
+    help="H.264 in RGB at qp 0: frames decode bit for bit (larger files; overrides --codec).",
+)
+@click.option(
+    "--crf", type=int, default=None, help="Constant rate factor (default 30 av1, 23 h264)."
+)
+@click.option(
+    "--sim-ratio",
+    type=float,
+    default=None,
+    help="Co-training sim_ratio to spell out as per-frame weights in the export's README.",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def export_lerobot_cmd(
+    source: Path,
+    out: Path,
+    codec: str,
+    lossless: bool,
+    crf: int | None,
+    sim_ratio: float | None,
+    no_progress: bool,
+) -> None:
+    """Export an episode dataset (SOURCE: .hdf5 or a folder of shards) as LeRobot v3.0 in OUT.
+
+    OUT must be new or empty; it is written as .OUT.partial beside it and renamed when
+    complete, so an interrupted export leaves nothing at OUT.
+    """
+    from r2s2r_common.console import progress_reporter
+
+    from .lerobot_export import LeRobotExportConfig, check_output, export_lerobot
+
+    config = LeRobotExportConfig(
+        codec=codec,  # type: ignore[arg-type]
+        lossless=lossless,
+        crf=crf,
+        sim_ratio=sim_ratio,
+    )
+    check_output(out)
+    with EpisodeDataset(source) as dataset:
+        episodes = len(dataset)
+    bar = progress_reporter("export-lerobot", episodes, enabled=not no_progress, unit="episode")
+    try:
+        summary = export_lerobot(
+            source, out, config, on_episode=lambda done, _total: bar.update(done)
+        )
+    finally:
+        bar.close()
+    click.echo(summary.format())
+
+
 @click.group("dataset")
 def dataset_group() -> None:
-    """Inspect episode datasets (HDF5 shards)."""
+    """Inspect and export episode datasets (HDF5 shards)."""
 
 
 dataset_group.add_command(dataset_info_cmd, "info")
 dataset_group.add_command(contact_sheet_cmd, "contact-sheet")
+dataset_group.add_command(export_lerobot_cmd, "export-lerobot")
 
 
 @click.group("bag")
