@@ -2,8 +2,9 @@
 
 A record is appended (flushed and fsync'ed) only after the worker has closed the shard holding
 the episode, so a record never points at data that is not on disk. A line cut short by a kill
-is ignored when reading. The last record of an episode wins (a ``lost`` record, written when a
-success's shard turned out unreadable, re-opens it).
+is ignored when reading (the next record starts a line of its own). The last record of an
+episode wins (a ``lost`` record, written when a success's shard turned out unreadable, re-opens
+it).
 """
 
 from __future__ import annotations
@@ -49,8 +50,13 @@ class Ledger:
         """Append one record durably (write, flush, fsync)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({**record, "recorded_unix_s": round(time.time(), 3)}, sort_keys=True)
-        with self.path.open("a", encoding="utf-8") as stream:
-            stream.write(line + "\n")
+        with self.path.open("ab+") as stream:
+            end = stream.seek(0, os.SEEK_END)
+            if end:
+                stream.seek(end - 1)  # writes still go to the end ("a" mode)
+                if stream.read(1) != b"\n":
+                    line = "\n" + line  # after a line cut short by a kill: a line of its own
+            stream.write((line + "\n").encode())
             stream.flush()
             os.fsync(stream.fileno())
 

@@ -107,8 +107,8 @@ def merge_configuration(
 
     Uses :func:`r2s2r_recorder.dataset.merge_shards` (corrupt shards are reported and
     excluded), then keeps exactly one copy of each ledger success, in episode-index order
-    of appearance, numbering the kept episodes ``demo_0..``. The previous merged file is
-    replaced atomically.
+    (whichever worker or session wrote it), numbering the kept episodes ``demo_0..``. The
+    previous merged file is replaced atomically.
     """
     out_dir = Path(run_dir) / "datasets"
     output = out_dir / f"{configuration}.hdf5"
@@ -142,7 +142,7 @@ def _merge_into(
     with h5py.File(tmp, "a") as handle:
         data = handle[DATA_GROUP]
         names = episode_keys(data)
-        kept = []
+        kept: list[tuple[int, str]] = []
         for name in names:
             key = _job_key(str(data[name].attrs[METADATA_ATTR]))
             if key is None or key not in wanted or key in seen:
@@ -150,9 +150,12 @@ def _merge_into(
                 del data[name]
                 continue
             seen.add(key)
-            kept.append(name)
+            kept.append((key[1], name))
+        # Episode-index order: which worker (or session, after a resume) wrote an episode must
+        # not change the dataset, or a resumed or rescheduled run would train differently.
+        kept = sorted(kept)
         # Renumber through temporary names so no target name collides with a source name.
-        for index, name in enumerate(kept):
+        for index, (_, name) in enumerate(kept):
             data.move(name, f"_renumber_{index}")
         total = 0
         for index in range(len(kept)):

@@ -238,8 +238,16 @@ class LocalProcessPool:
         self._slots[slot] = self._spawn()
 
     def close(self) -> None:
-        """See :meth:`WorkerPool.close`."""
+        """See :meth:`WorkerPool.close`.
+
+        An idle worker is told to stop. A busy or starting one (the run was interrupted: its
+        job's report would never be read) is terminated at once rather than waited for; an
+        episode it was writing stays under its temporary shard name, which the runner removes.
+        """
         for entry in self._slots:
+            if entry.busy or not entry.ready:
+                entry.process.terminate()
+                continue
             with contextlib.suppress(BrokenPipeError, OSError):
                 entry.conn.send(None)
         for entry in self._slots:
