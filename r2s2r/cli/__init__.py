@@ -10,7 +10,9 @@ The error boundary of every verb is :func:`main`: an error prints one line on st
 which file/key/value, what to do) and sets the exit code, 2 for bad input and 1 for a failed
 run (:mod:`r2s2r_common.errors`); ``r2s2r --debug VERB ...`` or ``R2S2R_DEBUG=1`` adds the
 traceback. SIGTERM unwinds the verb like Ctrl-C does (its children are stopped), and a verb
-started by another r2s2r process ends when that owner dies (:mod:`r2s2r_common.process`).
+started by another r2s2r process ends when that owner dies (:mod:`r2s2r_common.process`). The
+line a stop prints carries what the verb noted on the way out (the stage it interrupted and how
+to resume it, :func:`r2s2r.pipeline.cache.interrupted_note`).
 """
 
 from __future__ import annotations
@@ -120,6 +122,13 @@ def _click_error_line(error: click.ClickException) -> str:
     return f"{where}: error: {text}"
 
 
+def _stop_line(text: str, stop: BaseException) -> str:
+    """``text`` and the notes of the stop (click's Abort: of the Ctrl-C it stands for)."""
+    cause = stop.__cause__ if isinstance(stop, click.exceptions.Abort) else None
+    notes = getattr(cause or stop, "__notes__", None) or []
+    return ": ".join([text, *notes])
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI; every error becomes one line on stderr and an exit code.
 
@@ -132,8 +141,8 @@ def main(argv: list[str] | None = None) -> Any:
         apply_discovery()
         with _sigterm_unwinds():
             return cli.main(args=argv, prog_name="r2s2r", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("r2s2r: aborted", err=True)
+    except click.exceptions.Abort as aborted:
+        click.echo(_stop_line("r2s2r: aborted", aborted), err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
@@ -141,10 +150,10 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(_click_error_line(error), err=True)
         sys.exit(EXIT_BAD_INPUT if error.exit_code in (1, 2) else error.exit_code)
     except Terminated as stopped:
-        click.echo(f"r2s2r: stopped by {stopped.signal_name}", err=True)
+        click.echo(_stop_line(f"r2s2r: stopped by {stopped.signal_name}", stopped), err=True)
         sys.exit(stopped.code)
-    except KeyboardInterrupt:
-        click.echo("r2s2r: interrupted", err=True)
+    except KeyboardInterrupt as interrupted:
+        click.echo(_stop_line("r2s2r: interrupted", interrupted), err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         code, line = describe(error)

@@ -26,9 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from r2s2r_common.console import duration_text
+from r2s2r_common.errors import Terminated
 
 STAGE_RECORD = "stage.json"
 PENDING_RECORD = "stage.pending"
+
+
+def interrupted_note(name: str) -> str:
+    """Return what a stop (Ctrl-C, SIGTERM) in stage ``name`` adds to the command's last line."""
+    return (
+        f"stage {name} was interrupted; run the same command again to resume it (finished "
+        "stages are kept, and this one continues from its partial outputs)"
+    )
 
 
 class StageError(RuntimeError):
@@ -250,8 +259,10 @@ class StageRunner:
 
         The log gets one line when it starts (``[name] running``, or ``[name] running:
         what`` when ``what`` says what it does, with ``note`` such as where its command's log
-        goes in parentheses) and one when it ends (``[name] done in N s``), or only ``[name]
-        up to date``.
+        goes in parentheses, and ``(resuming)`` when partial outputs are kept) and one when it
+        ends (``[name] done in N s``), or only ``[name] up to date``. A stop while the body
+        runs (Ctrl-C, SIGTERM raised as :class:`~r2s2r_common.errors.Terminated`) goes on up
+        with :func:`interrupted_note` added (the command line's error boundary prints it).
 
         The old record is removed before the body runs, so an interrupted stage is never
         mistaken for a finished one. The body may resume from partial outputs left in its
@@ -272,7 +283,8 @@ class StageRunner:
         folder = self.folder(name)
         resume_hash = inputs_hash(inputs if resume_inputs is None else resume_inputs)
         pending = folder / PENDING_RECORD
-        if clear_stale and folder.exists() and _read_text(pending) != resume_hash:
+        resuming = folder.is_dir() and _read_text(pending) == resume_hash
+        if clear_stale and folder.exists() and not resuming:
             # Partial outputs of different inputs (or of unknown origin) must not be resumed.
             for item in folder.iterdir():
                 if item.is_dir() and not item.is_symlink():
@@ -280,14 +292,23 @@ class StageRunner:
                 else:
                     item.unlink()
         folder.mkdir(parents=True, exist_ok=True)
-        pending.write_text(resume_hash)
         record_path = folder / STAGE_RECORD
         record_path.unlink(missing_ok=True)
+        _write_synced(pending, resume_hash)
+        notes = [note] if note else []
+        if resuming and any(p.name != PENDING_RECORD for p in folder.iterdir()):
+            notes.append("resuming")
         self.log(
-            f"[{name}] running" + (f": {what}" if what else "") + (f" ({note})" if note else "")
+            f"[{name}] running"
+            + (f": {what}" if what else "")
+            + (f" ({'; '.join(notes)})" if notes else "")
         )
         started = time.perf_counter()
-        outputs, info = body(folder)
+        try:
+            outputs, info = body(folder)
+        except (KeyboardInterrupt, Terminated) as stop:
+            stop.add_note(interrupted_note(name))
+            raise
         missing = {k: v for k, v in outputs.items() if not Path(v).exists()}
         if missing:
             raise StageError(f"stage {name}: outputs not produced: {missing}")
@@ -301,9 +322,17 @@ class StageRunner:
             info=info,
             commit=self.commit,
         )
-        temporary = record_path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record.to_dict(), indent=2))
-        os.replace(temporary, record_path)
+        _write_synced(record_path, json.dumps(record.to_dict(), indent=2))
         self.ran.append(name)
         self.log(f"[{name}] done in {duration_text(record.wall_s)}")
         return StageOutcome(record, cached=False)
+
+
+def _write_synced(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all, on disk before it is named (a killed machine)."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
