@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from r2s2r_common.errors import Terminated
 from r2s2r_testing.episodes import write_robot_dataset
 
 from r2s2r.cli.experiment import experiment_command
@@ -21,7 +22,7 @@ from r2s2r.experiment.config import ExperimentConfig, load_preset
 from r2s2r.experiment.options import config_from_options, reproduce_command
 from r2s2r.experiment.runner import run_experiment
 from r2s2r.graph import load_graph, parse_launch_arguments, resolve_graph
-from r2s2r.pipeline.cache import StageError, StageRunner, current_commit
+from r2s2r.pipeline.cache import StageError, StageRunner, current_commit, interrupted_note
 from r2s2r.pipeline.commands import CommandRunner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,6 +69,35 @@ def test_stage_runner_skips_up_to_date_stages_and_resumes_partial_ones(tmp_path:
     assert cached_later.cached and cached_later.record.commit == "1" * 40
 
 
+@pytest.mark.parametrize(
+    "stop", [KeyboardInterrupt(), Terminated("SIGTERM")], ids=["ctrl_c", "sigterm"]
+)
+def test_a_stopped_stage_stays_pending_and_says_how_to_resume(
+    tmp_path: Path, stop: BaseException
+) -> None:
+    said: list[str] = []
+    runner = StageRunner(tmp_path, said.append)
+
+    def stopped(folder: Path) -> tuple[dict[str, str], dict[str, object]]:
+        (folder / "part_1").write_text("finished work")
+        raise stop
+
+    with pytest.raises(type(stop)) as raised:
+        runner.run("generation/x", {"n": 1, "size": 3}, stopped, resume_inputs={"n": 1})
+    assert raised.value.__notes__ == [interrupted_note("generation/x")]
+    assert "stage generation/x was interrupted" in interrupted_note("generation/x")
+    assert not (tmp_path / "generation/x/stage.json").exists()
+    assert (tmp_path / "generation/x/stage.pending").exists()
+
+    def finish(folder: Path) -> tuple[dict[str, str], dict[str, object]]:
+        assert (folder / "part_1").read_text() == "finished work"  # kept for the resume
+        return {"part": str(folder / "part_1")}, {}
+
+    said.clear()
+    assert not runner.run("generation/x", {"n": 1, "size": 3}, finish, {"n": 1}).cached
+    assert said[0] == "[generation/x] running (resuming)", said
+
+
 @pytest.mark.graph  # runs git
 def test_current_commit_marks_uncommitted_changes(tmp_path: Path) -> None:
     assert current_commit(tmp_path) == ""  # not a git checkout
@@ -85,6 +115,20 @@ def test_current_commit_marks_uncommitted_changes(tmp_path: Path) -> None:
     assert current_commit(tmp_path) == clean
     (tmp_path / "preset.yaml").write_text("palm: true\n")  # an edited tracked file does
     assert current_commit(tmp_path) == clean + "-dirty"
+
+
+PAPER_SECONDS_PER_STEP = 0.3
+"""Training step at the paper preset's size on the 2-core machine (config/experiment/paper.yaml)."""
+
+
+def test_a_paper_scale_training_killed_loses_at_most_three_minutes() -> None:
+    from r2s2r.experiment.products import EpisodeDataset
+    from r2s2r.experiment.training import train_config_for
+
+    data = EpisodeDataset("demos.hdf5", "real"), EpisodeDataset("sim.hdf5", "sim")
+    train = train_config_for(load_preset("paper"), *data)
+    assert train["steps"] == 20000
+    assert train["checkpoint_every_steps"] * PAPER_SECONDS_PER_STEP <= 180.0
 
 
 def test_presets_and_reproduce_command_round_trip(tmp_path: Path) -> None:

@@ -164,6 +164,36 @@ def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
         assert handle["data"].attrs["total"] == sum(r.frames for r in (reports[0], reports[2]))
 
 
+def test_the_merge_is_in_episode_order_whoever_wrote_the_episodes(tmp_path: Path) -> None:
+    # Shard names sort by worker: here episode 1's before episode 0's, as after a resume
+    # (session s001 writes the episodes the stopped s000 left) or another scheduling.
+    configurations_file = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
+    datagen = load_datagen_config(configurations_file)
+    overrides = GenerateConfig(generator_overrides=OVERRIDES).overrides()
+    nominal, prepared = prepare_configurations(
+        datagen, configurations_file, ["nominal_planner"], generator_overrides=overrides
+    )
+    run_dir = tmp_path / "run"
+    jobs = make_jobs(nominal, prepared, range(2), 0, datagen)
+    for worker, job in (("s001w000", jobs[0]), ("s000w000", jobs[1])):
+        WorkerState(WorkerSetup(worker, str(run_dir), {}, overrides)).run(job)
+    merged = merge_configuration(
+        run_dir, "nominal_planner", {("nominal_planner", 0), ("nominal_planner", 1)}
+    )
+    dataset = EpisodeDataset(merged.output)
+    order = [dataset.metadata(i).provenance["job"]["episode_index"] for i in range(len(dataset))]
+    assert order == [0, 1]
+
+
+def test_a_ledger_line_cut_short_by_a_kill_costs_no_later_record(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append({"configuration": "c", "episode_index": 0, "status": "success"})
+    with (tmp_path / "ledger.jsonl").open("a") as stream:
+        stream.write('{"configuration": "c", "episode_index": 1, "sta')  # the kill
+    ledger.append({"configuration": "c", "episode_index": 2, "status": "success"})
+    assert sorted(ledger.latest()) == [("c", 0), ("c", 2)]
+
+
 @pytest.mark.graph
 def test_ray_local_path(tmp_path: Path, configurations_file: Path) -> None:
     pytest.importorskip("ray")

@@ -65,6 +65,33 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(tmp_path: Path) ->
         )
 
 
+def test_a_run_stopped_after_its_last_checkpoint_resumes_to_the_same_result(
+    tmp_path: Path,
+) -> None:
+    # Stopped after step 6's validation and checkpoint, and after the final checkpoint (before
+    # its caller recorded it): the resumed run's curve, loss and checkpoint are the full run's.
+    config = tiny_config(
+        steps=10, checkpoint_every_steps=3, validation_fraction=0.4, validate_every_steps=3
+    )
+    src, weights = sources()
+    full = train(config, tmp_path / "full", sources=src, weights=weights)
+    train(config, tmp_path / "split", sources=src, weights=weights, stop_at_step=6)
+    curve = tmp_path / "split" / "validation.jsonl"
+    with curve.open("a") as stream:  # scored at step 7 by a run stopped before its checkpoint
+        stream.write(json.dumps({"step": 7.0, "real": 9.9}) + "\n")
+    resumed = train(config, tmp_path / "split", sources=src, weights=weights)
+    assert resumed.start_step == 6
+    assert [e["step"] for e in full.validation] == [3.0, 6.0, 9.0, 10.0]
+    expected = [pytest.approx(entry) for entry in full.validation]
+    assert resumed.validation == expected
+    assert [json.loads(line) for line in curve.read_text().splitlines()] == expected
+    again = train(config, tmp_path / "split", sources=src, weights=weights)
+    assert (again.start_step, again.step, again.losses) == (10, 10, [])
+    assert again.checkpoint == tmp_path / "split" / "checkpoints" / "step_00000010"
+    assert again.final_loss == pytest.approx(full.final_loss) and full.final_loss is not None
+    assert again.validation == expected
+
+
 def test_weight_average_checkpoints_the_average_and_resumes_exactly(tmp_path: Path) -> None:
     import torch
     from r2s2r_policy.checkpoint import load_training_state
