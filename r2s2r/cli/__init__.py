@@ -36,6 +36,7 @@ from r2s2r_common.errors import (
     debug_enabled,
     describe,
     one_line,
+    request_stop,
 )
 from r2s2r_common.process import terminate_self, watch_owner
 from r2s2r_common.ros_domain import apply_discovery
@@ -104,7 +105,7 @@ def _sigterm_unwinds() -> Iterator[None]:
         return
 
     def handler(_signum: int, _frame: Any) -> None:
-        raise Terminated("SIGTERM")
+        raise request_stop("SIGTERM")  # raised again by the loops when a finalizer loses it
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:

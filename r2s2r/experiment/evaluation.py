@@ -18,6 +18,7 @@ from typing import Any
 
 from r2s2r_common.config import parse_config
 from r2s2r_common.console import progress_reporter
+from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL, EvaluationConfig
 from r2s2r_policy.inference.engine import InferenceConfig
@@ -210,6 +211,7 @@ def run_trials(
         counts["done"] += 1
         counts["successes"] += bool(record.success)
         bar.update(counts["done"], f"{counts['successes']} succeeded")
+        raise_if_stop_requested()
 
     try:
         if evaluator == "ros":

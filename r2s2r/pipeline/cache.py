@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from r2s2r_common.console import duration_text
-from r2s2r_common.errors import Terminated
+from r2s2r_common.errors import Terminated, raise_if_stop_requested
 
 STAGE_RECORD = "stage.json"
 PENDING_RECORD = "stage.pending"
@@ -275,6 +275,7 @@ class StageRunner:
             StageError: From the body (no record is written).
 
         """
+        raise_if_stop_requested()  # a stop the last stage's work lost: at its boundary
         record = self.cached(name, inputs)
         if record is not None:
             self.skipped.append(name)

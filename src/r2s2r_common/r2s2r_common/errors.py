@@ -65,6 +65,31 @@ class Terminated(SystemExit):
         self.signal_name = signal_name
 
 
+_stops: list[str] = []  # the signals that asked this process to stop, in order
+
+
+def request_stop(signal_name: str = "SIGTERM") -> Terminated:
+    """Remember that ``signal_name`` asked this process to stop; return the error to raise.
+
+    A signal handler raises the returned :class:`Terminated`. Raised while Python runs a
+    finalizer or a weakref callback (garbage collection at any moment), that exception is
+    printed as "ignored" and lost; :func:`raise_if_stop_requested` raises it again.
+    """
+    _stops.append(signal_name)
+    return Terminated(signal_name)
+
+
+def raise_if_stop_requested() -> None:
+    """Raise :class:`Terminated` if a stop was requested (:func:`request_stop`).
+
+    Long loops (a training step, a finished generation job or evaluation trial, a stage's
+    start) call it, so a stop whose exception was lost still ends the run within one step.
+    Outside the main thread (where the handler raises) it does nothing.
+    """
+    if _stops and threading.current_thread() is threading.main_thread():
+        raise Terminated(_stops[0])
+
+
 @contextlib.contextmanager
 def sigterm_as_flag() -> Iterator[threading.Event]:
     """While inside, SIGTERM sets the yielded event instead of raising :class:`Terminated`.

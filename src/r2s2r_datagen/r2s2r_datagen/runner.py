@@ -53,6 +53,7 @@ from r2s2r_common.disk import (
     is_disk_full,
     size_text,
 )
+from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_sim.backend import BackendUnavailableError
 from r2s2r_sim.backend_config import check_backend_available
 
@@ -247,6 +248,7 @@ def run_jobs(
         )
 
     while queue or running:
+        raise_if_stop_requested()  # a SIGTERM whose exception a finalizer swallowed
         for slot in range(pool.size):
             if slot not in running and queue and pool.is_ready(slot):
                 job = queue.popleft()

@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -699,6 +700,7 @@ def train(
     data_s = 0.0
     try:
         while step < total_steps:
+            raise_if_stop_requested()  # a SIGTERM whose exception a finalizer swallowed
             fetch_started = time.perf_counter()
             batch = batch_to_device(next(batches), device)
             data_s += time.perf_counter() - fetch_started
