@@ -48,6 +48,7 @@ from r2s2r_world.grounding_records import (
     ScenePoseRecord,
     WorldOverrides,
 )
+from r2s2r_world.world import WorldParams, apply_grounding, load_world
 
 ARTIFACT_SCHEMA_VERSION = 1
 """The artifact schema version: what the calibration package writes and every reader accepts."""
@@ -411,6 +412,23 @@ def load_world_overrides(path: str | Path) -> dict[str, Any]:
     """
     overrides: dict[str, Any] = read_artifact(path)["world_overrides"]
     return overrides
+
+
+def load_cell_world(world_path: str | Path, grounding_artifact: str | Path = "") -> WorldParams:
+    """Load the world a node of the cell works on: ``world_path``, grounded by an artifact.
+
+    Args:
+        world_path: World YAML (the nominal world; already resolved).
+        grounding_artifact: Grounding artifact YAML; empty = the world as it is (ungrounded).
+
+    Raises:
+        ConfigError: A missing or invalid world or artifact.
+
+    """
+    world = load_world(world_path)
+    if not str(grounding_artifact):
+        return world
+    return apply_grounding(world, load_world_overrides(grounding_artifact))
 
 
 def camera_overrides(overrides: Mapping[str, Any], camera_name: str) -> dict[str, Any]:

@@ -2,16 +2,19 @@
 
 Service ``~/plan_pick`` (std_srvs/Trigger): takes the newest ``/objects/tracks`` (object pose in
 ``base_link``), ``/joint_states`` and ``/belt/speed``, plans with :class:`PickPlanner` (OMPL, or
-MoveIt where installed) and publishes the result on ``/arm_controller/joint_trajectory`` and
-``/hand_controller/joint_trajectory``. Planning runs in its own callback group on a
-multi-threaded executor, so the subscriptions keep updating while it plans. The response's
-``message`` gives the plan summary or the refusal reason.
+MoveIt where installed) on the world of ``world_path`` (grounded by ``grounding_artifact`` when
+given: base, belt and bins where the cell's TF has them) and publishes the result on
+``/arm_controller/joint_trajectory`` and ``/hand_controller/joint_trajectory``, stamped to
+start ``start_delay_s`` after the request: the controllers hold until then, so planning and
+transport do not delay the motion. The response's ``message``
+gives the plan summary or the refusal reason.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any, Literal
 
 import numpy as np
@@ -25,7 +28,7 @@ from r2s2r_common.topics import BELT_SPEED, JOINT_STATES, OBJECT_TRACKS, joint_t
 from r2s2r_description.controllers import ARM, HAND, controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
-from r2s2r_world.world import load_world
+from r2s2r_world.grounding import load_cell_world
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -46,6 +49,11 @@ class PlannerNodeConfig(ConfigModel):
         default="world/nominal.yaml",
         description="World YAML (nominal or grounded); relative paths are under config/.",
     )
+    grounding_artifact: str = Field(
+        default="",
+        description="Grounding artifact YAML whose world_overrides ground world_path (plan on "
+        "the grounded cell); empty = world_path as it is.",
+    )
     planner_config_path: str = Field(
         default="", description="Planner core YAML (config/planner/planner.yaml); empty: defaults."
     )
@@ -53,11 +61,27 @@ class PlannerNodeConfig(ConfigModel):
     track_timeout_s: float = Field(
         default=1.0, gt=0.0, le=60.0, description="Tracks older than this are not planned on."
     )
+    start_delay_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=10.0,
+        description="The plan starts this long after the request (header.stamp; the "
+        "controllers hold until then); planning that takes longer (wall clock) is re-planned "
+        "once, then refused.",
+    )
 
 
-def to_trajectory_msg(command: JointCommand) -> JointTrajectory:
-    """Convert a :class:`JointCommand` to a JointTrajectory message (zero stamp: start now)."""
+def to_trajectory_msg(command: JointCommand, start_s: float = 0.0) -> JointTrajectory:
+    """Convert a :class:`JointCommand` to a JointTrajectory message.
+
+    Args:
+        command: The command.
+        start_s: ``header.stamp``: when the controller starts it (ROS time, s); 0 = on receipt.
+
+    """
     message = JointTrajectory()
+    if start_s > 0.0:
+        set_stamp(message.header.stamp, start_s)
     message.joint_names = list(command.joint_names)
     for index, time_s in enumerate(command.times_s):
         point = JointTrajectoryPoint()
@@ -85,7 +109,9 @@ class PlannerNode(Node):
     def __init__(self, node_name: str = "planner", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.config = declare_config(self, PARAMETER_SCHEMA)
-        world = load_world(resolve_config_path(self.config.world_path))
+        world = load_cell_world(
+            resolve_config_path(self.config.world_path), self.config.grounding_artifact
+        )
         core = (
             load_planner_config(self.config.planner_config_path)
             if self.config.planner_config_path
@@ -124,8 +150,11 @@ class PlannerNode(Node):
         self.get_logger().info(f"planner ready ({planner.name} backend)")
 
     def _on_tracks(self, msg: Any) -> None:
-        with self._lock:
-            self._tracks = msg
+        # The newest message that saw an object: a frame the tracker missed does not hide it
+        # (track_timeout_s refuses one that is too old).
+        if msg.tracks:
+            with self._lock:
+                self._tracks = msg
 
     def _on_joints(self, msg: JointState) -> None:
         with self._lock:
@@ -139,23 +168,50 @@ class PlannerNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def plan_pick(self) -> tuple[bool, str]:
-        """Plan and publish a pick of the first tracked object; returns (success, message)."""
+        """Plan and publish a pick of the first tracked object; returns (success, message).
+
+        A plan that took longer than ``start_delay_s`` (wall-clock seconds: its motion would
+        start late) is planned again once from the newest inputs; one late again is not sent.
+        """
+        budget_s = self.config.start_delay_s
+        message = ""
+        for _ in range(2):
+            # Wall time: with use_sim_time the ROS clock stands still while this callback runs.
+            started_s = time.monotonic()
+            ok, message, plan = self._plan_once()
+            if not ok or plan is None:
+                return False, message
+            took_s = time.monotonic() - started_s
+            if took_s <= budget_s:
+                start_s = plan.arm.send_time_s
+                self._arm_pub.publish(to_trajectory_msg(plan.arm, start_s))
+                self._hand_pub.publish(to_trajectory_msg(plan.hand, start_s))
+                return True, f"{message}; planned in {took_s:.2f} s"
+            message = (
+                f"planning took {took_s:.2f} s, more than start_delay_s = {budget_s:.2f} s: "
+                "not sent (the motion would start late)"
+            )
+        return False, message
+
+    def _plan_once(self) -> tuple[bool, str, Any]:
+        """Plan on the newest inputs: (success, message, the plan or None)."""
         with self._lock:
             tracks, joints, speed = self._tracks, dict(self._joints), self._belt_speed_mps
-        if tracks is None or not tracks.tracks:
-            return False, "no tracked object on /objects/tracks"
+        if tracks is None:
+            return False, f"no tracked object on {OBJECT_TRACKS}", None
         missing = [n for n in ALL_JOINT_NAMES if n not in joints]
         if missing:
-            return False, f"no /joint_states for {missing}"
+            return False, f"no {JOINT_STATES} for {missing}", None
         if speed is None:
-            return False, "no /belt/speed"
+            return False, f"no {BELT_SPEED}", None
         now = self._now_s()
+        # The plan starts start_delay_s from now, stamped so: the controllers hold until then,
+        # so the time spent planning and sending does not make the motion late.
+        start_s = now + self.config.start_delay_s
         stamp = stamp_to_s(tracks.header.stamp) or now
         if now - stamp > self.config.track_timeout_s:
-            return (
-                False,
-                f"tracks are {now - stamp:.2f} s old (limit {self.config.track_timeout_s} s)",
-            )
+            limit_s = self.config.track_timeout_s
+            return False, f"no tracked object in the last {limit_s} s ({now - stamp:.2f} s)", None
         track = tracks.tracks[0]
         pose = np.eye(4)
         q = track.pose.orientation
@@ -166,16 +222,16 @@ class PlannerNode(Node):
         current = np.array([joints[n] for n in ALL_JOINT_NAMES])
         try:
             plan = self.pick_planner.plan_pick(
-                track.object_type, state, in_world[:3, :3], current, now
+                track.object_type, state, in_world[:3, :3], current, start_s
             )
         except PickError as error:
-            return False, str(error)
-        self._arm_pub.publish(to_trajectory_msg(plan.arm))
-        self._hand_pub.publish(to_trajectory_msg(plan.hand))
+            return False, str(error), None
         phases = plan.phase_times_s
-        return True, (
+        return (
+            True,
             f"pick of {track.object_type} (track {track.id}) into {plan.target_bin}: grasp at "
-            f"{phases['grasp'] - now:.2f} s, released at {phases['released'] - now:.2f} s"
+            f"{phases['grasp'] - now:.2f} s, released at {phases['released'] - now:.2f} s",
+            plan,
         )
 
     def _on_plan_pick(
@@ -183,8 +239,11 @@ class PlannerNode(Node):
     ) -> Trigger.Response:
         del request
         response.success, response.message = self.plan_pick()
-        log = self.get_logger().info if response.success else self.get_logger().warning
-        log(response.message)
+        # Two call sites: rclpy refuses one call site logging at two severities.
+        if response.success:
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().warning(response.message)
         return response
 
 

@@ -4,13 +4,19 @@ A lifecycle node with two modes (parameter ``mode``, read at configure):
 
 ``mirror`` (default)
     A kinematic MuJoCo copy of the cell (:class:`~r2s2r_sim.mirror.CellMirror`, world from
-    ``world_path``: the nominal or a grounded world) follows the real cell: ``/joint_states``
-    set the joints, fixed transforms on ``/tf_static`` and ``/tf`` move the mounts (base, belt,
-    bins, cameras), ``/objects/tracks`` place the objects. Publishes ``/cell/markers`` (table,
-    belt, bins, camera housing in their link frames; mirrored objects in ``world`` with their
-    type's shape and colour), ``/diagnostics`` with the mirror error (palm distance between the
-    copy and the forward kinematics of the received joint state) and the age of the last joint
-    state, and optionally ``/sim/<camera>/image_raw`` renders of the copy for side-by-side views.
+    ``world_path`` grounded by ``grounding_artifact`` when one is given) follows the real cell:
+    ``/joint_states`` set the joints, ``/objects/tracks`` place the objects, and with
+    ``mounts_from_tf`` fixed transforms on ``/tf_static`` and ``/tf`` move the mounts (base,
+    belt, bins, cameras; without it the copy keeps its world's mounts and TF is only compared).
+    Publishes ``/cell/markers`` (table, belt, bins, camera housing in their link frames;
+    mirrored objects in ``world`` with their type's shape and colour; in namespace
+    ``mirror_belt``, translucent, the objects the mirror's belt predicts),
+    ``/diagnostics`` with the live grounding check (:mod:`r2s2r_sim.mirror_check`: palm
+    distance between the cell's TF and the copy for the same joint state, tracked objects
+    against the mirror's belt-carried objects, the age of every input; WARN beyond
+    ``palm_error_warn_m``, ``object_error_warn_m`` or the timeouts) and the copy's own
+    consistency (palm vs the forward kinematics of the received joint state), and optionally
+    ``/sim/<camera>/image_raw`` renders of the copy for side-by-side views.
 
 ``generation``
     Serves a :class:`~r2s2r_sim.cell_runtime.SimCell` of the nominal or grounded world through
@@ -28,6 +34,7 @@ timers (generation: stepping). deactivate: stop them. cleanup: free the simulato
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -37,7 +44,7 @@ from typing import Any, Literal
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from geometry_msgs.msg import TransformStamped
+from geometry_msgs.msg import TransformStamped, TwistStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
@@ -46,7 +53,9 @@ from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
+from r2s2r_common.stamps import stamp_to_ns, stamp_to_s
 from r2s2r_common.topics import (
+    BELT_SPEED,
     CELL_MARKERS,
     JOINT_STATES,
     OBJECT_TRACKS,
@@ -54,9 +63,10 @@ from r2s2r_common.topics import (
     TF_STATIC,
     sim_camera_image,
 )
-from r2s2r_description.cell import build_description
+from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
 from r2s2r_description.transforms import make_transform, quat_to_matrix
-from r2s2r_world.world import WorldParams, load_world
+from r2s2r_world.grounding import load_cell_world
+from r2s2r_world.world import WorldParams
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
@@ -66,13 +76,37 @@ from visualization_msgs.msg import Marker, MarkerArray
 from r2s2r_interfaces.msg import ObjectTrackArray
 from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
-from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
+from r2s2r_sim.mirror import PALM_LINK, CellMirror, MirrorError, TrackInput, TransformResult
+from r2s2r_sim.mirror_check import (
+    BeltGeometry,
+    BeltObjectCheck,
+    Level,
+    MirrorCheckError,
+    MirrorLimits,
+    MirrorMeasurement,
+    ObjectResidual,
+    PositionHistory,
+    TransformBuffer,
+    input_ages,
+    mirror_status,
+    palm_error_m,
+    rest_heights_m,
+)
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from tf2_msgs.msg import TFMessage
 
 TF_QOS = QoSProfile(depth=100)
 """``/tf``: reliable, volatile, deep enough for bursts."""
+
+STAMP_MATCH_TOLERANCE_NS = 1_000_000
+"""A TF palm and a mirror palm belong to the same joint state within this (same stamp)."""
+
+_DIAGNOSTIC_LEVELS = {
+    Level.OK: DiagnosticStatus.OK,
+    Level.WARN: DiagnosticStatus.WARN,
+    Level.ERROR: DiagnosticStatus.ERROR,
+}
 
 _MARKER_TYPES = {
     MarkerShape.CUBE: Marker.CUBE,
@@ -98,6 +132,11 @@ class SimBridgeConfig(ConfigModel):
         "twin's). Relative paths resolve against the r2s2r share config/, then the source "
         "tree's config/.",
     )
+    grounding_artifact: str = Field(
+        default="",
+        description="Grounding artifact YAML whose world_overrides ground world_path (the "
+        "grounded world); empty = world_path as it is.",
+    )
     markers_rate_hz: float = Field(
         default=5.0, gt=0.0, le=60.0, description="Rate of /cell/markers (wall clock)."
     )
@@ -117,7 +156,34 @@ class SimBridgeConfig(ConfigModel):
         default=0.001,
         gt=0.0,
         le=1.0,
-        description="Mirror: palm distance between copy and FK above which diagnostics WARN.",
+        description="Mirror: palm distance between the copy and the cell's TF (or the FK of "
+        "the joint state) above which diagnostics WARN.",
+    )
+    mounts_from_tf: bool = Field(
+        default=True,
+        description="Mirror: fixed transforms on /tf_static and /tf move the copy's mounts; "
+        "false keeps the world's mounts, so the palm check compares them with the cell's TF.",
+    )
+    object_error_warn_m: float = Field(
+        default=0.02,
+        gt=0.0,
+        le=1.0,
+        description="Mirror: tracked object vs the mirror's belt-carried object (mean over its "
+        "last 10 tracks) above which diagnostics WARN.",
+    )
+    object_lifted_m: float = Field(
+        default=0.03,
+        gt=0.0,
+        le=0.5,
+        description="Mirror: a track this far off its rest height on the belt is off the belt "
+        "(in the hand): not compared.",
+    )
+    input_timeout_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=60.0,
+        description="Mirror: /tf, /objects/tracks and /belt/speed older than this (or never "
+        "received) are stale (diagnostics WARN).",
     )
     publish_sim_images: bool = Field(
         default=False, description="Mirror: publish renders of the copy on /sim/<camera>/image_raw."
@@ -159,8 +225,10 @@ class SimBridgeConfig(ConfigModel):
         return value
 
 
-def load_bridge_world(world_path: str) -> tuple[Path, WorldParams]:
-    """Resolve and load the bridge's world, refusing the twin's hidden files.
+def load_bridge_world(world_path: str, grounding_artifact: str = "") -> tuple[Path, WorldParams]:
+    """Resolve and load the bridge's world (grounded by the artifact if given).
+
+    Refuses the twin's hidden files.
 
     Raises:
         ConfigError: Missing or invalid file, or a file in a ``twin`` folder.
@@ -172,7 +240,7 @@ def load_bridge_world(world_path: str) -> tuple[Path, WorldParams]:
             f"world_path = {world_path!r} ({path}): a twin world; only the real twin may read "
             "it. Expected the nominal world or a grounded world"
         )
-    return path, load_world(path)
+    return path, load_cell_world(path, grounding_artifact)
 
 
 def to_marker_msg(spec: MarkerSpec, stamp: Time) -> Marker:
@@ -224,6 +292,16 @@ class _MirrorMode:
         self.track_messages = 0
         self.unknown_types: set[str] = set()
         self.overflow = 0
+        # The live grounding check (r2s2r_sim.mirror_check).
+        self.object_types = world.objects
+        self.tf = TransformBuffer()
+        self.palm_history = PositionHistory()
+        self.belt_check = self._belt_check()
+        self.palm_tf_error_m: float | None = None
+        self.residuals: list[ObjectResidual] = []
+        self.received_s: dict[str, float | None] = {TF: None, OBJECT_TRACKS: None, BELT_SPEED: None}
+        self.rejected_transforms = 0
+        self.rejected_belt_speeds = 0
         self.markers_pub = node.create_lifecycle_publisher(MarkerArray, CELL_MARKERS, DEFAULT_QOS)
         self.image_pubs = {
             name: node.create_lifecycle_publisher(Image, sim_camera_image(name), SENSOR_DATA_QOS)
@@ -231,13 +309,22 @@ class _MirrorMode:
         }
         self.entities: list[Any] = []
 
+    def _belt_check(self) -> BeltObjectCheck:
+        """Build the object check on the copy's belt as it stands now."""
+        sizes = {name: kind.size_m for name, kind in self.object_types.items()}
+        belt = BeltGeometry(
+            self.mirror.frame_pose("belt_link"), BELT_LENGTH_M, BELT_WIDTH_M, rest_heights_m(sizes)
+        )
+        return BeltObjectCheck(belt, self.config.object_lifted_m)
+
     def activate(self) -> None:
         node, config = self.node, self.config
         self.entities = [
             node.create_subscription(JointState, JOINT_STATES, self.on_joint_state, DEFAULT_QOS),
             node.create_subscription(TFMessage, TF, self.on_tf, TF_QOS),
-            node.create_subscription(TFMessage, TF_STATIC, self.on_tf, LATCHED_QOS),
+            node.create_subscription(TFMessage, TF_STATIC, self.on_tf_static, LATCHED_QOS),
             node.create_subscription(ObjectTrackArray, OBJECT_TRACKS, self.on_tracks, DEFAULT_QOS),
+            node.create_subscription(TwistStamped, BELT_SPEED, self.on_belt_speed, DEFAULT_QOS),
             node.create_timer(1.0 / config.markers_rate_hz, self.publish_markers),
         ]
         if config.publish_sim_images:
@@ -274,23 +361,75 @@ class _MirrorMode:
                 return
             self.ignored_joints.update(update.ignored)
             self.missing_joints = update.missing
+            stamp_ns = stamp_to_ns(msg.header.stamp)
+            if stamp_ns > 0:  # the palm of this joint state, for the TF comparison
+                self.palm_history.add(stamp_ns, self.mirror.frame_pose(PALM_LINK)[:3, 3])
 
     def on_tf(self, msg: TFMessage) -> None:
+        self._on_transforms(msg, static=False)
+
+    def on_tf_static(self, msg: TFMessage) -> None:
+        self._on_transforms(msg, static=True)
+
+    def _on_transforms(self, msg: TFMessage, static: bool) -> None:
         with self.lock:
+            if not static:
+                self.received_s[TF] = time.monotonic()
             for transform in msg.transforms:
-                parent, child = transform.header.frame_id.lstrip("/"), transform.child_frame_id
+                parent = transform.header.frame_id.lstrip("/")
+                child = transform.child_frame_id.lstrip("/")
+                t, q = transform.transform.translation, transform.transform.rotation
                 try:
-                    result = self.mirror.apply_fixed_transform(
-                        parent, child.lstrip("/"), transform_matrix(transform)
+                    self.tf.set_transform(
+                        parent,
+                        child,
+                        (t.x, t.y, t.z),
+                        (q.w, q.x, q.y, q.z),
+                        None if static else stamp_to_ns(transform.header.stamp),
                     )
-                except MirrorError as error:
+                except MirrorCheckError as error:
+                    self.rejected_transforms += 1
                     self.last_error = str(error)
                     continue
-                if result == TransformResult.APPLIED:
-                    self.frames_applied.add(child)
-                    self.frames_not_mirrored.pop(child, None)
-                elif result != TransformResult.JOINT_DRIVEN:
-                    self.frames_not_mirrored[child] = f"{parent}: {result.value}"
+                if self.config.mounts_from_tf:
+                    self._apply_mount(parent, child, transform)
+            self._compare_palm()
+
+    def _apply_mount(self, parent: str, child: str, transform: TransformStamped) -> None:
+        try:
+            result = self.mirror.apply_fixed_transform(parent, child, transform_matrix(transform))
+        except MirrorError as error:
+            self.last_error = str(error)
+            return
+        if result == TransformResult.APPLIED:
+            self.frames_applied.add(child)
+            self.frames_not_mirrored.pop(child, None)
+            if child == "belt_link":
+                self.belt_check = self._belt_check()
+        elif result != TransformResult.JOINT_DRIVEN:
+            self.frames_not_mirrored[child] = f"{parent}: {result.value}"
+
+    def _compare_palm(self) -> None:
+        """Compare the TF palm with the copy's palm of the same joint state (when both exist)."""
+        try:
+            pose, stamp_ns = self.tf.lookup("world", PALM_LINK)
+        except MirrorCheckError:
+            return  # not every frame of the chain has arrived yet
+        if stamp_ns is None:
+            return
+        mirrored = self.palm_history.at(stamp_ns, STAMP_MATCH_TOLERANCE_NS)
+        if mirrored is not None:
+            self.palm_tf_error_m = palm_error_m(pose[:3, 3], mirrored)
+
+    def on_belt_speed(self, msg: TwistStamped) -> None:
+        with self.lock:
+            try:
+                self.belt_check.set_belt_speed(float(msg.twist.linear.x))
+            except MirrorCheckError as error:
+                self.rejected_belt_speeds += 1
+                self.last_error = str(error)
+                return
+            self.received_s[BELT_SPEED] = time.monotonic()
 
     def on_tracks(self, msg: ObjectTrackArray) -> None:
         tracks = [
@@ -318,11 +457,15 @@ class _MirrorMode:
                 return
             self.unknown_types.update(update.unknown_types)
             self.overflow = update.overflow
+            self.received_s[OBJECT_TRACKS] = time.monotonic()
+            shown = [(o.track_id, o.object_type, o.position_m) for o in self.mirror.objects()]
+            self.residuals = self.belt_check.update(stamp_to_s(msg.header.stamp), shown)
 
     # -- outputs ------------------------------------------------------------------------------
     def marker_specs(self) -> list[MarkerSpec]:
         with self.lock:
             objects = self.mirror.objects()
+            residuals = list(self.residuals)
         specs = list(self.cell_marker_specs)
         for item in objects:
             specs.append(
@@ -335,6 +478,17 @@ class _MirrorMode:
                     item.quat_wxyz,
                 )
             )
+        for residual in residuals:  # the mirror's belt-carried objects, translucent
+            spec = object_marker(
+                residual.track_id,
+                residual.object_type,
+                self.mirror.world.objects,
+                "world",
+                residual.predicted_m,
+                (1.0, 0.0, 0.0, 0.0),
+                namespace="mirror_belt",
+            )
+            specs.append(dataclasses.replace(spec, rgba=(*spec.rgba[:3], 0.35)))
         return specs
 
     def publish_markers(self) -> None:
@@ -349,15 +503,31 @@ class _MirrorMode:
             publisher.publish(to_image_msg(rgb, "rgb8", stamp, f"{name}_optical_frame"))
 
     def diagnostics(self) -> DiagnosticArray:
+        config = self.config
         with self.lock:
-            age_s = self.mirror.joint_state_age_s(time.monotonic())
-            palm_error_m = self.mirror.palm_error_m()
+            now_s = time.monotonic()
+            age_s = self.mirror.joint_state_age_s(now_s)
+            fk_error_m = self.mirror.palm_error_m()
+            ages = {JOINT_STATES: age_s, **input_ages(self.received_s, now_s)}
+            object_errors = [r.mean_error_m for r in self.residuals]
+            measurement = MirrorMeasurement(
+                self.palm_tf_error_m, max(object_errors) if object_errors else None, ages
+            )
             values = {
                 "mode": "mirror",
                 "joint_states_applied": str(self.mirror.joint_states_applied),
                 "joint_states_rejected": str(self.rejected_joint_states),
                 "joint_state_age_s": "none" if age_s is None else f"{age_s:.3f}",
-                "palm_error_m": f"{palm_error_m:.3e}",
+                "palm_error_m": f"{fk_error_m:.3e}",
+                "palm_tf_error_m": _figure(measurement.palm_error_m),
+                "object_error_m": _figure(measurement.object_error_m),
+                "objects_on_belt": str(len(object_errors)),
+                **{
+                    f"{name.strip('/').replace('/', '_')}_age_s": _figure(a)
+                    for name, a in ages.items()
+                },
+                "transforms_rejected": str(self.rejected_transforms),
+                "belt_speeds_rejected": str(self.rejected_belt_speeds),
                 "ignored_joints": ",".join(sorted(self.ignored_joints)),
                 "missing_joints": ",".join(self.missing_joints),
                 "frames_mirrored": ",".join(sorted(self.frames_applied)),
@@ -371,21 +541,33 @@ class _MirrorMode:
                 "tracks_over_slots": str(self.overflow),
                 "last_error": self.last_error,
             }
-        level, message = DiagnosticStatus.OK, "following the real cell"
-        if age_s is None or age_s > self.config.joint_state_timeout_s:
-            level, message = DiagnosticStatus.WARN, f"stale: no recent {JOINT_STATES}"
-        elif palm_error_m > self.config.palm_error_warn_m:
-            level = DiagnosticStatus.WARN
-            message = f"mirror error: palm {palm_error_m * 1000:.2f} mm off the joint-state FK"
+        limits = MirrorLimits(
+            config.palm_error_warn_m,
+            config.object_error_warn_m,
+            {
+                JOINT_STATES: config.joint_state_timeout_s,
+                TF: config.input_timeout_s,
+                OBJECT_TRACKS: config.input_timeout_s,
+                BELT_SPEED: config.input_timeout_s,
+            },
+        )
+        level, message = mirror_status(measurement, limits)
+        if level == Level.OK and fk_error_m > config.palm_error_warn_m:
+            level = Level.WARN
+            message = f"mirror error: palm {fk_error_m * 1000:.2f} mm off the joint-state FK"
         array = diagnostics_array(
             f"{self.node.get_name()}: mirror",
-            level,
+            _DIAGNOSTIC_LEVELS[level],
             message,
             "sim",
             values,
             self.node.get_clock().now().to_msg(),
         )
         return array
+
+
+def _figure(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3e}"
 
 
 class _GenerationMode:
@@ -494,7 +676,7 @@ class SimBridgeNode(ComponentLifecycleNode[SimBridgeConfig, _MirrorMode | _Gener
         """Build the config, load the world, build the simulator; FAILURE on bad input."""
         try:
             config = self.config_from_parameters()
-            path, world = load_bridge_world(config.world_path)
+            path, world = load_bridge_world(config.world_path, config.grounding_artifact)
             mode_type = _MirrorMode if config.mode == "mirror" else _GenerationMode
             mode = mode_type(self, config, world)
         except (ConfigError, ValueError) as error:
@@ -502,7 +684,8 @@ class SimBridgeNode(ComponentLifecycleNode[SimBridgeConfig, _MirrorMode | _Gener
             return TransitionCallbackReturn.FAILURE
         self.config = config
         self.serve(mode, config.diagnostics_rate_hz)
-        self.get_logger().info(f"configured: {config.mode} mode, world {path}")
+        grounded = f", grounded by {config.grounding_artifact}" if config.grounding_artifact else ""
+        self.get_logger().info(f"configured: {config.mode} mode, world {path}{grounded}")
         return TransitionCallbackReturn.SUCCESS
 
     def release(self) -> None:
