@@ -509,6 +509,102 @@ def run_to_end(
     return result
 
 
+def run_mirror_planner(
+    name: str, arguments: list[str], work: Path, observer: Observer, require_pick: bool
+) -> Result:
+    """``real_deploy mirror:=true planner:=true``: nodes up, the mirror's check, a planned pick.
+
+    Every node of the graph runs (process and ROS graph); the sim bridge's mirror status on
+    /diagnostics gives the palm error against the cell's TF (below ``palm_error_warn_m``) and
+    the tracked object's error against the mirror's belt (figures: its median and largest);
+    a trial is started on the twin, ``/planner/plan_pick`` called on the live track and the
+    twin's outcome read (``require_pick``: it must be a success; up to 3 trials when a plan is
+    refused as late on a loaded machine). Stopped by SIGINT to the launch process.
+    """
+    import yaml
+    from r2s2r_testing.cell_probe import CellProbe
+
+    limits = yaml.safe_load((REPO / "config" / "nodes" / "sim_bridge.yaml").read_text())
+    limits = limits["sim_bridge"]["ros__parameters"]
+    result = Result(name)
+    nodes = expected_nodes("real_deploy", arguments)
+    names = [n.name for n in nodes]
+    launch = Launch("real_deploy.launch.py", arguments, work / "logs" / f"{name}.log", work)
+    result.detail.append("$ " + " ".join(launch.command))
+    probe = None
+    try:
+        if not result.check(
+            wait_for_nodes(launch, names, STARTUP_TIMEOUT_S), f"node processes {names} started"
+        ):
+            return result
+        probe = CellProbe(None)
+        probe.wait_for(
+            lambda: any(r.figure("palm_tf_error_m") is not None for r in probe.mirror_readings()),
+            STARTUP_TIMEOUT_S,
+            "the mirror's palm check",
+        )
+        result.figures["startup_s"] = round(time.monotonic() - launch.started_s, 1)
+        seen = observer.node_names()
+        result.check(set(names) <= seen, f"nodes on the ROS graph: {sorted(set(names) & seen)}")
+        outcome: Any = None
+        for seed in range(3):
+            trial = probe.start_trial(seed)
+            started = len(probe.mirror_readings())
+            probe.wait_for_track(60.0)
+            time.sleep(2.0)  # a few tracks: the tracker's estimate settles
+            sent, message = probe.plan_pick()
+            outcome = probe.wait_for_outcome(trial, 90.0)
+            result.detail.append(
+                f"trial {trial} (seed {seed}): plan_pick -> {sent}, '{message}'; twin: "
+                f"{outcome.reason}"
+            )
+            if sent:
+                break
+        readings = probe.mirror_readings()[started:]
+        palm = [p for r in readings if (p := r.figure("palm_tf_error_m")) is not None]
+        objects = sorted(e for r in readings if (e := r.figure("object_error_m")) is not None)
+        running = launch.node_processes()
+        alive = [n for n in names if n in running]
+        result.check(alive == names, f"node processes up after the pick: {alive} of {names}")
+        result.check(bool(palm), "palm error measured")
+        palm_max = max(palm, default=float("nan"))
+        result.figures["palm_tf_error_max_mm"] = round(palm_max * 1000, 4)
+        result.check(
+            palm_max < limits["palm_error_warn_m"],
+            f"palm error {palm_max * 1000:.4f} mm below {limits['palm_error_warn_m'] * 1000} mm",
+        )
+        if objects:
+            result.figures["object_error_median_mm"] = round(objects[len(objects) // 2] * 1000, 1)
+            result.figures["object_error_max_mm"] = round(objects[-1] * 1000, 1)
+        result.figures["pick_success"] = int(bool(outcome is not None and outcome.success))
+        warnings = sorted({r.message for r in readings if r.level != 0})
+        median_mm = objects[len(objects) // 2] * 1000 if objects else float("nan")
+        max_mm = objects[-1] * 1000 if objects else float("nan")
+        result.detail.append(
+            f"mirror: palm vs TF max {palm_max * 1000:.4f} mm; tracked object vs the mirror's "
+            f"belt: {len(objects)} readings, median {median_mm:.1f} mm, max {max_mm:.1f} mm "
+            f"(limit {limits['object_error_warn_m'] * 1000:.0f} mm); warnings: {warnings or 'none'}"
+        )
+        if require_pick:
+            result.check(bool(objects), "a tracked object compared with the mirror's belt")
+            result.check(
+                bool(objects) and objects[-1] < limits["object_error_warn_m"],
+                "object error below object_error_warn_m",
+            )
+            result.check(
+                outcome is not None and outcome.success, "the planned pick succeeded (twin's truth)"
+            )
+        stop_and_check(launch, "service", result)
+    except (TimeoutError, RuntimeError) as error:
+        result.check(False, str(error))
+    finally:
+        if probe is not None:
+            probe.close()
+        launch.kill()
+    result.ok = not any(line.startswith("FAILED") for line in result.detail)
+    return result
+
+
 def supervisor_error(target: str, arguments: list[str], work: Path) -> str:
     """The one-line error ``r2s2r launch`` prints for this input (without 'r2s2r: error: ')."""
     completed = subprocess.run(
@@ -578,6 +674,15 @@ def tiny_checkpoint(work: Path) -> Path:
     return save_checkpoint(work / "tiny_checkpoint", policy)
 
 
+def grounded_arguments(work: Path) -> list[str]:
+    """Launch arguments of the twin grounded by the test artifact (tests/data)."""
+    from r2s2r.pipeline.stages import grounded_cell_arguments
+
+    artifact = REPO / "tests" / "data" / "grounding_default_twin.yaml"
+    arguments = grounded_cell_arguments(artifact, work / "grounded_cell")
+    return [f"{name}:={value}" for name, value in arguments.items()]
+
+
 def cases(duration_s: float, work: Path, observer: Observer) -> dict[str, Callable[[], Result]]:
     """Every case by name (run in this order)."""
     bad_twin = work / "bad_twin.yaml"
@@ -626,6 +731,20 @@ def cases(duration_s: float, work: Path, observer: Observer) -> dict[str, Callab
             TOPICS + COMMAND_TOPICS,
             work,
             observer,
+        ),
+        "real_deploy_mirror_planner": lambda: run_mirror_planner(
+            "real_deploy_mirror_planner",
+            ["mirror:=true", "planner:=true", *grounded_arguments(work)],
+            work,
+            observer,
+            require_pick=True,
+        ),
+        "real_deploy_mirror_nominal": lambda: run_mirror_planner(
+            "real_deploy_mirror_nominal",
+            ["mirror:=true", "planner:=true"],
+            work,
+            observer,
+            require_pick=False,
         ),
         "record_demos": lambda: run_to_end(
             "record_demos",
@@ -713,6 +832,13 @@ def main() -> int:
         default=REPO / "runs" / "check_ros2_launch",
         help="Working folder of the launches (logs, outputs, the main job's cached inputs).",
     )
+    parser.add_argument(
+        "--share",
+        choices=["source", "installed"],
+        default="source",
+        help="The r2s2r launch/ and config/ launched: this source tree's (an ament prefix in "
+        "the work folder put first) or the installed share's.",
+    )
     parser.add_argument("--serve", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -737,6 +863,11 @@ def main() -> int:
         return 2
     work = args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
+    if args.share == "source":
+        from r2s2r_testing.cell_probe import source_share_overlay
+
+        prefix = source_share_overlay(work / "source_share", REPO)
+        os.environ["AMENT_PREFIX_PATH"] = f"{prefix}{os.pathsep}{os.environ['AMENT_PREFIX_PATH']}"
     print(
         f"launch {Path(launch.__file__).parent}; launching with: "
         f"{' '.join(launch_command('real_deploy.launch.py', [])[:3])} ...; work folder {work}"
@@ -779,7 +910,7 @@ def main() -> int:
                     "value": value,
                     "unit": "Hz"
                     if key.endswith("_hz")
-                    else ("s" if key.endswith("_s") else "count"),
+                    else ("s" if key.endswith("_s") else "mm" if key.endswith("_mm") else "count"),
                     "goal": goal,
                 }
             )
