@@ -54,6 +54,14 @@ class ExperimentConfig(ConfigModel):
     )
     generation_seed: int = Field(default=0, ge=0, description="Generation base seed.")
     generation_workers: int = Field(default=2, ge=1, le=1024, description="Generation workers.")
+    generation_ray_address: str = Field(
+        default="",
+        description="Generate on the Ray cluster at this address (HOST:PORT of its head; "
+        "'local' starts a local Ray; empty: worker processes on this machine). Where episodes "
+        "run, not what they are: a cached generation stage stays, and a partial one resumes "
+        "on the other placement. The experiment directory must be on storage every node "
+        "shares (docs/scaling.md).",
+    )
     configurations: list[str] = Field(
         default_factory=lambda: list(ALL_CONFIGURATIONS),
         description="Co-trained policies (simulated configurations) to run.",

@@ -3,7 +3,10 @@
 Stage ``generation/<configuration>``: the shipped configurations (``config/datagen/``) with
 this experiment's inputs set (:func:`r2s2r_datagen.configurations.with_inputs`: the grounding
 artifact, MimicGen's source demonstrations), run by :func:`r2s2r_datagen.runner.run_generation`.
-A partial run resumes while its inputs (all but the episode count) are unchanged.
+A partial run resumes while its inputs (all but the episode count) are unchanged; where the
+episodes run (``generation_workers``, ``generation_ray_address``) is not among them. A disk that
+fills during the run stops the experiment with one line (:class:`DiskSpaceError`), the stage
+unrecorded; the same command resumes it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from r2s2r_common.config import ConfigError, dump_yaml
+from r2s2r_common.disk import DiskSpaceError
 
 from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable, given_file
 from r2s2r.experiment.session import ExperimentSession
@@ -91,6 +95,7 @@ def simulated(
                     episodes_per_configuration=config.sim_episodes_per_configuration,
                     base_seed=config.generation_seed,
                     workers=config.generation_workers,
+                    ray_address=config.generation_ray_address,
                     output_dir=str(folder / "run"),
                     progress=session.progress_bars,
                 ),
@@ -100,6 +105,9 @@ def simulated(
             )
         except (ConfigError, RuntimeError) as error:  # bad artifact, workers that die
             raise StageError(f"generation of {configuration}: {error}") from None
+        full = [n for n in summary.notes if n.startswith("disk full") or "no space left" in n]
+        if full:  # the stage must not be recorded with the episodes the disk cost it
+            raise DiskSpaceError(f"generation of {configuration}: {full[0]}")
         item = next(c for c in summary.configurations if c.name == configuration)
         info = {
             "successes": item.successes,

@@ -133,6 +133,12 @@ CONFIG_OPTIONS: tuple[ConfigOption, ...] = (
     ConfigOption("--seed", "seed", "value", "Training seed (same for every policy).", int),
     ConfigOption("--workers", "generation_workers", "value", "Generation worker processes.", int),
     ConfigOption(
+        "--ray-address",
+        "generation_ray_address",
+        "value",
+        "Generate on this Ray cluster (HOST:PORT of its head); --workers actors of 1 CPU.",
+    ),
+    ConfigOption(
         "--twin-config", "twin_config", "value", "The real twin's world (relative: config/)."
     ),
     ConfigOption("--real-time-factor", "real_time_factor", "value", "--ros: twin speed.", float),

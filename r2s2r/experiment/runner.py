@@ -144,6 +144,10 @@ def run(session: ExperimentSession, command: str = "") -> ExperimentResults:
 
     """
     started = time.perf_counter()
+    if session.config.generation_ray_address:
+        from r2s2r_datagen.pool import check_ray_address
+
+        check_ray_address(session.config.generation_ray_address)  # before any stage
     session.directory.mkdir(parents=True, exist_ok=True)
     dump_yaml(session.config.model_dump(mode="json"), session.directory / "experiment.yaml")
     config = session.config

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import multiprocessing
 import os
+import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from r2s2r_common.errors import RunFailedError
 from r2s2r_common.process import terminate_self, watch_owner
 
 from r2s2r_datagen.generator import EpisodeJob
@@ -36,6 +38,38 @@ _RAY_SESSION_SUFFIX_LEN = 64
 READY = "ready"
 """First message of a worker process: imports done, jobs can be timed from now on."""
 WORKER_START_TIMEOUT_S = 120.0
+RAY_ANSWER_TIMEOUT_S = 10.0
+"""How long a Ray cluster's address may take to accept a connection before it is refused."""
+
+
+class RayClusterUnreachableError(RunFailedError):
+    """The Ray cluster given by address does not answer, or does not take this driver."""
+
+
+def check_ray_address(address: str, timeout_s: float = RAY_ANSWER_TIMEOUT_S) -> None:
+    """Refuse, in one line and within ``timeout_s``, a Ray address that does not answer.
+
+    ``ray.init`` retries an address where nothing listens for minutes; a TCP connection to the
+    head's GCS port says at once whether anything is there. ``local``, ``auto`` and addresses
+    that are not ``HOST:PORT`` are left to Ray.
+
+    Raises:
+        RayClusterUnreachableError: Nothing accepts a connection at ``HOST:PORT``.
+
+    """
+    host, sep, port = address.rpartition(":")
+    if address in ("local", "auto") or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else error.strerror or str(error)
+        raise RayClusterUnreachableError(
+            f"Ray cluster at {address} does not answer ({reason}, waited up to {timeout_s:.0f} "
+            f"s): start its head (`ray start --head --port {port}`) or give the address it "
+            "printed (--ray-address HOST:PORT)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -319,15 +353,29 @@ class RayActorPool:
                     address="local", num_cpus=max(size, 1), _temp_dir=str(ray_temp_dir(run_dir))
                 )
             else:
+                check_ray_address(address)
                 kwargs.update(
                     address=address,
                     runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}},
                 )
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as error:  # answers, but not as a Ray head that takes us
+                raise RayClusterUnreachableError(
+                    f"Ray cluster at {address}: {error}; is it a Ray head, and does this "
+                    "machine have the cluster's auth token (RAY_AUTH_TOKEN_PATH)?"
+                ) from None
             self._started_ray = True
         self._actor_cls: Any = ray.remote(num_cpus=1, max_restarts=0)(_RayWorker)
         self._actors: list[Any] = [self._actor_cls.remote(self._make_setup()) for _ in range(size)]
-        ray.get([actor.ready.remote() for actor in self._actors], timeout=WORKER_START_TIMEOUT_S)
+        try:
+            ray.get([a.ready.remote() for a in self._actors], timeout=WORKER_START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RayClusterUnreachableError(
+                f"Ray cluster at {address}: {size} workers of 1 CPU each did not start within "
+                f"{WORKER_START_TIMEOUT_S:.0f} s (too few free CPUs in the cluster?)"
+            ) from None
         self._refs: dict[int, Any] = {}
 
     def _start(self) -> Any:

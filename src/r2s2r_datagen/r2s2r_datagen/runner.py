@@ -62,7 +62,13 @@ from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare
 from r2s2r_datagen.generator import EpisodeJob, GeneratorUnavailableError
 from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger, is_interrupted
 from r2s2r_datagen.merge import merge_configuration, scan_shards
-from r2s2r_datagen.pool import LocalProcessPool, RayActorPool, WorkerLost, WorkerPool
+from r2s2r_datagen.pool import (
+    LocalProcessPool,
+    RayActorPool,
+    WorkerLost,
+    WorkerPool,
+    check_ray_address,
+)
 from r2s2r_datagen.prerequisites import PrerequisitesReport
 from r2s2r_datagen.summary import (
     EXIT_INCOMPLETE,
@@ -355,6 +361,8 @@ def run_generation(
     Raises:
         ConfigError: Bad configurations file, unknown configuration name, a run directory
             that holds a different run, or an invalid world or artifact.
+        r2s2r_datagen.pool.RayClusterUnreachableError: ``ray_address`` does not answer, or
+            its cluster cannot start the workers.
         r2s2r_common.disk.DiskSpaceError: The disk has less room than the remaining episodes
             need (``check_disk_space``), or the ledger itself could not be written (one line
             naming the folder and the space).
@@ -362,6 +370,8 @@ def run_generation(
     """
     say = log or (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.monotonic()
+    if config.ray_address:
+        check_ray_address(config.ray_address)  # before any folder: one line, bounded time
     configurations_path = Path(config.configurations_path or bundled_configurations_path())
     if prerequisites is None:
         prerequisites = PrerequisitesReport([], load_datagen_config(configurations_path))
