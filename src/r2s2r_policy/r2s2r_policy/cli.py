@@ -103,7 +103,7 @@ def train_command(
         "rank": result.rank,
         "world_size": result.world_size,
         "steps": [result.start_step, result.step],
-        "final_loss": result.losses[-1] if result.losses else None,
+        "final_loss": result.final_loss,
         "samples_per_s": round(result.samples_per_s, 1),
         "checkpoint": str(result.checkpoint) if result.checkpoint else None,
     }
