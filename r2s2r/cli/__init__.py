@@ -55,6 +55,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "evaluate": "r2s2r.cli.evaluate:evaluate_command",
     "experiment": "r2s2r.cli.experiment:experiment_command",
     "analyze": "r2s2r.cli.analyze:analyze_group",
+    "view": "r2s2r_view.cli:view_command",
 }
 
 

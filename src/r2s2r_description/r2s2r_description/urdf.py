@@ -183,3 +183,87 @@ def urdf_forward_kinematics(
             transform = np.asarray(transform @ motion, dtype=float)
         poses[joint.child] = transform
     return poses
+
+
+@dataclass(frozen=True)
+class UrdfVisual:
+    """One ``<visual>`` of a URDF link: a primitive in its link's frame.
+
+    Attributes:
+        link: The link (frame) the shape is attached to.
+        kind: ``box``, ``cylinder`` or ``sphere`` (a URDF ``<mesh>`` is skipped by the parser).
+        size_m: Box: full extents ``(x, y, z)``; cylinder: ``(radius, length)`` along the
+            shape's z axis; sphere: ``(radius,)``.
+        origin: 4x4 transform link <- shape.
+        rgba: Colour (0..1) of its material, grey when it names none.
+
+    """
+
+    link: str
+    kind: str
+    size_m: tuple[float, ...]
+    origin: FloatArray
+    rgba: tuple[float, float, float, float]
+
+
+def _floats(text: str | None, default: str) -> list[float]:
+    return [float(v) for v in (text or default).split()]
+
+
+def parse_urdf_visuals(urdf_text: str) -> list[UrdfVisual]:
+    """Read every primitive ``<visual>`` of a URDF (what rviz's RobotModel draws).
+
+    Materials are resolved by name from the robot's top-level ``<material>`` elements or
+    read inline; meshes are skipped (the workspace's description has none).
+
+    Raises:
+        UrdfError: If the text is not XML, or a shape lacks its size attribute.
+
+    """
+    try:
+        root = ET.fromstring(urdf_text)
+    except ET.ParseError as error:
+        raise UrdfError(f"URDF is not XML: {error}") from None
+    named: dict[str, tuple[float, float, float, float]] = {}
+    for defined in root.findall("material"):
+        color = defined.find("color")
+        if color is not None:
+            r, g, b, a = _floats(color.get("rgba"), "0.7 0.7 0.7 1")
+            named[str(defined.get("name"))] = (r, g, b, a)
+    visuals: list[UrdfVisual] = []
+    for link in root.findall("link"):
+        for visual in link.findall("visual"):
+            origin_el = visual.find("origin")
+            xyz = _floats(None if origin_el is None else origin_el.get("xyz"), "0 0 0")
+            rpy = _floats(None if origin_el is None else origin_el.get("rpy"), "0 0 0")
+            geometry = visual.find("geometry")
+            shape = None if geometry is None else next(iter(geometry), None)
+            if shape is None or shape.tag not in ("box", "cylinder", "sphere"):
+                continue
+            attributes = {"box": ("size",), "cylinder": ("radius", "length"), "sphere": ("radius",)}
+            size: list[float] = []
+            for attribute in attributes[shape.tag]:
+                if shape.get(attribute) is None:
+                    raise UrdfError(
+                        f"link '{link.get('name')}': <{shape.tag}> lacks its '{attribute}'"
+                    )
+                size += _floats(shape.get(attribute), "")
+            rgba = (0.7, 0.7, 0.7, 1.0)
+            material = visual.find("material")
+            if material is not None:
+                inline = material.find("color")
+                if inline is not None:
+                    r, g, b, a = _floats(inline.get("rgba"), "0.7 0.7 0.7 1")
+                    rgba = (r, g, b, a)
+                else:
+                    rgba = named.get(str(material.get("name")), rgba)
+            visuals.append(
+                UrdfVisual(
+                    link=str(link.get("name")),
+                    kind=shape.tag,
+                    size_m=tuple(size),
+                    origin=make_transform(xyz, rpy_to_matrix(rpy)),
+                    rgba=rgba,
+                )
+            )
+    return visuals

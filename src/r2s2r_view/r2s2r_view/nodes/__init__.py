@@ -1,0 +1,1 @@
+"""ROS nodes of r2s2r_view."""
