@@ -24,6 +24,13 @@ dataset from a bag:
 
 A frame at ``t`` is taken when simulation is about to advance past ``t`` (or when the episode
 is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as in the bag.
+
+A *rehearsal* (``record=False``) steps the backend exactly as a recording does (the same step
+calls, cut at the same frame and encoder ticks) but samples nothing: no camera is rendered and
+no perception runs. A generator whose actions never read the recording (MimicGen: the
+simulator's poses, not the cell's perception) can rehearse an attempt and record only one that
+succeeds, replayed from the same state: rendering and perception never touch the physics, so the
+replay is the rehearsal, frame for frame.
 """
 
 from __future__ import annotations
@@ -119,6 +126,8 @@ class RecordingBackend:
         config: Frame rate and dataset image size.
         object_name: The episode object whose pose is recorded (default: the first object
             passed to :meth:`reset`).
+        record: False for a rehearsal (see the module docstring): stepped as when recording,
+            nothing sampled; :meth:`to_episode` and :meth:`object_tracked` refuse.
 
     Raises:
         RecordingError: At reset, if ``1 / rate_hz`` is not a whole number of physics steps.
@@ -126,10 +135,15 @@ class RecordingBackend:
     """
 
     def __init__(
-        self, inner: SimBackend, config: RecordingConfig, object_name: str | None = None
+        self,
+        inner: SimBackend,
+        config: RecordingConfig,
+        object_name: str | None = None,
+        record: bool = True,
     ) -> None:
         self.inner = inner
         self.config = config
+        self.record = record
         self._object_name_arg = object_name
         self._object_name: str | None = object_name
         self._period_steps = 0
@@ -173,6 +187,8 @@ class RecordingBackend:
         """
         if not self.config.perception:
             return True
+        if not self.record:
+            raise RecordingError("a rehearsal runs no perception: record=True to ask for it")
         if self._latch is None or not self._frames[OBJECT_TRACK_KEY]:
             return False
         visible = self._latch.fields.index("visible")
@@ -277,6 +293,8 @@ class RecordingBackend:
         return poses
 
     def _sample_due(self) -> None:
+        if not self.record:
+            return
         if self._steps % self._period_steps == 0 and self._last_sampled_step != self._steps:
             self._sample()
 
@@ -294,9 +312,11 @@ class RecordingBackend:
         """Close the recording (taking a frame due now) and return it as an Episode.
 
         Raises:
-            RecordingError: If no frame was recorded.
+            RecordingError: If no frame was recorded (or this is a rehearsal).
 
         """
+        if not self.record:
+            raise RecordingError("a rehearsal records no episode: record=True to record one")
         self._sample_due()
         if not self._frames["time"]:
             raise RecordingError("no frame recorded: reset and step the backend first")
@@ -364,9 +384,8 @@ class RecordingBackend:
         self._latch = None
         self._encoder_started = False
         self._last_encoder_step = -1
+        self._encoder_period_steps = 0
         if self.config.perception:
-            from r2s2r_belt.perception import CellPerception
-
             encoder_ratio = 1.0 / (self.config.encoder_rate_hz * self._timestep_s)
             if abs(encoder_ratio - round(encoder_ratio)) > 1e-6 or round(encoder_ratio) < 1:
                 raise RecordingError(
@@ -375,6 +394,9 @@ class RecordingBackend:
                 )
             self._encoder_period_steps = round(encoder_ratio)
             self._roller_radius_m = world.belt.roller_radius_m
+        if self.config.perception and self.record:
+            from r2s2r_belt.perception import CellPerception
+
             config = perception_config(
                 self.config.belt_speed_config,
                 self.config.object_tracker_config,
@@ -390,14 +412,17 @@ class RecordingBackend:
 
     def step(self, n_steps: int = 1) -> None:
         """Advance ``n_steps`` physics steps, sampling a frame at every frame time passed."""
-        if self._period_steps == 0:
-            self.inner.step(n_steps)  # not reset through this wrapper: the inner one complains
+        if self._period_steps == 0 or not self.record:
+            # Not reset through this wrapper (the inner one complains), or a rehearsal: nothing
+            # to sample, and the backend steps the same in one call as cut at the ticks.
+            self.inner.step(n_steps)
+            self._steps += int(n_steps)
             return
         remaining = int(n_steps)
         while remaining > 0:
             self._sample_due()
             chunk = min(remaining, self._period_steps - self._steps % self._period_steps)
-            if self._perception is not None:
+            if self._encoder_period_steps:  # cut at encoder ticks, rehearsal or not
                 self._encoder_sample()
                 period = self._encoder_period_steps
                 chunk = min(chunk, period - self._steps % period)

@@ -139,3 +139,77 @@ def test_source_check_passes_a_demo_tracked_by_truth(source_dataset):
     assert check.verdict == "ok" and len(check.offsets) == 1, check.message
     assert check.mean_horizontal_m < 0.01
     assert 0.03 < -check.mean_offset_m[2] < 0.12  # the palm above the object's centre
+
+
+class _CountingBackend:
+    """The backend, counting the frames rendered through it."""
+
+    def __init__(self, inner: MujocoBackend) -> None:
+        self.inner = inner
+        self.renders = 0
+
+    def render(self, camera_name: str):
+        self.renders += 1
+        return self.inner.render(camera_name)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize(
+    ("speed_mps", "options"), [(0.1, {}), (0.13, {"moving_frame": False})], ids=["hit", "miss"]
+)
+def test_rehearsed_attempts_give_what_recording_every_attempt_gives(
+    backend, nominal, source_dataset, speed_mps, options
+):
+    """Attempts rehearsed unrecorded, a success replayed and recorded: the result of recording
+    every attempt, array for array, without rendering the attempts that fail."""
+    results, renders = [], []
+    for rehearse in (True, False):
+        mimicgen = generator(source_dataset, max_attempts=2, **options)
+        mimicgen.rehearse = rehearse
+        counting = _CountingBackend(backend)
+        results.append(mimicgen.generate(job(nominal, speed_mps, seed=5), counting))
+        renders.append(counting.renders)
+    rehearsed, recorded = results
+    assert rehearsed.success == recorded.success == (speed_mps == 0.1)
+    assert (rehearsed.outcome, rehearsed.attempts, rehearsed.provenance) == (
+        recorded.outcome,
+        recorded.attempts,
+        recorded.provenance,
+    )
+    if not recorded.success:
+        assert renders == [0, renders[1]] and renders[1] > 0  # a failure costs no frame
+        return
+    assert renders[0] == renders[1] > 0  # only the success was rendered, once
+    a, b = rehearsed.episode, recorded.episode
+    assert a.metadata == b.metadata
+    for name in ("timestamps_s", "joint_pos_rad", "belt_speed_mps", "actions", "object_pose"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.object_pose_valid, b.object_pose_valid)
+    assert a.images.keys() == b.images.keys() and a.extra_obs.keys() == b.extra_obs.keys()
+    for key in a.images:
+        np.testing.assert_array_equal(a.images[key], b.images[key], err_msg=key)
+    for key in a.extra_obs:
+        np.testing.assert_array_equal(a.extra_obs[key], b.extra_obs[key], err_msg=key)
+
+
+def test_a_rehearsal_records_nothing(backend, nominal):
+    from r2s2r_datagen.recording import RecordingBackend, RecordingError
+
+    rehearsal = RecordingBackend(backend, RECORDING, record=False)
+    rehearsal.reset(nominal, 0, job(nominal, 0.1).plan.objects)
+    rehearsal.step(100)
+    assert rehearsal.num_frames == 0
+    with pytest.raises(RecordingError, match="rehearsal"):
+        rehearsal.to_episode(
+            world_config_id="nominal",
+            behavior_source="mimicgen",
+            task="pick_sort",
+            object_type="cube",
+            belt_speed_mps=0.1,
+            success=True,
+            provenance={},
+        )
+    with pytest.raises(RecordingError, match="rehearsal"):
+        rehearsal.object_tracked()

@@ -18,6 +18,14 @@ One job = one new trial (object type, arrival, pose, belt speed ``v_new``). A ro
    replays the source's hand commands on the same clock;
 6. the trial's success predicate judges; failures are retried with another source (up to
    ``max_attempts``), only successes are returned, with provenance.
+
+An attempt is first *rehearsed* (:class:`~r2s2r_datagen.recording.RecordingBackend` with
+``record=False``: the same physics, no camera rendered, no perception run), since nothing a
+rollout decides reads the recording; only an attempt that succeeds is played again, from the
+same generator state, and recorded. The episodes are the ones recording every attempt gives
+(``rehearse=False``; tested array for array), without the frames of the failed attempts. This
+holds on a backend whose rendering never changes its state and whose ``step(n)`` is the same in
+one call as cut in pieces (MuJoCo's); elsewhere a replay that fails is that attempt's failure.
 """
 
 from __future__ import annotations
@@ -122,12 +130,17 @@ class MimicGenGenerator:
     Args:
         library: Annotated source demonstrations.
         params: Generation parameters.
+        rehearse: Rehearse each attempt unrecorded and record only a success, replayed (see
+            the module docstring; the same episodes); False records every attempt.
 
     """
 
-    def __init__(self, library: SourceLibrary, params: GenerationParams) -> None:
+    def __init__(
+        self, library: SourceLibrary, params: GenerationParams, rehearse: bool = True
+    ) -> None:
         self.library = library
         self.params = params
+        self.rehearse = rehearse
         self._arms: dict[str, BaseLinkArm] = {}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -363,12 +376,20 @@ class MimicGenGenerator:
         """
         started = time.perf_counter()
         recorder = RecordingBackend(backend, job.recording)
+        rehearsal = RecordingBackend(backend, job.recording, record=False)
         rng = np.random.default_rng(job.seed)
         failures: list[dict[str, Any]] = []
         tried: list[int] = []
         for attempt in range(1, self.params.max_attempts + 1):
+            rng_before = rng.bit_generator.state
             try:
-                result = self.rollout(job, recorder, rng, tuple(tried))
+                result = self.rollout(
+                    job, rehearsal if self.rehearse else recorder, rng, tuple(tried)
+                )
+                if self.rehearse and result.outcome.success:
+                    # Recorded from the same state: the same draws, the same physics.
+                    rng.bit_generator.state = rng_before
+                    result = self.rollout(job, recorder, rng, tuple(tried))
             except SourceLibraryError as error:
                 if attempt == 1:
                     raise EpisodeSkipped("no_source_demo", str(error)) from None
