@@ -1,10 +1,12 @@
-"""Generation benchmark: yield and episodes/min per configuration, overhead vs raw sim, scaling.
+"""Generation benchmark: successful episodes/min per configuration, 1 -> 2 worker scaling, overhead.
 
 Run: python bench/bench_datagen.py [--attempts 50] [--workers 2] [--demos D] [--artifact A]
 
 - Per configuration of config/datagen/configurations.yaml whose generator (and, for grounded
-  ones, grounding artifact) exists here: yield and episodes/min for N attempts on the local
-  process pool. Configurations that cannot run are listed with the reason.
+  ones, grounding artifact) exists here: yield, successful episodes per minute of the jobs'
+  wall time (workers started, merge not counted; goal >= 150 with 2 workers, issue 38) and
+  the workers' CPU seconds per successful episode (the load-independent cost) for N attempts
+  on the local process pool. Configurations that cannot run are listed with the reason.
 - Inputs are found as the main job (`r2s2r launch sim_generate`, parameters in
   config/nodes/sim_generate.yaml) finds them: MimicGen's source demonstrations by
   r2s2r_datagen.prerequisites.mimicgen_source_path (the configurations file, then
@@ -22,7 +24,10 @@ Run: python bench/bench_datagen.py [--attempts 50] [--workers 2] [--demos D] [--
   (r2s2r_testing.generation), which is labelled as such. A MimicGen
   episode may take up to max_attempts rollouts, each simulated and rendered in full, so its
   per-episode ratio also reflects its yield: it is printed beside (1 worker), without a goal.
-- Scaling: end-to-end episodes/min with 2 workers over 1 worker (goal >= 1.7x).
+- Scaling: successful episodes/min with 2 workers over 1 worker, the same jobs (goal >= 1.8x),
+  on the measured planner configuration and on the first MimicGen one.
+- The machine's load average is printed before and after: on a shared machine, wall-clock
+  rates fall with the load while CPU seconds per episode do not.
 
 The last line is one JSON object: {"benchmark": "datagen", "figures": [...]}.
 """
@@ -30,6 +35,7 @@ The last line is one JSON object: {"benchmark": "datagen", "figures": [...]}.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -107,8 +113,15 @@ def _never_run(command: list[str], _timeout_s: float, _log: Path) -> tuple[int, 
     raise RuntimeError(f"the bench does not run prerequisite commands ({command})")
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(config_path: Path, names: list[str], attempts: int, workers: int, out: Path,
         overrides: list[str], inputs: Inputs) -> tuple[dict, float, list[dict]]:  # fmt: skip
+    """Run the main job's generation; the summary also holds ``end_to_end_s``, ``successes``,
+    ``successes_per_min`` (over the jobs' wall time) and ``worker_cpu_s`` (the workers' CPU)."""
     config = inputs.generate_config(
         configurations_path=str(config_path),
         configurations=names,
@@ -120,11 +133,17 @@ def run(config_path: Path, names: list[str], attempts: int, workers: int, out: P
         progress=False,
     )
     started = time.perf_counter()
+    cpu_before = _children_cpu_s()
     summary = run_main_job(config, log=lambda _text: None, runner=_never_run)
     elapsed = time.perf_counter() - started
     summary_dict = summary.as_dict()
     summary_dict["end_to_end_s"] = elapsed
-    return summary_dict, summary.jobs_elapsed_s, Ledger(out / "ledger.jsonl").records()
+    summary_dict["worker_cpu_s"] = _children_cpu_s() - cpu_before  # workers are joined at close
+    records = Ledger(out / "ledger.jsonl").records()
+    successes = sum(r["status"] == "success" for r in records)
+    summary_dict["successes"] = successes
+    summary_dict["successes_per_min"] = successes / (max(summary.jobs_elapsed_s, 1e-9) / 60.0)
+    return summary_dict, summary.jobs_elapsed_s, records
 
 
 RAW_FRAMES = 150
@@ -178,10 +197,19 @@ def overhead(records: list[dict], raw_frame_s: float) -> tuple[float, float, flo
     return mean_frames, gen_rate, raw_rate, ratio, rollouts
 
 
+def _load_average() -> float:
+    return os.getloadavg()[0]
+
+
 def main() -> None:
     parser = benchlib.parser(__doc__)
     parser.add_argument("--attempts", type=int, default=50, help="episodes per configuration")
     parser.add_argument("--workers", type=int, default=2, help="workers for the yield runs")
+    parser.add_argument(
+        "--configurations",
+        nargs="+",
+        help="configurations to run (default: all of the configurations file)",
+    )
     parser.add_argument(
         "--demos",
         help="MimicGen source demonstrations when the configurations files name none (default: "
@@ -203,42 +231,65 @@ def main() -> None:
         lambda _text: None,
         _never_run,
     )
-    _, prepared = prepare_configurations(found.datagen, config_path, (), inputs.artifact)
+    _, prepared = prepare_configurations(
+        found.datagen, config_path, args.configurations or (), inputs.artifact
+    )
     print(f"MimicGen source demonstrations: {inputs.demos} "
           f"({'found' if inputs.demos_present else 'missing'})")  # fmt: skip
     print(f"grounding artifact: {inputs.artifact} "
           f"({'found' if inputs.artifact.is_file() else 'missing'})")  # fmt: skip
+    load_before = _load_average()
     figures: list[dict] = []
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_datagen_"))
     available = [
         p.spec.name
         for p in prepared
         if p.unavailable is None and not (p.spec.behavior == "mimicgen" and inputs.demos_reason)
     ]
+    yield_runs: dict[str, dict] = {}
     for entry in prepared:
         name = entry.spec.name
         reason = entry.unavailable
         if entry.spec.behavior == "mimicgen" and inputs.demos_reason:
             reason = inputs.demos_reason
         if reason:
-            rows.append((name, "-", "-", "-", f"not available: {reason}"))
+            rows.append((name, "-", "-", "-", "-", f"not available: {reason}"))
             continue
-        summary, elapsed, _ = run(config_path, [name], args.attempts, args.workers,
-                                  tmp / name, [], inputs)  # fmt: skip
-        elapsed = summary["end_to_end_s"]
+        summary, _, _ = run(config_path, [name], args.attempts, args.workers,
+                            tmp / name, [], inputs)  # fmt: skip
+        yield_runs[name] = summary
         (item,) = summary["configurations"]
-        rate = item["finished"] / (elapsed / 60.0)
-        rows.append((name, f"{item['attempts']}", f"{item['yield'] or 0:.0%}", f"{rate:.1f}", ""))
-        figures.append({"name": f"{name}_yield", "value": item["yield"],
-                        "unit": "successes/attempt", "goal": None})  # fmt: skip
-        figures.append({"name": f"{name}_episodes_per_min", "value": round(rate, 2),
-                        "unit": "episodes/min", "goal": None})  # fmt: skip
+        successes = summary["successes"]
+        cpu_per_success = summary["worker_cpu_s"] / successes if successes else None
+        rows.append((
+            name, f"{item['attempts']}", f"{item['yield'] or 0:.0%}",
+            f"{summary['successes_per_min']:.1f}",
+            "-" if cpu_per_success is None else f"{cpu_per_success:.2f}", "",
+        ))  # fmt: skip
+        goal = 150 if args.workers == 2 else None
+        figures += [
+            {"name": f"{name}_yield", "value": item["yield"], "unit": "successes/attempt",
+             "goal": None},
+            {"name": f"{name}_successes_per_min_{args.workers}_workers",
+             "value": round(summary["successes_per_min"], 2), "unit": "successes/min",
+             "goal": goal},
+            {"name": f"{name}_worker_cpu_s_per_success",
+             "value": None if cpu_per_success is None else round(cpu_per_success, 3),
+             "unit": "CPU s/success", "goal": None},
+        ]  # fmt: skip
+
+    def two_workers(name: str, names: list[str], overrides: list[str], out: str) -> dict:
+        """The 2-worker run of ``names``: the yield run when it had 2 workers, else a new one."""
+        if args.workers == 2 and name in yield_runs:
+            return yield_runs[name]
+        return run(config_path, names, args.attempts, 2, tmp / out, overrides, inputs)[0]
 
     # Overhead and scaling: on the first available planner configuration (one rollout per
     # episode), else the first available one, else the scripted test generator. MimicGen may
-    # play up to max_attempts rollouts for one episode (each simulated and rendered in full),
-    # so its per-episode figure also measures its yield; it is printed beside, without goal.
+    # play up to max_attempts rollouts for one episode (its failures are rehearsed without
+    # cameras, see r2s2r_datagen.mimicgen), so its per-episode figure also measures its yield;
+    # it is printed beside, without goal, with its own 1 -> 2 worker scaling.
     behavior = {p.spec.name: p.spec.behavior for p in prepared}
     planners = [name for name in available if behavior[name] == "planner"]
     if available:
@@ -262,32 +313,41 @@ def main() -> None:
         config_path, datagen.recording.rate_hz, names[0], inputs.artifact, RAW_FRAMES
     )
     raw_frame_s = 0.5 * (raw_before_s + raw_after_s)
-    s2, elapsed_2, _ = run(config_path, names, args.attempts, 2, tmp / "w2", overrides, inputs)
+    s2 = two_workers(label, names, overrides, "w2")
     # The baseline before it rendered the measured configuration's cameras: on the nominal
     # world whatever the configuration (printed for comparison with earlier figures).
     raw_nominal_frame_s = raw_seconds_per_frame(
         config_path, datagen.recording.rate_hz, "nominal_planner", inputs.artifact
     )
     mean_frames, gen_rate, raw_rate, ratio, _ = overhead(records_1, raw_frame_s)
-    rate_1 = len(records_1) / (elapsed_1 / 60.0)
-    rate_2 = args.attempts / (elapsed_2 / 60.0)
-    scaling = rate_2 / rate_1
+    rate_1, rate_2 = s1["successes_per_min"], s2["successes_per_min"]
+    scaling = rate_2 / rate_1 if rate_1 else 0.0
     mimicgen = [name for name in available if behavior[name] == "mimicgen"]
-    mimicgen_overhead = None
+    mimicgen_figures = None
     if mimicgen and mimicgen[0] != label:
-        _, _, records_m = run(
+        m1, _, records_m = run(
             config_path, mimicgen[:1], args.attempts, 1, tmp / "w1_mimicgen", [], inputs
         )
+        m2 = two_workers(mimicgen[0], mimicgen[:1], [], "w2_mimicgen")
         raw_m_frame_s = raw_seconds_per_frame(
             config_path, datagen.recording.rate_hz, mimicgen[0], inputs.artifact
         )
-        mimicgen_overhead = (mimicgen[0], *overhead(records_m, raw_m_frame_s))
+        m_scaling = m2["successes_per_min"] / m1["successes_per_min"] if m1["successes"] else 0.0
+        mimicgen_figures = (mimicgen[0], *overhead(records_m, raw_m_frame_s), m1, m2, m_scaling)
+    load_after = _load_average()
 
     print(f"\nsim_generate benchmark ({args.attempts} attempts per configuration, "
-          f"{args.workers} workers, {os.cpu_count()} CPUs)")  # fmt: skip
-    print(f"{'configuration':<22}{'attempts':>9}{'yield':>7}{'ep/min':>8}  note")
-    for name, attempts, yld, rate, note in rows:
-        print(f"{name:<22}{attempts:>9}{yld:>7}{rate:>8}  {note}")
+          f"{args.workers} workers, {os.cpu_count()} CPUs; load average {load_before:.2f} "
+          f"before, {load_after:.2f} after)")  # fmt: skip
+    print(
+        f"{'configuration':<22}{'attempts':>9}{'yield':>7}{'succ/min':>9}{'CPU s/succ':>11}  note"
+    )
+    for name, attempts, yld, rate, cpu, note in rows:
+        print(f"{name:<22}{attempts:>9}{yld:>7}{rate:>9}{cpu:>11}  {note}")
+    print(
+        f"  (succ/min: successful episodes per minute of the jobs' wall time, {args.workers} "
+        "workers, goal >= 150 with 2; CPU s/succ: the workers' CPU per successful episode)"
+    )
     print(f"\noverhead and scaling measured on: {label}")
     print(f"  mean episode length            {mean_frames:8.1f} frames")
     print(f"  generation, 1 worker           {gen_rate:8.1f} episodes per worker-minute")
@@ -299,39 +359,45 @@ def main() -> None:
         raw_nominal_rate = 60.0 / (mean_frames * raw_nominal_frame_s)
         print(f"  (raw on the nominal world's cameras: {raw_nominal_rate:.1f} episodes/min, "
               f"ratio {gen_rate / raw_nominal_rate:.2f})")  # fmt: skip
-    print(
-        f"  jobs, 1 worker                 {rate_1:8.1f} episodes/min ({elapsed_1:.1f} s; "
-        f"{s1['end_to_end_s']:.1f} s with start-up and merge)"
-    )
-    print(
-        f"  jobs, 2 workers                {rate_2:8.1f} episodes/min ({elapsed_2:.1f} s; "
-        f"{s2['end_to_end_s']:.1f} s with start-up and merge)"
-    )
-    print(f"  scaling 1 -> 2 (goal >= 1.7)   {scaling:8.2f}x")
-    if mimicgen_overhead is not None:
-        name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m = mimicgen_overhead
-        print(f"\nMimicGen per episode, 1 worker: {name_m} (no goal: an episode may take "
-              "several rollouts, each simulated and rendered in full)")  # fmt: skip
+    for workers, summary, elapsed in ((1, s1, elapsed_1), (2, s2, s2["jobs_elapsed_s"])):
+        print(
+            f"  successes/min, {workers} worker{'s' if workers > 1 else ' '}      "
+            f"{summary['successes_per_min']:8.1f} ({summary['successes']} in {elapsed:.1f} s; "
+            f"{summary['end_to_end_s']:.1f} s with start-up and merge)"
+        )
+    print(f"  scaling 1 -> 2 (goal >= 1.8)   {scaling:8.2f}x")
+    if mimicgen_figures is not None:
+        name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m, m1, m2, m_scaling = mimicgen_figures
+        print(f"\nMimicGen per episode: {name_m} (no goal: an episode may take several "
+              "rollouts, the failed ones rehearsed without cameras)")  # fmt: skip
         print(f"  rollouts per episode           {rollouts_m:8.2f}")
         print(f"  mean episode length            {frames_m:8.1f} frames")
         print(f"  generation, 1 worker           {gen_m:8.1f} episodes per worker-minute")
         print(f"  raw step+render, same length   {raw_m:8.1f} episodes/min")
         print(f"  ratio per episode              {ratio_m:8.2f}")
+        print(f"  successes/min, 1 / 2 workers   {m1['successes_per_min']:8.1f} / "
+              f"{m2['successes_per_min']:.1f}")  # fmt: skip
+        print(f"  scaling 1 -> 2 (goal >= 1.8)   {m_scaling:8.2f}x")
         figures += [
             {"name": "mimicgen_generation_vs_raw_sim_ratio", "value": round(ratio_m, 3),
              "unit": "ratio", "goal": None},
             {"name": "mimicgen_rollouts_per_episode", "value": round(rollouts_m, 3),
              "unit": "rollouts/episode", "goal": None},
+            {"name": "mimicgen_scaling_1_to_2_workers", "value": round(m_scaling, 3),
+             "unit": "x", "goal": 1.8},
+            {"name": "mimicgen_scaling_measured_on", "value": name_m, "unit": "", "goal": None},
         ]  # fmt: skip
     figures += [
         {"name": "generation_vs_raw_sim_ratio", "value": round(ratio, 3), "unit": "ratio",
          "goal": 0.7},
-        {"name": "episodes_per_min_1_worker", "value": round(rate_1, 2), "unit": "episodes/min",
-         "goal": None},
-        {"name": "episodes_per_min_2_workers", "value": round(rate_2, 2), "unit": "episodes/min",
-         "goal": None},
-        {"name": "scaling_1_to_2_workers", "value": round(scaling, 3), "unit": "x", "goal": 1.7},
+        {"name": "successes_per_min_1_worker", "value": round(rate_1, 2),
+         "unit": "successes/min", "goal": None},
+        {"name": "successes_per_min_2_workers", "value": round(rate_2, 2),
+         "unit": "successes/min", "goal": 150},
+        {"name": "scaling_1_to_2_workers", "value": round(scaling, 3), "unit": "x", "goal": 1.8},
         {"name": "overhead_measured_on", "value": label, "unit": "", "goal": None},
+        {"name": "load_average_before", "value": round(load_before, 2), "unit": "", "goal": None},
+        {"name": "load_average_after", "value": round(load_after, 2), "unit": "", "goal": None},
     ]  # fmt: skip
     benchlib.print_json_line("datagen", figures)
 
