@@ -98,6 +98,52 @@ def test_a_stopped_stage_stays_pending_and_says_how_to_resume(
     assert said[0] == "[generation/x] running (resuming)", said
 
 
+def test_a_resumed_stage_counts_the_wall_time_of_every_sitting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from r2s2r.pipeline import cache
+
+    monkeypatch.setattr(cache, "CLOCK_PERIOD_S", 0.05)
+    runner = StageRunner(tmp_path)
+    clock = tmp_path / "training/x" / cache.CLOCK_RECORD
+
+    def stopped(folder: Path) -> tuple[dict[str, str], dict[str, object]]:
+        time.sleep(0.3)
+        raise Terminated("SIGTERM")
+
+    with pytest.raises(Terminated):
+        runner.run("training/x", {"n": 1}, stopped)
+    first = json.loads(clock.read_text())
+    assert first["sittings"] == 1 and first["wall_s"] >= 0.3
+
+    # A killed machine: the clock holds what its heartbeat last wrote, nothing more.
+    def killed(folder: Path) -> tuple[dict[str, str], dict[str, object]]:
+        time.sleep(0.3)
+        before_kill = json.loads(clock.read_text())
+        assert before_kill["sittings"] == 2 and before_kill["wall_s"] > first["wall_s"]
+        raise SystemExit("killed")  # stands for SIGKILL: no handler, the clock as written
+
+    with pytest.raises(SystemExit):
+        runner.run("training/x", {"n": 1}, killed)
+    second = json.loads(clock.read_text())
+
+    def finish(folder: Path) -> tuple[dict[str, str], dict[str, object]]:
+        (folder / "out").write_text("done")
+        return {"out": str(folder / "out")}, {}
+
+    outcome = runner.run("training/x", {"n": 1}, finish)
+    assert outcome.record.sittings == 3
+    assert outcome.record.wall_s >= second["wall_s"] >= 0.6
+    assert not clock.exists()
+    stored = json.loads((tmp_path / "training/x/stage.json").read_text())
+    assert stored["sittings"] == 3 and stored["wall_s"] == outcome.record.wall_s
+    # Different inputs start the count again.
+    fresh = runner.run("training/x", {"n": 2}, finish)
+    assert fresh.record.sittings == 1 and fresh.record.wall_s < 0.3
+
+
 @pytest.mark.graph  # runs git
 def test_current_commit_marks_uncommitted_changes(tmp_path: Path) -> None:
     assert current_commit(tmp_path) == ""  # not a git checkout

@@ -495,7 +495,9 @@ class ExperimentResults:
         this session; ``stage_commit`` names the code of each stage (a resumed experiment reuses
         stages made by earlier code when their inputs did not change). ``wall_s`` is the wall
         time the results took to make: the sum of the stages' walls, whichever session ran them
-        (a cached rerun that only publishes keeps it); ``session_wall_s`` is this session's.
+        (a cached rerun that only publishes keeps it), each stage's over all its sittings
+        (``stage_sittings``, present when a stage was stopped and resumed); ``session_wall_s``
+        is this session's.
         ``evaluator`` says which path judged every trial: ``in_process`` or ``ros`` (the
         launched ``evaluate`` graph; ``bench/bench_eval_fidelity.py`` measures how well the
         first predicts the second).
@@ -516,6 +518,8 @@ class ExperimentResults:
                 "configuration": self.metadata.get("capacity_configuration", ""),
             }
         config = self.metadata.get("config") or {}
+        sittings: dict[str, int] = self.metadata.get("stage_sittings") or {}
+        resumed = {"stage_sittings": sittings} if any(n > 1 for n in sittings.values()) else {}
         return {
             "commit": self.commit,
             "command": self.command,
@@ -528,6 +532,7 @@ class ExperimentResults:
             "session_wall_s": self.metadata.get("session_wall_s"),
             "stage_wall_s": stage_wall_s,
             "stage_commit": self.metadata.get("stage_commit", {}),
+            **resumed,
             "capacity": capacity,
             "policies": policies,
             "execution": self.metadata.get("execution", {}),

@@ -196,6 +196,7 @@ def run(session: ExperimentSession, command: str = "") -> ExperimentResults:
             "stage_wall_s": session.state.stage_wall_s,
             "stage_cached": session.state.stage_cached,
             "stage_commit": session.state.stage_commit,
+            "stage_sittings": session.state.stage_sittings,
             "training": session.state.training,
             "generation": session.state.generation,
             "execution": session.state.execution,

@@ -51,6 +51,8 @@ class ExperimentState:
         stage_wall_s: Stage name -> wall time of the run that produced it.
         stage_cached: Stage name -> skipped this session because up to date.
         stage_commit: Stage name -> git commit of the code that produced it ('' if unknown).
+        stage_sittings: Stage name -> runs it took (> 1: stopped and resumed; its wall time
+            adds them up).
         training: Policy -> training info (steps, loss, samples/s).
         generation: Configuration -> generation info (episodes, yield, episodes/min).
         execution: Policy -> the execution it was evaluated with and, when chosen on
@@ -61,6 +63,7 @@ class ExperimentState:
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     stage_cached: dict[str, bool] = field(default_factory=dict)
     stage_commit: dict[str, str] = field(default_factory=dict)
+    stage_sittings: dict[str, int] = field(default_factory=dict)
     training: dict[str, dict[str, Any]] = field(default_factory=dict)
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)
     execution: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -70,6 +73,7 @@ class ExperimentState:
         self.stage_wall_s[name] = outcome.record.wall_s
         self.stage_cached[name] = outcome.cached
         self.stage_commit[name] = outcome.record.commit
+        self.stage_sittings[name] = outcome.record.sittings
 
 
 @dataclass

@@ -15,10 +15,12 @@ demonstrations, the grounding artifact) in their own folders (``runs/demos``,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +32,10 @@ from r2s2r_common.errors import Terminated, raise_if_stop_requested
 
 STAGE_RECORD = "stage.json"
 PENDING_RECORD = "stage.pending"
+CLOCK_RECORD = "stage.clock"
+"""Wall time a pending stage has spent in earlier sittings (JSON), kept while it resumes."""
+CLOCK_PERIOD_S = 30.0
+"""How often a running stage writes its clock: a killed machine loses at most this much."""
 
 
 def interrupted_note(name: str) -> str:
@@ -126,6 +132,8 @@ class StageRecord:
         finished_unix_s: When it finished.
         info: Anything the stage wants to keep (counts, losses, ...).
         commit: Git commit of the code that produced the outputs ('' if unknown).
+        sittings: Runs of the stage it took (> 1 when it was stopped and resumed); ``wall_s``
+            adds up all of them.
 
     """
 
@@ -137,6 +145,7 @@ class StageRecord:
     finished_unix_s: float
     info: dict[str, Any] = field(default_factory=dict)
     commit: str = ""
+    sittings: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
@@ -149,6 +158,7 @@ class StageRecord:
             "finished_unix_s": self.finished_unix_s,
             "info": self.info,
             "commit": self.commit,
+            "sittings": self.sittings,
         }
 
     @classmethod
@@ -165,6 +175,7 @@ class StageRecord:
                 finished_unix_s=float(data["finished_unix_s"]),
                 info=dict(data.get("info", {})),
                 commit=str(data.get("commit", "")),
+                sittings=int(data.get("sittings", 1)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -304,9 +315,10 @@ class StageRunner:
             + (f": {what}" if what else "")
             + (f" ({'; '.join(notes)})" if notes else "")
         )
-        started = time.perf_counter()
+        clock = StageClock(folder / CLOCK_RECORD, resume_hash, resuming)
         try:
-            outputs, info = body(folder)
+            with clock:
+                outputs, info = body(folder)
         except (KeyboardInterrupt, Terminated) as stop:
             stop.add_note(interrupted_note(name))
             raise
@@ -318,15 +330,73 @@ class StageRunner:
             inputs_hash=inputs_hash(inputs),
             inputs=json.loads(json.dumps(dict(inputs), default=str)),
             outputs={k: str(v) for k, v in outputs.items()},
-            wall_s=time.perf_counter() - started,
+            wall_s=clock.total_s(),
             finished_unix_s=time.time(),
             info=info,
             commit=self.commit,
+            sittings=clock.sittings,
         )
         _write_synced(record_path, json.dumps(record.to_dict(), indent=2))
+        (folder / CLOCK_RECORD).unlink(missing_ok=True)
         self.ran.append(name)
         self.log(f"[{name}] done in {duration_text(record.wall_s)}")
         return StageOutcome(record, cached=False)
+
+
+class StageClock:
+    """A stage's wall time over all its sittings (stopped, killed, resumed).
+
+    While the body runs, a daemon thread writes the time so far to ``stage.clock`` every
+    :data:`CLOCK_PERIOD_S` (and once more when the body ends, however it ends), tagged with
+    the stage's resume hash; a resumed stage starts from what its earlier sittings wrote, so
+    a killed machine loses at most one period of the count.
+    """
+
+    def __init__(self, path: Path, resume_hash: str, resuming: bool) -> None:
+        self.path = path
+        self.earlier_s = 0.0
+        self.sittings = 1
+        self._tag = resume_hash
+        if resuming:
+            try:
+                data = json.loads(path.read_text())
+                if data.get("resume_hash") == resume_hash:
+                    self.earlier_s = float(data["wall_s"])
+                    self.sittings = int(data["sittings"]) + 1
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        self._started = 0.0
+        self._ended: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def total_s(self) -> float:
+        """Wall time of every sitting so far, this one included."""
+        end = self._ended if self._ended is not None else time.perf_counter()
+        return self.earlier_s + (end - self._started)
+
+    def _write(self) -> None:
+        data = {"resume_hash": self._tag, "wall_s": self.total_s(), "sittings": self.sittings}
+        with contextlib.suppress(OSError):
+            _write_synced(self.path, json.dumps(data))
+
+    def _tick(self) -> None:
+        while not self._stop.wait(CLOCK_PERIOD_S):
+            self._write()
+
+    def __enter__(self) -> StageClock:
+        self._started = time.perf_counter()
+        self._write()
+        self._thread = threading.Thread(target=self._tick, name="stage-clock", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._ended = time.perf_counter()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._write()
 
 
 def _write_synced(path: Path, text: str) -> None:
