@@ -719,7 +719,8 @@ def train(
             if averaged is not None:
                 averaged.update(policy, step)
             loss = losses["loss"].detach()
-            if world_size > 1:  # the global batch's loss: the mean of the ranks' (masked_chunk_loss)
+            if world_size > 1:
+                # The global batch's loss: the mean of the ranks' (masked_chunk_loss).
                 loss = loss.clone()
                 dist.all_reduce(loss)
                 loss /= world_size
