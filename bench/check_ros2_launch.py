@@ -519,7 +519,9 @@ def run_mirror_planner(
     the tracked object's error against the mirror's belt (figures: its median and largest);
     a trial is started on the twin, ``/planner/plan_pick`` called on the live track and the
     twin's outcome read (``require_pick``: it must be a success; up to 3 trials when a plan is
-    refused as late on a loaded machine). Stopped by SIGINT to the launch process.
+    refused as late on a loaded machine). With ``viewer:=true`` the view must serve: its page
+    answers HTTP 200 and, where Chromium is installed, a screenshot of the live view (written
+    to ``<work>/view_<name>.png``) shows a drawn page. Stopped by SIGINT to the launch process.
     """
     import yaml
     from r2s2r_testing.cell_probe import CellProbe
@@ -560,6 +562,8 @@ def run_mirror_planner(
             )
             if sent:
                 break
+        if "viewer:=true" in arguments:
+            check_view_serves(name, work, result)
         readings = probe.mirror_readings()[started:]
         palm = [p for r in readings if (p := r.figure("palm_tf_error_m")) is not None]
         objects = sorted(e for r in readings if (e := r.figure("object_error_m")) is not None)
@@ -603,6 +607,49 @@ def run_mirror_planner(
         launch.kill()
     result.ok = not any(line.startswith("FAILED") for line in result.detail)
     return result
+
+
+def check_view_serves(name: str, work: Path, result: Result) -> None:
+    """The viewer of a launched graph: its page answers, and (with Chromium) it has drawn."""
+    import urllib.request
+
+    import numpy as np
+    from r2s2r_view.config import ServerConfig
+    from r2s2r_view.server import RerunServer
+    from r2s2r_view.snapshot import BrowserMissingError, decode_png, screenshot, write_png_atomic
+
+    parameters = yaml_parameters("viewer")
+    config = ServerConfig(
+        host=parameters["host"],
+        web_port=parameters["web_port"],
+        grpc_port=parameters["grpc_port"],
+    )
+    url = RerunServer(config).url
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            status = answer.status
+    except OSError as error:
+        status = -1
+        result.detail.append(f"view {url}: {error}")
+    result.check(status == 200, f"the view serves: GET {url} -> {status}")
+    try:
+        png = screenshot(url, min_wait_s=10.0, timeout_s=90.0)
+    except BrowserMissingError as error:
+        result.detail.append(f"view screenshot skipped: {error}")
+        return
+    target = work / f"view_{name}.png"
+    write_png_atomic(png, target)
+    pixels = decode_png(png)
+    result.figures["view_screenshot_std"] = round(float(np.std(pixels)), 1)
+    result.check(float(np.std(pixels)) > 1.0, f"the live view has drawn ({target})")
+
+
+def yaml_parameters(node: str) -> dict[str, Any]:
+    """A node's parameters as ``config/nodes/<node>.yaml`` gives them."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "config" / "nodes" / f"{node}.yaml").read_text())
+    return dict(data[node]["ros__parameters"])
 
 
 def supervisor_error(target: str, arguments: list[str], work: Path) -> str:
@@ -734,7 +781,7 @@ def cases(duration_s: float, work: Path, observer: Observer) -> dict[str, Callab
         ),
         "real_deploy_mirror_planner": lambda: run_mirror_planner(
             "real_deploy_mirror_planner",
-            ["mirror:=true", "planner:=true", *grounded_arguments(work)],
+            ["mirror:=true", "planner:=true", "viewer:=true", *grounded_arguments(work)],
             work,
             observer,
             require_pick=True,
