@@ -154,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         validate_every_steps=args.every,
         progress_bar=True,
     )
-    config = TrainConfig.model_validate(config_dict)
     out = Path(args.out)
+    store = config_dict.get("image_store_dir")
+    if store and not Path(store).is_absolute():  # as the experiment does: a folder of the run
+        config_dict["image_store_dir"] = str((out / store).resolve())
+    config = TrainConfig.model_validate(config_dict)
     (out / "eval").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     result = train(config, out / "train")
