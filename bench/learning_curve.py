@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def plot(rows: list[dict[str, Any]], out: Path, title: str) -> None:
         other = axis.twinx()
         other.plot(*zip(*held, strict=True), color="tab:red", marker="s", label="held-out L1")
         other.set_ylabel("held-out action L1 (rad)", color="tab:red")
-    axis.set_title(title)
+    axis.set_title(textwrap.fill(title, 90), fontsize=9)
     axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from r2s2r.experiment.config import load_preset
     from r2s2r.experiment.products import EpisodeDataset
     from r2s2r.experiment.training import deep_merge, train_config_for
+    from r2s2r.pipeline.cache import current_commit
 
     preset = load_preset(args.preset).model_copy(update={"train_steps": args.steps})
     real = EpisodeDataset(args.real, "") if args.real else None
@@ -169,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     history += [entry for entry in result.validation if entry["step"] not in known]
     write_json(history_path, sorted(history, key=lambda entry: entry["step"]))
     if result.step > result.start_step:
-        timing = {"steps": result.step - result.start_step, "seconds": train_s}
+        commit = current_commit(Path(__file__).parent)
+        timing = {"steps": result.step - result.start_step, "seconds": train_s, "commit": commit}
         write_json(out / "train_timing.json", timing)
     timing = json.loads((out / "train_timing.json").read_text())
     seconds_per_step = timing["seconds"] / max(timing["steps"], 1)
@@ -246,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "held_out": history,
         "command": " ".join(["python", *sys.argv]),
+        "commit": current_commit(Path(__file__).parent),
+        "train_commit": json.loads((out / "train_timing.json").read_text()).get("commit", ""),
     }
     write_json(out / "summary.json", summary)
     print(json.dumps({"benchmark": summary["benchmark"], "figures": summary["figures"]}))
