@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 
 FloatArray = NDArray[np.float64]
 
@@ -355,3 +356,23 @@ class JointTrajectoryController:
         self._active_start_s = float(snapshot["active_start_s"])  # type: ignore[arg-type]
         self._start_positions = np.array(snapshot["start_positions"], dtype=float)
         self.desired = np.array(snapshot["desired"], dtype=float)
+
+
+def controller_for(
+    arm: JointTrajectoryController, hand: JointTrajectoryController, joint_names: Sequence[str]
+) -> JointTrajectoryController:
+    """Return the controller a trajectory's joints belong to (every backend dispatches so).
+
+    Raises:
+        TrajectoryError: If the joints are neither all arm joints nor all hand joints.
+
+    """
+    names = set(joint_names)
+    if names and names <= set(ARM_JOINT_NAMES):
+        return arm
+    if names and names <= set(HAND_JOINT_NAMES):
+        return hand
+    raise TrajectoryError(
+        f"joint_names {list(joint_names)}: expected the arm joints {list(ARM_JOINT_NAMES)} "
+        f"or the hand joints {list(HAND_JOINT_NAMES)}"
+    )

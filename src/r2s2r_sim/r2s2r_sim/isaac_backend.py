@@ -94,7 +94,7 @@ from r2s2r_sim.backend import (
     ObjectPose,
 )
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
-from r2s2r_sim.controllers import JointTrajectoryController, TrajectoryError
+from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import park_position
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
@@ -557,15 +557,7 @@ class IsaacSimBackend:
             self._belt_travel_m += self._belt_speed_mps * timestep
 
     def _controller_for(self, joint_names: Sequence[str]) -> JointTrajectoryController:
-        names = set(joint_names)
-        if names and names <= set(ARM_JOINT_NAMES):
-            return self.arm_controller
-        if names and names <= set(HAND_JOINT_NAMES):
-            return self.hand_controller
-        raise TrajectoryError(
-            f"joint_names {list(joint_names)}: expected the arm joints {list(ARM_JOINT_NAMES)} "
-            f"or the hand joints {list(HAND_JOINT_NAMES)}"
-        )
+        return controller_for(self.arm_controller, self.hand_controller, joint_names)
 
     def command_trajectory(
         self,
