@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
-import numpy as np
 
 GOAL_GIB = 8.0
 """Issue 38: peak RSS of training at paper scale."""
@@ -49,71 +48,24 @@ def write_synthetic(
 ) -> None:
     """Write ``episodes`` robot episodes (both cameras at ``px``) to a new dataset at ``path``.
 
-    Each episode's images are a background of random flat blocks with a square moving across
-    it (they compress well: a paper-scale dataset fits /tmp; the store holds them decoded, so
-    the memory measured does not depend on it); joints drift around the home pose.
-    Written to a temporary name and renamed: a dataset is there whole or not at all.
+    :func:`r2s2r_testing.episodes.write_robot_dataset` with camera-like ``blocks`` images (they
+    compress well: a paper-scale dataset fits /tmp; the store holds them decoded, so the memory
+    measured does not depend on it). Written to a temporary name and renamed: a dataset is
+    there whole or not at all.
     """
-    import cv2
-    from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-    from r2s2r_recorder.dataset import (
-        OBJECT_TRACK_KEY,
-        TRACKER_SOURCE,
-        Episode,
-        EpisodeMetadata,
-        EpisodeWriter,
-        object_track_fields,
-    )
-    from r2s2r_testing.episodes import BELT_SPEED_SOURCE
-    from tqdm import tqdm
+    from r2s2r_testing.episodes import write_robot_dataset
 
-    joints = list(ALL_JOINT_NAMES)
-    fields = object_track_fields(["cube", "cylinder", "block", "sphere"])
-    home = np.array([HOME_POSITIONS[j] for j in joints], dtype=np.float32)
-    rng = np.random.default_rng(seed)
     partial = path.with_name(f".{path.name}.partial")
-    with EpisodeWriter(partial) as writer:
-        for _ in tqdm(range(episodes), desc=f"writing {path.name}", unit="episode"):
-            drift = np.cumsum(rng.normal(0.0, 0.01, (frames + 1, len(joints))), axis=0)
-            trajectory = (home + drift).astype(np.float32)
-            images = {}
-            for key in ("head_camera_rgb", "hand_camera_rgb"):
-                low = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
-                background = cv2.resize(low, (px, px), interpolation=cv2.INTER_NEAREST)
-                stack = np.repeat(background[None], frames, axis=0)
-                for t in range(frames):
-                    column = t * (px - px // 8) // frames
-                    stack[t, px // 3 : px // 3 + px // 8, column : column + px // 8] = 255
-                images[key] = stack
-            writer.append(
-                Episode(
-                    metadata=EpisodeMetadata(
-                        source=source,  # type: ignore[arg-type]
-                        world_config_id="bench",
-                        behavior_source="demo" if source == "real" else "planner",
-                        task="pick_sort",
-                        object_type="cube",
-                        belt_speed_mps=0.1,
-                        outcome="success",
-                        joint_names=joints,
-                        action_names=joints,
-                        control_rate_hz=10.0,
-                        belt_speed_source=BELT_SPEED_SOURCE,
-                        object_track_source=TRACKER_SOURCE,
-                        object_track_fields=fields,
-                    ),
-                    timestamps_s=np.arange(frames) * 0.1,
-                    images=images,
-                    joint_pos_rad=trajectory[:-1],
-                    belt_speed_mps=np.full(frames, 0.1, dtype=np.float32),
-                    actions=trajectory[1:],
-                    extra_obs={
-                        OBJECT_TRACK_KEY: rng.normal(0.0, 0.1, (frames, len(fields))).astype(
-                            np.float32
-                        )
-                    },
-                )
-            )
+    write_robot_dataset(
+        partial,
+        source,
+        seed,
+        episodes,
+        frames=frames,
+        image_px=px,
+        images="blocks",
+        progress=True,
+    )
     partial.replace(path)
 
 

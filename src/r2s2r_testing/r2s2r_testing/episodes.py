@@ -8,14 +8,15 @@ a policy must read them. :func:`synthetic_episode` wraps them into a dataset
 :func:`write_hdf5` writes some in the project's dataset format.
 
 :func:`write_robot_dataset` is another thing: episodes with the robot's 18 joints near its home
-pose, for tests that train and evaluate policies on the simulated cell (the experiment).
+pose, for tests that train and evaluate policies on the simulated cell (the experiment), and, with
+camera-like images at paper scale, for the benchmarks (bench/bench_training_memory.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter, object_track_fields
@@ -138,29 +139,50 @@ def write_hdf5(path: Path, source_kind: str, seeds: list[int], frames: int = 12)
     return write_episodes(path, (synthetic_episode(s, frames, source=source_kind) for s in seeds))
 
 
-def write_robot_dataset(path: Path, source: str, seed: int, episodes: int = 2) -> Path:
-    """Write a tiny dataset with the robot's 18 joints and both cameras at 32 px; return ``path``.
+def write_robot_dataset(
+    path: Path,
+    source: str,
+    seed: int,
+    episodes: int = 2,
+    *,
+    frames: int = 10,
+    image_px: int = 32,
+    images: Literal["noise", "blocks"] = "noise",
+    progress: bool = False,
+) -> Path:
+    """Write a dataset with the robot's 18 joints and both cameras; return ``path``.
 
-    The joints drift a little around the robot's home pose (10 frames per episode); the object
-    track has the four catalogue objects' columns. Enough to co-train and evaluate a policy on
-    the simulated cell in a test.
+    The joints drift a little around the robot's home pose; the object track has the four
+    catalogue objects' columns. The defaults (10 frames of 32 px noise an episode) are enough to
+    co-train and evaluate a policy on the simulated cell in a test.
+
+    Args:
+        path: The new dataset file.
+        source: ``real`` or ``sim`` (behavior ``demo`` or ``planner``).
+        seed: Seed of every array (same seed and arguments, same dataset).
+        episodes: Number of episodes.
+        frames: Frames per episode (10 Hz).
+        image_px: Side of the square camera images.
+        images: ``noise``, uniform random pixels; or ``blocks``, camera-like frames that
+            compress well (a background of 8 × 8 random flat blocks with a white square moving
+            across it), for datasets at paper scale.
+        progress: Show a progress bar over the episodes.
+
     """
     from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
     from r2s2r_recorder.dataset import OBJECT_TRACK_KEY, TRACKER_SOURCE
+    from tqdm import tqdm
 
     joints = list(ALL_JOINT_NAMES)
     fields = object_track_fields(["cube", "cylinder", "block", "sphere"])
     rng = np.random.default_rng(seed)
     home = np.array([HOME_POSITIONS[j] for j in joints], dtype=np.float32)
-    frames = 10
     with EpisodeWriter(path) as writer:
-        for _ in range(episodes):
+        for _ in tqdm(
+            range(episodes), desc=f"writing {path.name}", unit="episode", disable=not progress
+        ):
             drift = np.cumsum(rng.normal(0.0, 0.01, (frames + 1, len(joints))), axis=0)
             trajectory = (home + drift).astype(np.float32)
-            images = {
-                key: rng.integers(0, 255, (frames, 32, 32, 3), dtype=np.uint8)
-                for key in ("head_camera_rgb", "hand_camera_rgb")
-            }
             writer.append(
                 Episode(
                     metadata=EpisodeMetadata(
@@ -179,7 +201,10 @@ def write_robot_dataset(path: Path, source: str, seed: int, episodes: int = 2) -
                         object_track_fields=fields,
                     ),
                     timestamps_s=np.arange(frames) * 0.1,
-                    images=images,
+                    images={
+                        key: robot_images(rng, frames, image_px, images)
+                        for key in ("head_camera_rgb", "hand_camera_rgb")
+                    },
                     joint_pos_rad=trajectory[:-1],
                     belt_speed_mps=np.full(frames, 0.1, dtype=np.float32),
                     actions=trajectory[1:],
@@ -191,3 +216,19 @@ def write_robot_dataset(path: Path, source: str, seed: int, episodes: int = 2) -
                 )
             )
     return path
+
+
+def robot_images(
+    rng: np.random.Generator, frames: int, image_px: int, kind: Literal["noise", "blocks"]
+) -> np.ndarray:
+    """Return one camera's frames (frames × px × px × 3, uint8) for :func:`write_robot_dataset`."""
+    if kind == "noise":
+        return rng.integers(0, 255, (frames, image_px, image_px, 3), dtype=np.uint8)
+    low = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
+    nearest = np.arange(image_px) * 8 // image_px  # nearest-neighbour upscaling
+    stack = np.repeat(low[nearest][:, nearest][None], frames, axis=0)
+    side, top = image_px // 8, image_px // 3
+    for t in range(frames):
+        column = t * (image_px - side) // frames
+        stack[t, top : top + side, column : column + side] = 255
+    return stack
