@@ -206,8 +206,12 @@ class RecordingBackend:
         size = (self.config.image_width_px, self.config.image_height_px)
         started = time.perf_counter()
         head_native: NDArray[np.uint8] | None = None
+        depth = None
         for key, camera in CAMERAS.items():
-            image: NDArray[np.uint8] = np.asarray(self.inner.render(camera), dtype=np.uint8)
+            if camera == "head_camera" and self._perception is not None:
+                image, depth = self._render_rgbd(camera)
+            else:
+                image = np.asarray(self.inner.render(camera), dtype=np.uint8)
             if camera == "head_camera":
                 head_native = image
             if (image.shape[1], image.shape[0]) != size:
@@ -215,9 +219,6 @@ class RecordingBackend:
                     cv2.resize(image, size, interpolation=cv2.INTER_AREA), dtype=np.uint8
                 )
             self._frames[key].append(image)
-        depth = None
-        if self._perception is not None:
-            depth = np.asarray(self.inner.render_depth("head_camera"), dtype=np.float32)
         rendered = time.perf_counter()
         self.render_s += rendered - started
         belt_speed = self.belt_speed_mps
@@ -237,6 +238,15 @@ class RecordingBackend:
         self._frames["object_world"].append(world_pose)
         self._frames["object_valid"].append(valid)
         self._last_sampled_step = self._steps
+
+    def _render_rgbd(self, camera: str) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+        """Return a camera's RGB and depth of now, from one render where the backend can."""
+        render_rgbd = getattr(self.inner, "render_rgbd", None)
+        if render_rgbd is not None:
+            rgb, depth = render_rgbd(camera)
+        else:
+            rgb, depth = self.inner.render(camera), self.inner.render_depth(camera)
+        return np.asarray(rgb, dtype=np.uint8), np.asarray(depth, dtype=np.float32)
 
     def _encoder_sample(self) -> None:
         """Feed the belt encoder reading of now (after a warm-up history at the first one)."""

@@ -59,6 +59,29 @@ class _State:
     steps_since_control: int
 
 
+def _metric_depth(
+    model: mujoco.MjModel, scene: mujoco.MjvScene, buffer: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """Metres along the optical axis from a reversed-Z depth buffer (``mjDEPTH_ZEROFAR``).
+
+    ``mujoco.Renderer.render``'s conversion (MuJoCo 4.0), operation for operation: the
+    clipping planes in float32, the mapping in float64, the result cast to float32.
+    """
+    extent = model.stat.extent
+    znear = np.float32(model.vis.map.znear * extent)
+    zfar = np.float32(model.vis.map.zfar * extent)
+    out_64 = buffer.astype(np.float64)
+    if scene.camera[0].orthographic:
+        out_64 = zfar - out_64 * (zfar - znear)
+    else:
+        c_coef = -(zfar + znear) / (zfar - znear)
+        d_coef = -(np.float32(2) * zfar * znear) / (zfar - znear)
+        c_coef = np.float32(-0.5) * c_coef - np.float32(0.5)
+        d_coef = np.float32(-0.5) * d_coef
+        out_64 = d_coef / (out_64 + c_coef)
+    return out_64.astype(np.float32)
+
+
 class _CameraRig:
     """Renderers and the image warp of one camera."""
 
@@ -88,10 +111,45 @@ class _CameraRig:
             self.depth.enable_depth_rendering()
         return self.depth
 
+    def render_rgbd(self, model: mujoco.MjModel) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+        """RGB and metric depth of one render of the scene last updated into :attr:`rgb`.
+
+        The depth buffer is read from the RGB render pass and converted to metres as the depth
+        renderer converts it (``mujoco.Renderer.render`` with depth rendering on, MuJoCo 4.0),
+        bit for bit what that renderer's own pass gives: the pass draws the same geometry, only
+        lit and coloured (``test_camera.py::test_render_rgbd_is_render_and_render_depth``).
+        """
+        renderer = self.rgb
+        rect = mujoco.MjrRect(0, 0, renderer.width, renderer.height)
+        rgb = np.empty((renderer.height, renderer.width, 3), dtype=np.uint8)
+        depth = np.empty((renderer.height, renderer.width), dtype=np.float32)
+        context = renderer._mjr_context
+        if renderer._gl_context:
+            renderer._gl_context.make_current()
+        mujoco.mjr_render(rect, renderer.scene, context)
+        mujoco.mjr_readPixels(rgb, depth, rect, context)
+        if renderer._gl_context:  # EGL and OSMesa read bottom row first
+            rgb = np.flipud(rgb)
+            depth = np.flipud(depth)
+        return rgb, _metric_depth(model, renderer.scene, depth)
+
     def close(self) -> None:
         self.rgb.close()
         if self.depth is not None:
             self.depth.close()
+
+
+def _camera_rgb(rig: _CameraRig, render: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """Return a camera's RGB image from its ideal render: warped to its intrinsics, blurred."""
+    image = rig.warp.apply(render)
+    return blur(np.ascontiguousarray(image, dtype=np.uint8), rig.params.blur_sigma_px)
+
+
+def _camera_depth(rig: _CameraRig, render: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Return a camera's depth image (m) from its ideal metric render (beyond range: 0)."""
+    depth = np.asarray(rig.warp.apply(render.astype(np.float32), nearest=True), dtype=np.float32)
+    depth[depth > rig.params.depth_far_m] = 0.0  # out of range reads as 0, like a sensor
+    return np.ascontiguousarray(depth, dtype=np.float32)
 
 
 class MujocoBackend:
@@ -476,8 +534,7 @@ class MujocoBackend:
         """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
         rig = self._rig(camera_name)
         rig.rgb.update_scene(self.data, camera=camera_name)
-        image = rig.warp.apply(rig.rgb.render())
-        return blur(np.ascontiguousarray(image, dtype=np.uint8), rig.params.blur_sigma_px)
+        return _camera_rgb(rig, rig.rgb.render())
 
     def render_depth(self, camera_name: str) -> NDArray[np.float32]:
         """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
@@ -485,10 +542,18 @@ class MujocoBackend:
         self._depth_cameras.add(camera_name)
         renderer = rig.depth_renderer(self.model)
         renderer.update_scene(self.data, camera=camera_name)
-        depth = renderer.render().astype(np.float32)
-        depth = np.asarray(rig.warp.apply(depth, nearest=True), dtype=np.float32)
-        depth[depth > rig.params.depth_far_m] = 0.0  # out of range reads as 0, like a sensor
-        return np.ascontiguousarray(depth, dtype=np.float32)
+        return _camera_depth(rig, renderer.render())
+
+    def render_rgbd(self, camera_name: str) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+        """:meth:`render` and :meth:`render_depth` of now, the same arrays, from one render.
+
+        One render pass instead of two (the depth renderer's pass costs as much as the RGB
+        one): what generation's recorder asks of the head camera at every frame.
+        """
+        rig = self._rig(camera_name)
+        rig.rgb.update_scene(self.data, camera=camera_name)
+        rgb, depth = rig.render_rgbd(self.model)
+        return _camera_rgb(rig, rgb), _camera_depth(rig, depth)
 
     def camera_warp(self, camera_name: str) -> ImageWarp:
         """Return the image warp (intrinsics + distortion) of a camera."""

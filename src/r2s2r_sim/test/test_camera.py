@@ -100,3 +100,24 @@ def test_warp_identity_for_nominal_camera_and_blur_spreads_energy() -> None:
     blurred = blur(image, 1.0)
     assert blurred[32, 32, 0] < 255 and blurred[32, 33, 0] > 0
     assert blur(image, 0.0) is image
+
+
+@pytest.mark.parametrize("camera", ["head_camera", "hand_camera"])
+def test_render_rgbd_is_render_and_render_depth(nominal_world, camera) -> None:
+    """One render pass gives the RGB and depth arrays of the two renderers, bit for bit."""
+    world = marker_world(nominal_world)
+    backend = MujocoBackend()
+    backend.reset(world, seed=0, objects=[ObjectInstance("marker_0", "marker")])
+    optical = backend.body_pose(f"{camera}_optical_frame")
+    backend.spawn_object("marker_0", optical[:3, :3] @ np.array([0.05, 0.02, 0.3]) + optical[:3, 3])
+    rng = np.random.default_rng(3)
+    home = backend.joint_positions()
+    for _ in range(6):
+        backend.data.qpos[backend._qadr] = home + rng.normal(0.0, 0.15, home.size)
+        backend.step(5)
+        rgb, depth = backend.render_rgbd(camera)
+        expected_rgb, expected_depth = backend.render(camera), backend.render_depth(camera)
+        assert rgb.dtype == np.uint8 and depth.dtype == np.float32
+        np.testing.assert_array_equal(rgb, expected_rgb)
+        np.testing.assert_array_equal(depth, expected_depth)
+        assert np.count_nonzero(depth) > depth.size // 2
