@@ -126,6 +126,40 @@ def test_demos_this_job_made_are_cached_by_their_inputs(
     assert remade.status == "produced" and command[command.index("--successes") + 1] == "5"
 
 
+def test_demos_another_tool_made_are_given_and_its_record_kept(
+    tmp_path: Path, configurations_file: Path
+) -> None:
+    """An experiment's ``demos`` stage (its own record, other inputs) is never remade over.
+
+    Found when bench_datagen, pointed at an experiment's dataset, removed that stage's record.
+    """
+    dataset = tmp_path / "demos" / "dataset.hdf5"
+    dataset.parent.mkdir()
+    dataset.write_text("recorded by an experiment\n")
+    experiment_record = {
+        "name": "demos",
+        "inputs_hash": "be63c6ad",
+        "inputs": {"episodes": 100, "seed": 0, "twin": "t", "command": ["r2s2r"], "artifact": "a"},
+        "outputs": {"dataset": str(dataset)},
+        "wall_s": 1709.0,
+        "finished_unix_s": 0.0,
+        "info": {},
+        "commit": "12fc8b2",
+    }
+    record_text = json.dumps(experiment_record)
+    (dataset.parent / "stage.json").write_text(record_text)
+    config = _config(tmp_path, configurations_file, prepare_demos=True, demos_episodes=6)
+    runner = FakeRunner()
+    report = prepare_prerequisites(
+        config, load_datagen_config(configurations_file), tmp_path, lambda _: None, runner
+    )
+    assert runner.commands == []
+    assert [s.status for s in report.steps] == ["present"]
+    assert (dataset.parent / "stage.json").read_text() == record_text
+    assert dataset.read_text() == "recorded by an experiment\n"
+    assert report.datagen.behavior_options["mimicgen"]["source_dataset"] == str(dataset)
+
+
 def test_nothing_is_prepared_when_disabled_or_not_needed(
     tmp_path: Path, configurations_file: Path
 ) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from r2s2r_datagen.prerequisites import (
 from r2s2r_datagen.runner import ProgressCallback, run_generation
 from r2s2r_datagen.summary import RunSummary
 
-from r2s2r.pipeline.cache import StageRunner, content_hash, current_commit
+from r2s2r.pipeline.cache import StageRecord, StageRunner, content_hash, current_commit
 from r2s2r.pipeline.commands import EXIT_TIMEOUT, CommandRunner, command_runner
 from r2s2r.pipeline.stages import (
     DEMOS,
@@ -74,6 +74,29 @@ def _twin_file(launch_args: list[str]) -> Path:
     return resolve_config_path("twin/default.yaml")
 
 
+def _made_by_this_job(record: StageRecord | None, inputs: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is this job's record of a stage with these ``inputs``' keys.
+
+    A record with other keys was written by another tool (an experiment's ``demos`` or
+    ``grounding`` stage in the same folder): its file is given from outside, used as it is,
+    never remade over nor its record removed.
+    """
+    return record is not None and set(record.inputs) == set(inputs)
+
+
+def _demos_inputs(
+    config: GenerateConfig, twin: Path, artifact: Path, grounded: bool
+) -> dict[str, Any]:
+    """Return the ``demos`` stage's cache key: what the recorded demonstrations depend on."""
+    return {
+        "episodes": config.demos_episodes,
+        "seed": config.demos_seed,
+        "twin": content_hash(twin),
+        "cell_launch_args": list(config.cell_launch_args),
+        "artifact": content_hash(artifact) if grounded else "",
+    }
+
+
 def _prepare(
     stage: CommandStage,
     stages: StageRunner,
@@ -84,8 +107,7 @@ def _prepare(
 ) -> PrerequisiteStep:
     """Find or produce one prerequisite with its stage; say what happened once."""
     path = str(stage.output)
-    record = stages.record(stage.name)
-    if record is None and stage.output.exists():
+    if stage.output.exists() and not _made_by_this_job(stages.record(stage.name), stage.inputs):
         step = PrerequisiteStep(stage.name, "present", path, "found (not made by this job)")
         step.affects = affects
         say(step.stage_line())
@@ -171,13 +193,15 @@ def prepare_prerequisites(
         demo_users = []
     path, origin = mimicgen_source_path(config, datagen)
     demo_stages = StageRunner(path.parent, say, commit, {DEMOS: path.parent})
+    artifact = Path(config.grounding_artifact_path or datagen.grounding_artifact_path).resolve()
     # A dataset there without a record of this job is given from outside: used as it is.
-    demos_given = path.exists() and demo_stages.record(DEMOS) is None
+    demos_given = path.exists() and not _made_by_this_job(
+        demo_stages.record(DEMOS), _demos_inputs(config, twin, artifact, grounded=False)
+    )
     record_demos = config.prepare_demos and bool(demo_users) and not demos_given
     # The order of work (docs/architecture.md section 3): ground the cell first, then record
     # on the grounded cell, so the demonstrations' tracked objects (MimicGen's source poses)
     # come from grounded perception.
-    artifact = Path(config.grounding_artifact_path or datagen.grounding_artifact_path).resolve()
     grounded = False
     if config.prepare_grounding:
         affects = [c.name for c in selected if c.world == "grounded"]
@@ -238,13 +262,7 @@ def prepare_prerequisites(
                     quiet=True,
                 )
             )
-            inputs = {
-                "episodes": config.demos_episodes,
-                "seed": config.demos_seed,
-                "twin": content_hash(twin),
-                "cell_launch_args": list(config.cell_launch_args),
-                "artifact": content_hash(artifact) if grounded else "",
-            }
+            inputs = _demos_inputs(config, twin, artifact, grounded)
             stage = demos_stage(
                 command, path, log_dir / "record_demos.log", config.prepare_timeout_s, inputs
             )
