@@ -165,7 +165,8 @@ def test_current_commit_marks_uncommitted_changes(tmp_path: Path) -> None:
 
 PAPER_SECONDS_PER_STEP = 0.06
 """Training step at the paper preset's size on the 2-core machine (config/experiment/paper.yaml):
-18.6 ms measured on a quiet machine (results/learning_curve_paper_gm64.json), 3x for a loaded one."""
+18.6 ms measured on a quiet machine (results/learning_curve_paper_gm64.json), 3x for a loaded
+one."""
 
 
 def test_a_paper_scale_training_killed_loses_at_most_three_minutes() -> None:
