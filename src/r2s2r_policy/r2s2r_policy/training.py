@@ -30,6 +30,7 @@ step-based loop:
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import json
 import logging
@@ -775,6 +776,10 @@ def train(
     finally:
         progress.close()
         policy.batch_shard = None  # the returned policy is a one-process module again
+        # The DDP wrapper's reducer holds the process group: released here, before the group
+        # is destroyed, not at interpreter exit (where gloo's threads could abort the rank).
+        model = policy
+        gc.collect()
         if initialized_here:
             dist.destroy_process_group()
     if rank == 0 and result.checkpoint is None and checkpoint_dir is not None:

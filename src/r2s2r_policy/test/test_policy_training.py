@@ -143,6 +143,10 @@ def test_hdf5_adapter_feeds_training(tmp_path: Path) -> None:
     assert loaded.config.training["sources"]["real"]["samples"] == 24
 
 
+TORCHRUN_TIMEOUT_S = 240
+"""Two ranks of 4 tiny steps: ~5 s on an idle 2-core machine, past 60 s with its cores busy."""
+
+
 @pytest.mark.graph
 @pytest.mark.slow
 def test_torchrun_two_ranks_gloo(tmp_path: Path) -> None:
@@ -174,7 +178,7 @@ def test_torchrun_two_ranks_gloo(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=TORCHRUN_TIMEOUT_S,
         env=env,
         check=False,
     )
