@@ -6,13 +6,14 @@ import pytest
 import yaml
 from datagen_support import NOMINAL
 from r2s2r_common.config import ConfigError
-from r2s2r_datagen.config import GenerateConfig
+from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config
 from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.worker import WorkerSetup, WorkerState
 from r2s2r_sim.backend_config import SimBackendConfig
 from r2s2r_sim.isaac_backend import isaac_unavailable_reason
 from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.scene import PRIMITIVE_DETAIL
 from r2s2r_testing.generation import OVERRIDES, write_configurations
 
 
@@ -55,3 +56,13 @@ def test_unknown_simulator_kind_is_refused(tmp_path: Path) -> None:
     path = _with_simulator(tmp_path / "c.yaml", {"kind": "gazebo"})
     with pytest.raises(ConfigError, match="kind"):
         load_datagen_config(path)
+
+
+def test_the_worker_builds_the_configured_primitive_detail(tmp_path: Path) -> None:
+    path = _with_simulator(tmp_path / "c.yaml", {"primitive_slices": 14, "primitive_stacks": 8})
+    simulator = load_datagen_config(path).simulator
+    state = WorkerState(WorkerSetup(worker_id="w", run_dir=str(tmp_path), simulator=simulator))
+    assert state.backend.primitive_detail == (14, 8)
+    bundled = load_datagen_config(bundled_configurations_path()).simulator
+    assert (bundled.primitive_slices, bundled.primitive_stacks) == (14, 8)
+    assert SimBackendConfig().primitive_slices == PRIMITIVE_DETAIL[0]  # elsewhere: the twin's

@@ -15,7 +15,7 @@ from r2s2r_common.config import ConfigModel
 
 from r2s2r_sim.backend import BackendUnavailableError, SimBackend
 from r2s2r_sim.isaac_backend import IsaacSimConfig, isaac_unavailable_reason
-from r2s2r_sim.scene import SceneExtra
+from r2s2r_sim.scene import PRIMITIVE_DETAIL, SceneExtra
 
 BACKEND_KINDS: tuple[str, ...] = ("mujoco", "isaac")
 """The selectable simulator backends."""
@@ -31,6 +31,20 @@ class SimBackendConfig(ConfigModel):
     )
     enable_rendering: bool = Field(
         default=True, description="Create the camera renderers (off: physics only)."
+    )
+    primitive_slices: int = Field(
+        default=PRIMITIVE_DETAIL[0],
+        ge=4,
+        le=256,
+        description="MuJoCo: slices of the rendered spheres, capsules and cylinders "
+        "(model.vis.quality.numslices; MuJoCo's default). Fewer draw faster at a rounder look.",
+    )
+    primitive_stacks: int = Field(
+        default=PRIMITIVE_DETAIL[1],
+        ge=2,
+        le=256,
+        description="MuJoCo: stacks of the rendered spheres and capsules "
+        "(model.vis.quality.numstacks; MuJoCo's default).",
     )
     isaac: IsaacSimConfig = Field(
         default_factory=IsaacSimConfig, description="Isaac Sim app options (kind: isaac)."
@@ -85,4 +99,8 @@ def make_backend(
         return IsaacSimBackend(config.isaac, enable_rendering=config.enable_rendering)
     from r2s2r_sim.mujoco_backend import MujocoBackend
 
-    return MujocoBackend(enable_rendering=config.enable_rendering, scene_extras=scene_extras)
+    return MujocoBackend(
+        enable_rendering=config.enable_rendering,
+        scene_extras=scene_extras,
+        primitive_detail=(config.primitive_slices, config.primitive_stacks),
+    )

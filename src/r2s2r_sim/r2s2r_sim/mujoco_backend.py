@@ -22,7 +22,14 @@ from r2s2r_world.world import CameraParams, WorldParams
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
 from r2s2r_sim.controllers import JointTrajectoryController, controller_for
-from r2s2r_sim.scene import BELT_GEOM, SceneExtra, apply_lighting, build_model, park_position
+from r2s2r_sim.scene import (
+    BELT_GEOM,
+    PRIMITIVE_DETAIL,
+    SceneExtra,
+    apply_lighting,
+    build_model,
+    park_position,
+)
 
 CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
 """Cameras of the cell (MuJoCo camera names; ROS frames ``<name>_optical_frame``)."""
@@ -158,12 +165,20 @@ class MujocoBackend:
     Args:
         enable_rendering: Create renderers (needs an OpenGL backend: ``MUJOCO_GL=egl``).
         scene_extras: Added to every compiled model (see :func:`r2s2r_sim.scene.build_model`).
+        primitive_detail: Slices and stacks of rendered round primitives (default: MuJoCo's,
+            what the real twin renders; :class:`r2s2r_sim.backend_config.SimBackendConfig`).
 
     """
 
-    def __init__(self, enable_rendering: bool = True, scene_extras: Sequence[SceneExtra] = ()):
+    def __init__(
+        self,
+        enable_rendering: bool = True,
+        scene_extras: Sequence[SceneExtra] = (),
+        primitive_detail: tuple[int, int] = PRIMITIVE_DETAIL,
+    ):
         self.enable_rendering = enable_rendering
         self.scene_extras = tuple(scene_extras)
+        self.primitive_detail = primitive_detail
         self._model: mujoco.MjModel | None = None
         self._data: mujoco.MjData | None = None
         self._world: WorldParams | None = None
@@ -197,7 +212,7 @@ class MujocoBackend:
         )
         if key != self._model_key:
             self.close()
-            self._model = build_model(world, objects, self.scene_extras)
+            self._model = build_model(world, objects, self.scene_extras, self.primitive_detail)
             self._data = mujoco.MjData(self._model)
             self._model_key = key
             self._objects = objects

@@ -16,6 +16,10 @@ from r2s2r_sim.backend import BackendError, ObjectInstance
 BELT_GEOM = "belt_surface"
 """Name of the belt's top-surface geom (carries ``surfacevel``)."""
 
+PRIMITIVE_DETAIL: tuple[int, int] = (28, 16)
+"""Slices and stacks of rendered spheres, capsules and cylinders: MuJoCo's default
+(``visual/quality`` ``numslices``, ``numstacks``), what the real twin renders with."""
+
 
 def park_position(index: int) -> tuple[float, float, float]:
     """Where parked object ``index`` waits: under the floor, out of every camera's view."""
@@ -81,8 +85,12 @@ def build_model(
     world: WorldParams,
     objects: Sequence[ObjectInstance] = (),
     extras: Sequence[SceneExtra] = (),
+    primitive_detail: tuple[int, int] = PRIMITIVE_DETAIL,
 ) -> mujoco.MjModel:
     """Compile the MuJoCo model of ``world`` with ``objects`` parked and ``extras`` applied.
+
+    ``primitive_detail`` (slices, stacks) is how finely renderers made for the model draw
+    spheres, capsules and cylinders; physics never reads it.
 
     Raises:
         BackendError: If an object names an unknown type or names repeat.
@@ -95,6 +103,7 @@ def build_model(
     )
     spec.visual.map.znear = 0.005  # fraction of the model extent (a few mm): close hand views
     spec.visual.map.zfar = 5.0
+    spec.visual.quality.numslices, spec.visual.quality.numstacks = primitive_detail
     light = spec.worldbody.add_light()
     light.name = "sun"
     light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL

@@ -10,6 +10,7 @@ from r2s2r_sim.camera_model import (
     undistort_normalized,
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
+from r2s2r_sim.scene import PRIMITIVE_DETAIL
 from r2s2r_world.world import ObjectType, WorldParams
 
 MARKER_DIAMETER_M = 0.04
@@ -121,3 +122,21 @@ def test_render_rgbd_is_render_and_render_depth(nominal_world, camera) -> None:
         np.testing.assert_array_equal(rgb, expected_rgb)
         np.testing.assert_array_equal(depth, expected_depth)
         assert np.count_nonzero(depth) > depth.size // 2
+
+
+@pytest.mark.parametrize("camera", ["head_camera", "hand_camera"])
+def test_coarser_primitives_draw_nearly_the_same_image(nominal_world, camera) -> None:
+    """``primitive_detail`` changes only how round shapes are drawn: a few edge pixels."""
+    frames = []
+    for detail in (PRIMITIVE_DETAIL, (14, 8)):
+        backend = MujocoBackend(primitive_detail=detail)
+        backend.reset(nominal_world, seed=0)
+        backend.step(50)
+        assert (backend.model.vis.quality.numslices, backend.model.vis.quality.numstacks) == detail
+        frames.append((backend.render(camera).astype(int), backend.joint_positions()))
+        backend.close()
+    (fine, fine_joints), (coarse, coarse_joints) = frames
+    np.testing.assert_array_equal(fine_joints, coarse_joints)  # physics never reads it
+    changed = np.abs(fine - coarse).max(axis=-1) > 0
+    assert 0 < changed.mean() < 0.1  # the capsules' and cylinders' outlines
+    assert np.abs(fine - coarse).mean() < 1.0
