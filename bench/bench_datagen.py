@@ -60,7 +60,8 @@ from r2s2r_datagen.configurations import (  # noqa: E402
 )
 from r2s2r_datagen.ledger import Ledger  # noqa: E402
 from r2s2r_datagen.prerequisites import mimicgen_source_path  # noqa: E402
-from r2s2r_sim.mujoco_backend import MujocoBackend  # noqa: E402
+from r2s2r_datagen.worker import use_one_core  # noqa: E402
+from r2s2r_sim.backend_config import make_backend  # noqa: E402
 from r2s2r_sim.task import TrialRunner  # noqa: E402
 from r2s2r_testing.generation import FACTORY as SCRIPTED  # noqa: E402  (test-only generator)
 
@@ -155,6 +156,9 @@ def raw_seconds_per_frame(
 ) -> float:
     """Physics for one frame period + both cameras rendered, on the episode's scene.
 
+    The simulator is the one the workers build (the configurations file's ``simulator``),
+    in a process set up as theirs (:func:`r2s2r_datagen.worker.use_one_core`, at ``main``).
+
     The scene is episode 0 of ``configuration``, in that configuration's world: a grounded
     world's cameras (calibrated intrinsics and distortion, blur) are the ones its episodes
     render, and they cost more per frame than the nominal ones.
@@ -166,7 +170,7 @@ def raw_seconds_per_frame(
     )
     job = make_jobs(nominal, prepared, [0], 0, datagen)[0]
     steps_per_frame = round(1.0 / (rate_hz * job.world.physics.timestep_s))
-    backend = MujocoBackend(enable_rendering=True)
+    backend = make_backend(datagen.simulator)  # the workers' simulator
     runner = TrialRunner(backend, job.world, job.plan)
     runner.start()
     runner.step(steps_per_frame * 10)  # object on the belt
@@ -221,6 +225,7 @@ def main() -> None:
         "configurations file's)",
     )
     args = parser.parse_args()
+    use_one_core()  # the raw baseline runs here, as in a worker process
     config_path = bundled_configurations_path()
     datagen = load_datagen_config(config_path)
     inputs = Inputs(main_job_config(), datagen, args.demos, args.artifact)

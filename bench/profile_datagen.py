@@ -37,7 +37,7 @@ from r2s2r_datagen.configurations import (
     make_jobs,
     prepare_configurations,
 )
-from r2s2r_datagen.worker import WorkerSetup, WorkerState
+from r2s2r_datagen.worker import WorkerSetup, WorkerState, use_one_core
 
 from r2s2r.pipeline.main_job import prepare_prerequisites
 
@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--demos", help="MimicGen source demonstrations (as bench_datagen)")
     parser.add_argument("--artifact", help="grounding artifact (as bench_datagen)")
     args = parser.parse_args()
+    use_one_core()  # as a pool's worker process runs
     config_path = bundled_configurations_path()
     datagen = load_datagen_config(config_path)
     inputs = Inputs(main_job_config(), datagen, args.demos, args.artifact)

@@ -30,7 +30,7 @@ from r2s2r_common.errors import RunFailedError
 from r2s2r_common.process import terminate_self, watch_owner
 
 from r2s2r_datagen.generator import EpisodeJob
-from r2s2r_datagen.worker import JobReport, WorkerSetup, WorkerState
+from r2s2r_datagen.worker import JobReport, WorkerSetup, WorkerState, use_one_core
 
 RAY_SOCKET_PATH_LIMIT = 107
 """AF_UNIX path limit; Ray puts ``session_<date>_<pid>/sockets/plasma_store`` under its dir."""
@@ -128,6 +128,7 @@ def _process_worker_main(conn: Connection, setup: WorkerSetup) -> None:
     otherwise finish its episode and write to its shard after the job is gone).
     """
     watch_owner(terminate_self, owner_pid=os.getppid())
+    use_one_core()
     state = WorkerState(setup)
     try:
         state.warm_up()
@@ -296,6 +297,7 @@ class _RayWorker:
     """The Ray actor: one :class:`WorkerState` per actor process."""
 
     def __init__(self, setup: WorkerSetup) -> None:
+        use_one_core()
         self.state = WorkerState(setup)
         self.state.warm_up()
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import cv2
 from r2s2r_common.disk import disk_full_message, is_disk_full
 from r2s2r_recorder.dataset import EpisodeWriter
 from r2s2r_sim.backend_config import SimBackendConfig, make_backend
@@ -30,6 +31,23 @@ from r2s2r_datagen.generator import (
     classify_exception,
     make_generator,
 )
+
+SOFTWARE_RASTER_THREADS = "0"
+"""Mesa llvmpipe's rasterizer threads in a worker process (``LP_NUM_THREADS``): 0 draws in the
+worker's own thread (see :func:`use_one_core`). GPU OpenGL ignores it."""
+
+
+def use_one_core() -> None:
+    """Run this worker process's libraries on one thread each, before its simulator starts.
+
+    A pool runs one worker per core, so the helper threads of Mesa's software GL (one per core
+    by default; ``LP_NUM_THREADS``, unless the environment sets it) and of OpenCV (remap, blur,
+    optical flow in the cell's perception) would only contend with the other workers for the
+    cores. The episodes are the same, array for array (``test_worker_threads.py``).
+    """
+    os.environ.setdefault("LP_NUM_THREADS", SOFTWARE_RASTER_THREADS)
+    cv2.setNumThreads(1)
+
 
 Status = Literal["success", "failed", "skipped"]
 
