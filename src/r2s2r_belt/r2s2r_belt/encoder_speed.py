@@ -87,13 +87,14 @@ class EncoderSpeedEstimator:
                 f"no reading for {now_s - last_stamp_s:.2f} s",
             )
         data = np.asarray(samples, dtype=float)
-        times_s = data[:, 0] - data[:, 0].mean()
+        mean_stamp_s = data[:, 0].mean()
+        times_s = data[:, 0] - mean_stamp_s
         spread_s2 = float(np.dot(times_s, times_s))
         if spread_s2 <= 0.0:
             return SpeedMeasurement("encoder", last_stamp_s, 0.0, math.inf, False, "no time spread")
-        angles_rad = data[:, 1]
-        rate_rad_s = float(np.dot(times_s, angles_rad - angles_rad.mean()) / spread_s2)
-        residuals = angles_rad - angles_rad.mean() - rate_rad_s * times_s
+        angles_rad = data[:, 1] - data[:, 1].mean()  # deviations from the mean angle
+        rate_rad_s = float(np.dot(times_s, angles_rad) / spread_s2)
+        residuals = angles_rad - rate_rad_s * times_s
         dof = max(len(samples) - 2, 1)
         noise_var_rad2 = max(
             float(np.dot(residuals, residuals)) / dof, self.config.angle_noise_rad**2
@@ -102,7 +103,7 @@ class EncoderSpeedEstimator:
         sign = -1.0 if self.config.invert else 1.0
         speed_mps = sign * rate_rad_s * radius_m
         variance_mps2 = noise_var_rad2 / spread_s2 * radius_m**2
-        stamp_s = float(data[:, 0].mean())
+        stamp_s = float(mean_stamp_s)
         if abs(speed_mps) > self.config.max_speed_mps:
             return SpeedMeasurement(
                 "encoder",

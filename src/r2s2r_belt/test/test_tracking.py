@@ -18,7 +18,7 @@ import pytest
 from r2s2r_belt.perception import catalogue_from_world, scene_geometry_from_world
 from r2s2r_belt.tracking.catalogue import Catalogue
 from r2s2r_belt.tracking.config import CatalogueConfig, ObjectTrackerConfig, TrackingConfig
-from r2s2r_belt.tracking.detection import Detection, FrameError, SceneGeometry
+from r2s2r_belt.tracking.detection import Detection, FrameError, SceneGeometry, height_plane
 from r2s2r_belt.tracking.evaluation import (
     Placement,
     TwinScene,
@@ -280,3 +280,17 @@ def test_crossing_types_are_associated_by_distance_and_type() -> None:
     )
     by_id = {t.track_id: t.type_name for t in tracks}
     assert by_id == {1: "cube", 2: "block"}
+
+
+def test_height_plane_is_the_least_squares_plane() -> None:
+    rng = np.random.default_rng(5)
+    xy = rng.uniform(-0.4, 0.4, (5000, 2))
+    z = 0.02 * xy[:, 0] - 0.01 * xy[:, 1] + 0.003 + rng.normal(0.0, 0.001, 5000)
+    points = np.column_stack([xy, z])
+    design = np.column_stack([xy, np.ones(len(z))])
+    expected = np.linalg.lstsq(design, z, rcond=None)[0]
+    np.testing.assert_allclose(height_plane(points), expected, rtol=0.0, atol=1e-12)
+    # Points on one line span no plane: the minimum-norm least-squares answer.
+    line = np.column_stack([xy[:, 0], 2.0 * xy[:, 0], z])
+    expected_line = np.linalg.lstsq(np.column_stack([line[:, :2], np.ones(len(z))]), z, rcond=None)
+    np.testing.assert_allclose(height_plane(line), expected_line[0], atol=1e-12)

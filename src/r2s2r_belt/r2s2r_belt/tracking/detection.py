@@ -132,6 +132,25 @@ def _fit_sphere_centre(
     return centre
 
 
+def height_plane(points: FloatArray) -> FloatArray:
+    """Least-squares ``(a, b, c)`` of ``z = a x + b y + c`` through ``points`` (N x 3).
+
+    The normal equations on centred coordinates (a 2 x 2 solve: a frame's plane fit is run
+    three times on thousands of points); points that span no plane (all on one line) fall back
+    to the minimum-norm solution of ``numpy.linalg.lstsq``.
+    """
+    centroid = points.mean(axis=0)
+    centred = points - centroid
+    xy = centred[:, :2]
+    normal = xy.T @ xy
+    determinant = normal[0, 0] * normal[1, 1] - normal[0, 1] * normal[1, 0]
+    if not determinant > 1e-12 * normal[0, 0] * normal[1, 1]:
+        design = np.column_stack([points[:, 0], points[:, 1], np.ones(len(points))])
+        return np.asarray(np.linalg.lstsq(design, points[:, 2], rcond=None)[0], dtype=np.float64)
+    a, b = np.linalg.solve(normal, xy.T @ centred[:, 2])
+    return np.array([a, b, centroid[2] - a * centroid[0] - b * centroid[1]], dtype=np.float64)
+
+
 def rotation_between(from_unit: FloatArray, to_unit: FloatArray) -> FloatArray:
     """Smallest rotation taking unit vector ``from_unit`` onto ``to_unit``."""
     axis = np.cross(from_unit, to_unit)
@@ -227,9 +246,7 @@ class ObjectDetector:
             chosen = pts[inliers]
             if len(chosen) < MIN_PLANE_POINTS:
                 return None
-            design = np.column_stack([chosen[:, 0], chosen[:, 1], np.ones(len(chosen))])
-            solution = np.linalg.lstsq(design, chosen[:, 2], rcond=None)[0]
-            coeffs = np.asarray(solution, dtype=np.float64)
+            coeffs = height_plane(chosen)
             predicted = pts[:, 0] * coeffs[0] + pts[:, 1] * coeffs[1] + coeffs[2]
             inliers = np.abs(pts[:, 2] - predicted) < config.plane_inlier_m
         a, b, c = (float(v) for v in coeffs)
