@@ -292,8 +292,9 @@ def main() -> None:
 
     # Overhead and scaling: on the first available planner configuration (one rollout per
     # episode), else the first available one, else the scripted test generator. MimicGen may
-    # play up to max_attempts rollouts for one episode (its failures are rehearsed without
-    # cameras, see r2s2r_datagen.mimicgen), so its per-episode figure also measures its yield;
+    # play up to max_attempts rollouts for one episode (recorded deferred: cameras and perception
+    # only for the success, see r2s2r_datagen.mimicgen), so its per-episode figure also measures
+    # its yield;
     # it is printed beside, without goal, with its own 1 -> 2 worker scaling.
     behavior = {p.spec.name: p.spec.behavior for p in prepared}
     planners = [name for name in available if behavior[name] == "planner"]
@@ -374,7 +375,7 @@ def main() -> None:
     if mimicgen_figures is not None:
         name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m, m1, m2, m_scaling = mimicgen_figures
         print(f"\nMimicGen per episode: {name_m} (no goal: an episode may take several "
-              "rollouts, the failed ones rehearsed without cameras)")  # fmt: skip
+              "rollouts, recorded deferred: only the success rendered)")  # fmt: skip
         print(f"  rollouts per episode           {rollouts_m:8.2f}")
         print(f"  mean episode length            {frames_m:8.1f} frames")
         print(f"  generation, 1 worker           {gen_m:8.1f} episodes per worker-minute")

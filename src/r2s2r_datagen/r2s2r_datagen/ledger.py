@@ -19,17 +19,30 @@ FINISHED_STATUSES = ("success", "failed", "skipped")
 """Statuses that mean the episode is finished (a resume skips it, but see
 :data:`INTERRUPTED_REASONS`)."""
 
-INTERRUPTED_REASONS = ("write_failed", "worker_crashed", "timeout")
+JOB_TIMEOUT = "job_timeout"
+"""Reason of a job that overran its deadline (``job_timeout_s``); not the trial's ``timeout``
+(:class:`r2s2r_sim.task.TrialOutcome`: the object was still moving when the trial's time ran
+out), which is the generator's verdict."""
+
+INTERRUPTED_REASONS = ("write_failed", "worker_crashed", JOB_TIMEOUT)
 """Reasons of a ``failed`` record that are no verdict on the episode: its shard could not be
 written (a full disk), its worker died, or it overran its deadline. A resume runs such an
 episode again unless told not to (``retry_interrupted = false``); a failure the generator
-decided (a missed grasp, a drop) is a result, and its seed would fail the same way again, so
-only ``retry_failed`` runs it again."""
+decided (a missed grasp, a drop, a trial that timed out) is a result, and its seed would fail
+the same way again, so only ``retry_failed`` runs it again."""
 
 
 def is_interrupted(record: dict[str, Any]) -> bool:
-    """Whether a ledger record is a failure without a verdict (:data:`INTERRUPTED_REASONS`)."""
-    return record.get("status") == "failed" and record.get("reason") in INTERRUPTED_REASONS
+    """Whether a ledger record is a failure without a verdict (:data:`INTERRUPTED_REASONS`).
+
+    Ledgers written before :data:`JOB_TIMEOUT` named a job's deadline ``timeout``, like the
+    trial's; there the job's record is the one without a generation attempt.
+    """
+    if record.get("status") != "failed":
+        return False
+    reason = record.get("reason")
+    legacy_job_timeout = reason == "timeout" and int(record.get("attempts", 0)) == 0
+    return reason in INTERRUPTED_REASONS or legacy_job_timeout
 
 
 EpisodeKey = tuple[str, int]

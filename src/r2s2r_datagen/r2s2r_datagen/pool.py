@@ -77,7 +77,7 @@ class WorkerLost:
     """A job attempt that ended without a report: the worker crashed or was killed.
 
     Attributes:
-        reason: ``worker_crashed`` or ``timeout``.
+        reason: ``worker_crashed`` or ``job_timeout`` (:data:`~r2s2r_datagen.ledger.JOB_TIMEOUT`).
         detail: Exit code or error text.
 
     """

@@ -25,17 +25,21 @@ dataset from a bag:
 A frame at ``t`` is taken when simulation is about to advance past ``t`` (or when the episode
 is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as in the bag.
 
-A *rehearsal* (``record=False``) steps the backend exactly as a recording does (the same step
-calls, cut at the same frame and encoder ticks) but samples nothing: no camera is rendered and
-no perception runs. A generator whose actions never read the recording (MimicGen: the
-simulator's poses, not the cell's perception) can rehearse an attempt and record only one that
-succeeds, replayed from the same state: rendering and perception never touch the physics, so the
-replay is the rehearsal, frame for frame.
+A *deferred* recording (``deferred=True``, on a backend with
+:class:`~r2s2r_sim.backend.SceneSnapshots`) steps the backend exactly as a live one does (the
+same step calls, cut at the same frame and encoder ticks) but renders nothing and runs no
+perception while it runs: at each frame it keeps a scene snapshot and what the frame reads of
+the simulator, at each encoder tick the belt travel. :meth:`RecordingBackend.to_episode` then
+draws the snapshots and feeds the perception in the same order, so the episode is the live
+one's, array for array. A generator whose actions never read the recording (MimicGen: the
+simulator's poses, not the cell's perception) pays for cameras and perception only on the
+attempts it keeps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -58,7 +62,14 @@ from r2s2r_recorder.dataset import (
     ObjectTrackLatch,
 )
 from r2s2r_recorder.dataset.reference import TimedCommand, controller_reference
-from r2s2r_sim.backend import Contact, FloatArray, ObjectInstance, ObjectPose, SimBackend
+from r2s2r_sim.backend import (
+    Contact,
+    FloatArray,
+    ObjectInstance,
+    ObjectPose,
+    SceneSnapshots,
+    SimBackend,
+)
 from r2s2r_world.world import WorldParams
 from scipy.spatial.transform import Rotation
 
@@ -102,6 +113,27 @@ class RecordingError(RuntimeError):
     """The recording cannot be sampled as asked (e.g. the frame period is not whole steps)."""
 
 
+@dataclass(frozen=True)
+class _EncoderReading:
+    """The belt encoder at a tick: what the perception is fed."""
+
+    time_s: float
+    travel_m: float
+    belt_speed_mps: float
+
+
+@dataclass(frozen=True)
+class _FrameState:
+    """What a frame reads of the simulator at its time; ``scene`` set when deferred."""
+
+    time_s: float
+    joint_pos: NDArray[np.float32]
+    belt_speed_mps: float
+    object_world: FloatArray | None
+    object_valid: bool
+    scene: object = None
+
+
 def episode_actions(
     commands: dict[str, list[TimedCommand]], times_s: Sequence[float] | FloatArray
 ) -> NDArray[np.float32]:
@@ -126,11 +158,12 @@ class RecordingBackend:
         config: Frame rate and dataset image size.
         object_name: The episode object whose pose is recorded (default: the first object
             passed to :meth:`reset`).
-        record: False for a rehearsal (see the module docstring): stepped as when recording,
-            nothing sampled; :meth:`to_episode` and :meth:`object_tracked` refuse.
+        deferred: Render and perceive in :meth:`to_episode`, from scene snapshots (see the
+            module docstring); :meth:`object_tracked` then refuses.
 
     Raises:
-        RecordingError: At reset, if ``1 / rate_hz`` is not a whole number of physics steps.
+        RecordingError: At reset, if ``1 / rate_hz`` is not a whole number of physics steps;
+            at construction, if ``deferred`` and the backend keeps no scene snapshots.
 
     """
 
@@ -139,11 +172,16 @@ class RecordingBackend:
         inner: SimBackend,
         config: RecordingConfig,
         object_name: str | None = None,
-        record: bool = True,
+        deferred: bool = False,
     ) -> None:
+        if deferred and not isinstance(inner, SceneSnapshots):
+            raise RecordingError(
+                f"a deferred recording needs a backend with scene snapshots "
+                f"(r2s2r_sim.backend.SceneSnapshots); {type(inner).__name__} has none"
+            )
         self.inner = inner
         self.config = config
-        self.record = record
+        self.deferred = deferred
         self._object_name_arg = object_name
         self._object_name: str | None = object_name
         self._period_steps = 0
@@ -160,6 +198,8 @@ class RecordingBackend:
         self._roller_radius_m = 1.0
         self._encoder_started = False
         self._last_encoder_step = -1
+        self._deferred_events: list[_EncoderReading | _FrameState] = []
+        self._world: WorldParams | None = None
         self._clear()
         self.render_s = 0.0
         self.perception_s = 0.0
@@ -178,6 +218,7 @@ class RecordingBackend:
         self._commands = {"arm": [], "hand": []}
         self._steps = 0
         self._last_sampled_step = -1
+        self._deferred_events = []
 
     def object_tracked(self) -> bool:
         """Whether the cell's perception reports the episode's object now (True without it).
@@ -187,8 +228,10 @@ class RecordingBackend:
         """
         if not self.config.perception:
             return True
-        if not self.record:
-            raise RecordingError("a rehearsal runs no perception: record=True to ask for it")
+        if self.deferred:
+            raise RecordingError(
+                "a deferred recording runs no perception while it runs: deferred=False to ask"
+            )
         if self._latch is None or not self._frames[OBJECT_TRACK_KEY]:
             return False
         visible = self._latch.fields.index("visible")
@@ -200,9 +243,27 @@ class RecordingBackend:
         return len(self._frames["time"])
 
     def _sample(self) -> None:
+        """Take the frame due now (live), or keep what it needs to be taken later (deferred)."""
+        self._encoder_sample()
+        world_pose, valid = self._object_world_pose()
+        state = _FrameState(
+            time_s=self._steps * self._timestep_s,
+            joint_pos=self.inner.joint_positions().astype(np.float32),
+            belt_speed_mps=self.belt_speed_mps,
+            object_world=world_pose,
+            object_valid=valid,
+            scene=self.inner.scene_snapshot() if self.deferred else None,  # type: ignore[attr-defined]
+        )
+        if self.deferred:
+            self._deferred_events.append(state)
+        else:
+            self._take_frame(state)
+        self._last_sampled_step = self._steps
+
+    def _take_frame(self, state: _FrameState) -> None:
+        """Render the cameras as the scene is drawn now, run the perception, append the frame."""
         import time
 
-        time_s = self._steps * self._timestep_s
         size = (self.config.image_width_px, self.config.image_height_px)
         started = time.perf_counter()
         head_native: NDArray[np.uint8] | None = None
@@ -221,23 +282,20 @@ class RecordingBackend:
             self._frames[key].append(image)
         rendered = time.perf_counter()
         self.render_s += rendered - started
-        belt_speed = self.belt_speed_mps
+        belt_speed = state.belt_speed_mps
         if self._perception is not None and self._latch is not None:
             assert head_native is not None
-            self._encoder_sample()
-            tracks = self._perception.add_head_frame(time_s, head_native, depth)
-            self._latch.update(time_s, tracks or [])
-            self._frames[OBJECT_TRACK_KEY].append(self._latch.features(time_s))
-            fused = self._perception.belt_speed(time_s)
+            tracks = self._perception.add_head_frame(state.time_s, head_native, depth)
+            self._latch.update(state.time_s, tracks or [])
+            self._frames[OBJECT_TRACK_KEY].append(self._latch.features(state.time_s))
+            fused = self._perception.belt_speed(state.time_s)
             belt_speed = float(fused.speed_mps) if fused is not None else 0.0
             self.perception_s += time.perf_counter() - rendered
-        self._frames["time"].append(time_s)
-        self._frames["joint_pos"].append(self.inner.joint_positions().astype(np.float32))
+        self._frames["time"].append(state.time_s)
+        self._frames["joint_pos"].append(state.joint_pos)
         self._frames["belt"].append(belt_speed)
-        world_pose, valid = self._object_world_pose()
-        self._frames["object_world"].append(world_pose)
-        self._frames["object_valid"].append(valid)
-        self._last_sampled_step = self._steps
+        self._frames["object_world"].append(state.object_world)
+        self._frames["object_valid"].append(state.object_valid)
 
     def _render_rgbd(self, camera: str) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
         """Return a camera's RGB and depth of now, from one render where the backend can."""
@@ -249,24 +307,56 @@ class RecordingBackend:
         return np.asarray(rgb, dtype=np.uint8), np.asarray(depth, dtype=np.float32)
 
     def _encoder_sample(self) -> None:
-        """Feed the belt encoder reading of now (after a warm-up history at the first one)."""
+        """Read the belt encoder if it ticks now: fed to the perception, or kept (deferred)."""
         if (
-            self._perception is None
+            not self._encoder_period_steps
             or self._steps == self._last_encoder_step
             or self._steps % self._encoder_period_steps
         ):
             return
-        time_s = self._steps * self._timestep_s
+        reading = _EncoderReading(
+            time_s=self._steps * self._timestep_s,
+            travel_m=self.inner.belt_travel_m,
+            belt_speed_mps=self.belt_speed_mps,
+        )
+        if self.deferred:
+            self._deferred_events.append(reading)
+        else:
+            self._feed_encoder(reading)
+        self._last_encoder_step = self._steps
+
+    def _feed_encoder(self, reading: _EncoderReading) -> None:
+        """Feed an encoder reading (after a warm-up history at the first one)."""
+        assert self._perception is not None
         if not self._encoder_started:
             self._encoder_started = True
             period_s = self._encoder_period_steps * self._timestep_s
-            speed = self.belt_speed_mps
             count = round(PREROLL_S / period_s)
             for k in range(count, 0, -1):
-                before_s = time_s - k * period_s
-                self._perception.add_encoder(before_s, speed * before_s / self._roller_radius_m)
-        self._perception.add_encoder(time_s, self.inner.belt_travel_m / self._roller_radius_m)
-        self._last_encoder_step = self._steps
+                before_s = reading.time_s - k * period_s
+                self._perception.add_encoder(
+                    before_s, reading.belt_speed_mps * before_s / self._roller_radius_m
+                )
+        self._perception.add_encoder(reading.time_s, reading.travel_m / self._roller_radius_m)
+
+    def _develop(self) -> None:
+        """Take the frames a deferred recording kept: draw each snapshot, feed the perception."""
+        if not self._deferred_events:
+            return
+        snapshots: SceneSnapshots = self.inner  # type: ignore[assignment]
+        now = snapshots.scene_snapshot()
+        self._start_perception()
+        try:
+            for event in self._deferred_events:
+                if isinstance(event, _EncoderReading):
+                    if self._perception is not None:
+                        self._feed_encoder(event)
+                else:
+                    snapshots.show_scene_snapshot(event.scene)
+                    self._take_frame(event)
+        finally:
+            snapshots.show_scene_snapshot(now)
+        self._deferred_events = []
 
     def _object_world_pose(self) -> tuple[FloatArray | None, bool]:
         """Return the object's world pose (x, y, z, quaternion w, x, y, z) while on the belt."""
@@ -303,8 +393,6 @@ class RecordingBackend:
         return poses
 
     def _sample_due(self) -> None:
-        if not self.record:
-            return
         if self._steps % self._period_steps == 0 and self._last_sampled_step != self._steps:
             self._sample()
 
@@ -322,12 +410,11 @@ class RecordingBackend:
         """Close the recording (taking a frame due now) and return it as an Episode.
 
         Raises:
-            RecordingError: If no frame was recorded (or this is a rehearsal).
+            RecordingError: If no frame was recorded.
 
         """
-        if not self.record:
-            raise RecordingError("a rehearsal records no episode: record=True to record one")
         self._sample_due()
+        self._develop()
         if not self._frames["time"]:
             raise RecordingError("no frame recorded: reset and step the backend first")
         frames = self._frames
@@ -404,27 +491,33 @@ class RecordingBackend:
                 )
             self._encoder_period_steps = round(encoder_ratio)
             self._roller_radius_m = world.belt.roller_radius_m
-        if self.config.perception and self.record:
-            from r2s2r_belt.perception import CellPerception
-
-            config = perception_config(
-                self.config.belt_speed_config,
-                self.config.object_tracker_config,
-                self.config.cell_knowledge_world,
-                world,
-            )
-            self._perception = CellPerception(config)
-            self._latch = ObjectTrackLatch(self._perception.catalogue.names)
+        self._world = world
+        if not self.deferred:
+            self._start_perception()
         self._object_name = self._object_name_arg or (objects[0].name if objects else None)
         self._base_inverse = np.asarray(
             np.linalg.inv(world.robot.base_pose.to_pose().matrix()), dtype=np.float64
         )
 
+    def _start_perception(self) -> None:
+        """Start the cell's perception for the episode (with ``recording.perception`` on)."""
+        if not self.config.perception or self._world is None:
+            return
+        from r2s2r_belt.perception import CellPerception
+
+        config = perception_config(
+            self.config.belt_speed_config,
+            self.config.object_tracker_config,
+            self.config.cell_knowledge_world,
+            self._world,
+        )
+        self._perception = CellPerception(config)
+        self._latch = ObjectTrackLatch(self._perception.catalogue.names)
+
     def step(self, n_steps: int = 1) -> None:
         """Advance ``n_steps`` physics steps, sampling a frame at every frame time passed."""
-        if self._period_steps == 0 or not self.record:
-            # Not reset through this wrapper (the inner one complains), or a rehearsal: nothing
-            # to sample, and the backend steps the same in one call as cut at the ticks.
+        if self._period_steps == 0:
+            # Not reset through this wrapper: the inner backend complains.
             self.inner.step(n_steps)
             self._steps += int(n_steps)
             return
@@ -432,7 +525,7 @@ class RecordingBackend:
         while remaining > 0:
             self._sample_due()
             chunk = min(remaining, self._period_steps - self._steps % self._period_steps)
-            if self._encoder_period_steps:  # cut at encoder ticks, rehearsal or not
+            if self._encoder_period_steps:  # cut at encoder ticks
                 self._encoder_sample()
                 period = self._encoder_period_steps
                 chunk = min(chunk, period - self._steps % period)

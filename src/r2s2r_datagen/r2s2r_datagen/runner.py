@@ -60,7 +60,13 @@ from r2s2r_sim.backend_config import check_backend_available
 from r2s2r_datagen.config import GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
 from r2s2r_datagen.generator import EpisodeJob, GeneratorUnavailableError
-from r2s2r_datagen.ledger import FINISHED_STATUSES, EpisodeKey, Ledger, is_interrupted
+from r2s2r_datagen.ledger import (
+    FINISHED_STATUSES,
+    JOB_TIMEOUT,
+    EpisodeKey,
+    Ledger,
+    is_interrupted,
+)
 from r2s2r_datagen.merge import merge_configuration, scan_shards
 from r2s2r_datagen.pool import (
     LocalProcessPool,
@@ -209,7 +215,7 @@ def run_jobs(
 
     A job whose worker crashes or exceeds ``job_timeout_s`` is retried up to ``max_retries``
     times on a fresh worker, then recorded as failed with the reason (``worker_crashed`` or
-    ``timeout``). An episode whose shard could not be written is recorded as ``write_failed``;
+    ``job_timeout``). An episode whose shard could not be written is recorded as ``write_failed``;
     when the disk is full, no further job is handed out (the running ones finish; the rest stay
     unrun, for a resume).
 
@@ -275,7 +281,7 @@ def run_jobs(
             if now >= deadline:
                 running.pop(slot)
                 pool.replace(slot)
-                lost(job, WorkerLost("timeout", f"no result after {job_timeout_s:.1f} s"))
+                lost(job, WorkerLost(JOB_TIMEOUT, f"no result after {job_timeout_s:.1f} s"))
     return reports
 
 

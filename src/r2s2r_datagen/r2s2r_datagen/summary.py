@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r2s2r_datagen.ledger import INTERRUPTED_REASONS
+from r2s2r_datagen.ledger import is_interrupted
 
 EXIT_OK = 0
 EXIT_NOTHING_RAN = 3
@@ -46,7 +46,8 @@ class ConfigurationSummary:
         successes: Episodes generated and written.
         failed: Episodes whose generation failed (trial failures, crashes, timeouts, failed
             writes).
-        interrupted: Of ``failed``, those without a verdict (:data:`INTERRUPTED_REASONS`).
+        interrupted: Of ``failed``, those without a verdict
+            (:func:`~r2s2r_datagen.ledger.is_interrupted`).
         skipped: Bad-input episodes skipped with a reason.
         attempts: Simulator rollouts tried (the yield's denominator).
         failure_reasons: Reason → count over failed and skipped episodes.
@@ -110,7 +111,7 @@ class ConfigurationSummary:
                 self.successes += 1
             elif status == "failed":
                 self.failed += 1
-                self.interrupted += record.get("reason") in INTERRUPTED_REASONS
+                self.interrupted += is_interrupted(record)
                 reasons[str(record["reason"])] += 1
             elif status == "skipped":
                 self.skipped += 1

@@ -159,30 +159,30 @@ class _CountingBackend:
 @pytest.mark.parametrize(
     ("speed_mps", "options"), [(0.1, {}), (0.13, {"moving_frame": False})], ids=["hit", "miss"]
 )
-def test_rehearsed_attempts_give_what_recording_every_attempt_gives(
+def test_deferred_attempts_give_what_recording_every_attempt_live_gives(
     backend, nominal, source_dataset, speed_mps, options
 ):
-    """Attempts rehearsed unrecorded, a success replayed and recorded: the result of recording
-    every attempt, array for array, without rendering the attempts that fail."""
+    """Attempts recorded deferred, only a success rendered and perceived: the result of
+    recording every attempt live, array for array, without rendering the attempts that fail."""
     results, renders = [], []
-    for rehearse in (True, False):
+    for deferred in (True, False):
         mimicgen = generator(source_dataset, max_attempts=2, **options)
-        mimicgen.rehearse = rehearse
+        mimicgen.deferred = deferred
         counting = _CountingBackend(backend)
         results.append(mimicgen.generate(job(nominal, speed_mps, seed=5), counting))
         renders.append(counting.renders)
-    rehearsed, recorded = results
-    assert rehearsed.success == recorded.success == (speed_mps == 0.1)
-    assert (rehearsed.outcome, rehearsed.attempts, rehearsed.provenance) == (
-        recorded.outcome,
-        recorded.attempts,
-        recorded.provenance,
+    deferred_result, live = results
+    assert deferred_result.success == live.success == (speed_mps == 0.1)
+    assert (deferred_result.outcome, deferred_result.attempts, deferred_result.provenance) == (
+        live.outcome,
+        live.attempts,
+        live.provenance,
     )
-    if not recorded.success:
+    if not live.success:
         assert renders == [0, renders[1]] and renders[1] > 0  # a failure costs no frame
         return
-    assert renders[0] == renders[1] > 0  # only the success was rendered, once
-    a, b = rehearsed.episode, recorded.episode
+    assert renders[0] == renders[1] > 0  # the success was rendered, once
+    a, b = deferred_result.episode, live.episode
     assert a.metadata == b.metadata
     for name in ("timestamps_s", "joint_pos_rad", "belt_speed_mps", "actions", "object_pose"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
@@ -194,22 +194,37 @@ def test_rehearsed_attempts_give_what_recording_every_attempt_gives(
         np.testing.assert_array_equal(a.extra_obs[key], b.extra_obs[key], err_msg=key)
 
 
-def test_a_rehearsal_records_nothing(backend, nominal):
+def test_a_deferred_recording_renders_only_when_closed(backend, nominal):
     from r2s2r_datagen.recording import RecordingBackend, RecordingError
 
-    rehearsal = RecordingBackend(backend, RECORDING, record=False)
-    rehearsal.reset(nominal, 0, job(nominal, 0.1).plan.objects)
-    rehearsal.step(100)
-    assert rehearsal.num_frames == 0
-    with pytest.raises(RecordingError, match="rehearsal"):
-        rehearsal.to_episode(
-            world_config_id="nominal",
-            behavior_source="mimicgen",
-            task="pick_sort",
-            object_type="cube",
-            belt_speed_mps=0.1,
-            success=True,
-            provenance={},
-        )
-    with pytest.raises(RecordingError, match="rehearsal"):
-        rehearsal.object_tracked()
+    counting = _CountingBackend(backend)
+    deferred = RecordingBackend(counting, RECORDING, deferred=True)
+    deferred.reset(nominal, 0, job(nominal, 0.1).plan.objects)
+    deferred.step(100)
+    assert deferred.num_frames == 0 and counting.renders == 0
+    with pytest.raises(RecordingError, match="deferred"):
+        deferred.object_tracked()
+    before = backend.scene_snapshot()
+    episode = deferred.to_episode(
+        world_config_id="nominal",
+        behavior_source="mimicgen",
+        task="pick_sort",
+        object_type="cube",
+        belt_speed_mps=0.1,
+        success=True,
+        provenance={},
+    )
+    assert episode.num_frames == deferred.num_frames == 3 and counting.renders == 3
+    after = backend.scene_snapshot()  # the scene of now is shown again
+    for kept, shown in zip(before.arrays, after.arrays, strict=True):
+        np.testing.assert_array_equal(kept, shown)
+
+
+def test_a_deferred_recording_needs_scene_snapshots(nominal):
+    from r2s2r_datagen.recording import RecordingBackend, RecordingError
+
+    class NoSnapshots:
+        def step(self, n_steps: int = 1) -> None: ...
+
+    with pytest.raises(RecordingError, match="scene snapshots"):
+        RecordingBackend(NoSnapshots(), RECORDING, deferred=True)  # type: ignore[arg-type]

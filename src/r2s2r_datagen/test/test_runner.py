@@ -122,13 +122,14 @@ def test_crash_timeout_retry_and_bad_input(tmp_path: Path) -> None:
     latest = Ledger(tmp_path / "run" / "ledger.jsonl").latest()
     status = {k[1]: (r["status"], r["reason"], r["total_attempts"]) for k, r in latest.items()}
     assert status[0] == ("success", "success", 1)
-    assert status[1] == ("failed", "timeout", 2)  # retried once, then failed
+    assert status[1] == ("failed", "job_timeout", 2)  # retried once, then failed
     assert status[2] == ("failed", "worker_crashed", 2)
     assert status[3][0] == "failed" and status[3][1] in ("missed_grasp", "dropped")
     assert status[4] == ("skipped", "unreachable_object", 0)
     (item,) = summary.configurations
     assert (item.successes, item.failed, item.skipped, item.attempts) == (1, 3, 1, 6)
-    assert item.failure_reasons["timeout"] == 1 and item.failure_reasons["worker_crashed"] == 1
+    assert item.failure_reasons["job_timeout"] == 1 and item.failure_reasons["worker_crashed"] == 1
+    assert item.interrupted == 2
     assert item.dataset_episodes == 1
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["configurations"][0]["yield"] == pytest.approx(1 / 6)

@@ -194,6 +194,32 @@ class SimBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class SceneSnapshots(Protocol):
+    """A backend that can draw a past instant again, from what its cameras saw, without physics.
+
+    Generation steps an attempt with snapshots at its frame times and renders them only if the
+    attempt succeeds (:mod:`r2s2r_datagen.recording`): a render of a shown snapshot is, array
+    for array, the render at the instant it was taken.
+    """
+
+    def scene_snapshot(self) -> object:
+        """Return an opaque copy of what a render draws now (the poses of everything drawn)."""
+        ...
+
+    def show_scene_snapshot(self, snapshot: object) -> None:
+        """Pose the drawn scene as in ``snapshot`` (same world and objects) for rendering.
+
+        Renders and body poses read the snapshot's instant until the next step or reset, or
+        until a snapshot of now is shown again; joints, objects and the physics are untouched.
+
+        Raises:
+            BackendError: If ``snapshot`` is not one of this backend's scene snapshots.
+
+        """
+        ...
+
+
 def belt_encoder_angle_rad(belt_travel_m: float, roller_radius_m: float) -> float:
     """Roller angle of a belt encoder: travel / roller radius (no slip).
 

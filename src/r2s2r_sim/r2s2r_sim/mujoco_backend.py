@@ -66,6 +66,33 @@ class _State:
     steps_since_control: int
 
 
+SCENE_FIELDS: tuple[str, ...] = (
+    "xpos",
+    "xquat",
+    "xmat",
+    "xipos",
+    "ximat",
+    "geom_xpos",
+    "geom_xmat",
+    "site_xpos",
+    "site_xmat",
+    "cam_xpos",
+    "cam_xmat",
+    "light_xpos",
+    "light_xdir",
+    "subtree_com",
+)
+"""``MjData`` arrays a render reads in this cell's scenes (no tendon, flex or skin): what
+:meth:`MujocoBackend.scene_snapshot` keeps. After ``mj_step`` they hold the kinematics the step
+began from, which is what a render then draws; a snapshot keeps them as they are."""
+
+
+@dataclass(frozen=True)
+class _SceneSnapshot:
+    arrays: tuple[NDArray[np.float64], ...]
+    model: mujoco.MjModel  # held: the model the arrays are of
+
+
 def _metric_depth(
     model: mujoco.MjModel, scene: mujoco.MjvScene, buffer: NDArray[np.float32]
 ) -> NDArray[np.float32]:
@@ -573,6 +600,38 @@ class MujocoBackend:
     def camera_warp(self, camera_name: str) -> ImageWarp:
         """Return the image warp (intrinsics + distortion) of a camera."""
         return self._rig(camera_name).warp
+
+    def scene_snapshot(self) -> object:
+        """See :meth:`r2s2r_sim.backend.SceneSnapshots.scene_snapshot` (:data:`SCENE_FIELDS`).
+
+        Raises:
+            BackendError: If the model has tendons, flexes or skins (drawn from other arrays).
+
+        """
+        model, data = self._require()
+        if model.ntendon or model.nflex or model.nskin:
+            raise BackendError(
+                "scene_snapshot: the model draws tendons, flexes or skins, which a snapshot "
+                "does not keep (r2s2r_sim.mujoco_backend.SCENE_FIELDS)"
+            )
+        return _SceneSnapshot(
+            arrays=tuple(getattr(data, name).copy() for name in SCENE_FIELDS), model=model
+        )
+
+    def show_scene_snapshot(self, snapshot: object) -> None:
+        """See :meth:`r2s2r_sim.backend.SceneSnapshots.show_scene_snapshot`.
+
+        The kinematic arrays are overwritten; ``mj_step`` computes them again from the state
+        before it uses them, so stepping is unchanged.
+        """
+        model, data = self._require()
+        if not isinstance(snapshot, _SceneSnapshot) or snapshot.model is not model:
+            raise BackendError(
+                "show_scene_snapshot: expected a scene_snapshot() of this backend's current "
+                f"model, got {type(snapshot).__name__}"
+            )
+        for name, array in zip(SCENE_FIELDS, snapshot.arrays, strict=True):
+            getattr(data, name)[...] = array
 
     # -- state --------------------------------------------------------------------------------
     def get_state(self) -> object:

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from r2s2r_sim.backend import ObjectInstance
+from r2s2r_description.robot import ARM_JOINT_NAMES
+from r2s2r_sim.backend import BackendError, ObjectInstance, SceneSnapshots
 from r2s2r_sim.camera_model import (
     ImageWarp,
     Intrinsics,
@@ -140,3 +141,48 @@ def test_coarser_primitives_draw_nearly_the_same_image(nominal_world, camera) ->
     changed = np.abs(fine - coarse).max(axis=-1) > 0
     assert 0 < changed.mean() < 0.1  # the capsules' and cylinders' outlines
     assert np.abs(fine - coarse).mean() < 1.0
+
+
+def test_a_shown_scene_snapshot_renders_its_instant_and_leaves_the_physics(nominal_world) -> None:
+    """Renders of a snapshot shown later are the renders of its instant, array for array (the
+    arm, a hand-held camera and an object all moved since); stepping on is unchanged."""
+    world = marker_world(nominal_world)
+    runs = []
+    for show in (False, True):
+        backend = MujocoBackend()
+        assert isinstance(backend, SceneSnapshots)
+        backend.reset(world, seed=0, objects=[ObjectInstance("marker_0", "marker")])
+        optical = backend.body_pose("head_camera_optical_frame")
+        backend.spawn_object(
+            "marker_0", optical[:3, :3] @ np.array([0.05, 0.02, 0.9]) + optical[:3, 3]
+        )
+        home = backend.joint_positions()[: len(ARM_JOINT_NAMES)]
+        backend.command_trajectory(ARM_JOINT_NAMES, [0.3], [home + 0.3])
+        kept = []
+        for _ in range(4):
+            backend.step(40)  # the renders after mj_step draw the step's starting kinematics
+            images = (*backend.render_rgbd("head_camera"), backend.render("hand_camera"))
+            kept.append((backend.scene_snapshot(), images))
+        if show:
+            now = backend.scene_snapshot()
+            for snapshot, images in kept:
+                backend.show_scene_snapshot(snapshot)
+                shown = (*backend.render_rgbd("head_camera"), backend.render("hand_camera"))
+                for expected, image in zip(images, shown, strict=True):
+                    np.testing.assert_array_equal(image, expected)
+            assert not np.array_equal(kept[0][1][2], kept[-1][1][2])  # the hand camera moved
+            backend.show_scene_snapshot(now)
+        backend.step(40)
+        runs.append(
+            (backend.joint_positions(), backend.object_poses()["marker_0"].position_m,
+             backend.render("hand_camera"))
+        )  # fmt: skip
+        backend.close()
+    for plain, shown in zip(*runs, strict=True):
+        np.testing.assert_array_equal(shown, plain)
+    other = MujocoBackend(enable_rendering=False)
+    other.reset(nominal_world, seed=0)
+    with pytest.raises(BackendError, match="scene_snapshot"):
+        other.show_scene_snapshot(kept[0][0])  # another model's
+    with pytest.raises(BackendError, match="scene_snapshot"):
+        other.show_scene_snapshot(object())

@@ -19,13 +19,12 @@ One job = one new trial (object type, arrival, pose, belt speed ``v_new``). A ro
 6. the trial's success predicate judges; failures are retried with another source (up to
    ``max_attempts``), only successes are returned, with provenance.
 
-An attempt is first *rehearsed* (:class:`~r2s2r_datagen.recording.RecordingBackend` with
-``record=False``: the same physics, no camera rendered, no perception run), since nothing a
-rollout decides reads the recording; only an attempt that succeeds is played again, from the
-same generator state, and recorded. The episodes are the ones recording every attempt gives
-(``rehearse=False``; tested array for array), without the frames of the failed attempts. This
-holds on a backend whose rendering never changes its state and whose ``step(n)`` is the same in
-one call as cut in pieces (MuJoCo's); elsewhere a replay that fails is that attempt's failure.
+Attempts are recorded *deferred* (:class:`~r2s2r_datagen.recording.RecordingBackend` with
+``deferred=True``, on a backend with scene snapshots): each is stepped with a snapshot of the
+scene at every frame and no camera rendered or perception run, since nothing a rollout decides
+reads the recording; only an attempt that succeeds has its frames rendered and perceived. The
+episodes are the ones a live recording of every attempt gives (``deferred=False``; tested array
+for array), without the cost of the frames of the failed attempts or a second rollout.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import numpy as np
 from r2s2r_common.config import ConfigError, parse_config
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
 from r2s2r_description.transforms import wrap_angle
-from r2s2r_sim.backend import SimBackend
+from r2s2r_sim.backend import SceneSnapshots, SimBackend
 from r2s2r_sim.task import TrialOutcome, TrialRunner
 from r2s2r_world.kinematics import IkError
 from r2s2r_world.world import WorldParams, load_world
@@ -130,17 +129,18 @@ class MimicGenGenerator:
     Args:
         library: Annotated source demonstrations.
         params: Generation parameters.
-        rehearse: Rehearse each attempt unrecorded and record only a success, replayed (see
-            the module docstring; the same episodes); False records every attempt.
+        deferred: Render and perceive only the attempt that succeeds, from the snapshots its
+            recording kept (see the module docstring; the same episodes), where the backend
+            keeps scene snapshots; False records every attempt live.
 
     """
 
     def __init__(
-        self, library: SourceLibrary, params: GenerationParams, rehearse: bool = True
+        self, library: SourceLibrary, params: GenerationParams, deferred: bool = True
     ) -> None:
         self.library = library
         self.params = params
-        self.rehearse = rehearse
+        self.deferred = deferred
         self._arms: dict[str, BaseLinkArm] = {}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -375,21 +375,14 @@ class MimicGenGenerator:
 
         """
         started = time.perf_counter()
-        recorder = RecordingBackend(backend, job.recording)
-        rehearsal = RecordingBackend(backend, job.recording, record=False)
+        deferred = self.deferred and isinstance(backend, SceneSnapshots)
+        recorder = RecordingBackend(backend, job.recording, deferred=deferred)
         rng = np.random.default_rng(job.seed)
         failures: list[dict[str, Any]] = []
         tried: list[int] = []
         for attempt in range(1, self.params.max_attempts + 1):
-            rng_before = rng.bit_generator.state
             try:
-                result = self.rollout(
-                    job, rehearsal if self.rehearse else recorder, rng, tuple(tried)
-                )
-                if self.rehearse and result.outcome.success:
-                    # Recorded from the same state: the same draws, the same physics.
-                    rng.bit_generator.state = rng_before
-                    result = self.rollout(job, recorder, rng, tuple(tried))
+                result = self.rollout(job, recorder, rng, tuple(tried))
             except SourceLibraryError as error:
                 if attempt == 1:
                     raise EpisodeSkipped("no_source_demo", str(error)) from None
