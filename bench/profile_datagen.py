@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="functions listed by own time")
     parser.add_argument("--demos", help="MimicGen source demonstrations (as bench_datagen)")
     parser.add_argument("--artifact", help="grounding artifact (as bench_datagen)")
+    parser.add_argument("--stats-out", help="also write the cProfile stats (pstats/snakeviz)")
     args = parser.parse_args()
     use_one_core()  # as a pool's worker process runs
     config_path = bundled_configurations_path()
@@ -127,6 +128,8 @@ def main() -> None:
     successes = sum(r.status == "success" for r in reports)
     rollouts = sum(r.attempts for r in reports)
     stats = pstats.Stats(profile, stream=io.StringIO())
+    if args.stats_out:
+        stats.dump_stats(args.stats_out)
     per = max(successes, 1)
     whole = part_seconds(stats, PARTS[0][1])
     print(f"\n{args.configuration}: {len(jobs)} jobs, {successes} successes, {rollouts} rollouts;"

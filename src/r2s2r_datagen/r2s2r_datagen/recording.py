@@ -199,6 +199,8 @@ class RecordingBackend:
         self._encoder_started = False
         self._last_encoder_step = -1
         self._deferred_events: list[_EncoderReading | _FrameState] = []
+        self._later_keys: tuple[str, ...] = ()  # cameras a live recording draws when closed
+        self._later_scenes: list[tuple[int, object]] = []  # (frame row, scene snapshot)
         self._world: WorldParams | None = None
         self._clear()
         self.render_s = 0.0
@@ -219,6 +221,7 @@ class RecordingBackend:
         self._steps = 0
         self._last_sampled_step = -1
         self._deferred_events = []
+        self._later_scenes = []
 
     def object_tracked(self) -> bool:
         """Whether the cell's perception reports the episode's object now (True without it).
@@ -252,33 +255,36 @@ class RecordingBackend:
             belt_speed_mps=self.belt_speed_mps,
             object_world=world_pose,
             object_valid=valid,
-            scene=self.inner.scene_snapshot() if self.deferred else None,  # type: ignore[attr-defined]
+            scene=(
+                self.inner.scene_snapshot()  # type: ignore[attr-defined]
+                if self.deferred or self._later_keys
+                else None
+            ),
         )
         if self.deferred:
             self._deferred_events.append(state)
         else:
-            self._take_frame(state)
+            self._take_frame(state, self._later_keys)
         self._last_sampled_step = self._steps
 
-    def _take_frame(self, state: _FrameState) -> None:
-        """Render the cameras as the scene is drawn now, run the perception, append the frame."""
+    def _take_frame(self, state: _FrameState, later: Sequence[str] = ()) -> None:
+        """Render the cameras as the scene is drawn now, run the perception, append the frame.
+
+        Cameras whose keys are in ``later`` get a placeholder, drawn from ``state.scene`` when
+        the recording is closed (:meth:`_develop`).
+        """
         import time
 
-        size = (self.config.image_width_px, self.config.image_height_px)
         started = time.perf_counter()
         head_native: NDArray[np.uint8] | None = None
         depth = None
         for key, camera in CAMERAS.items():
-            if camera == "head_camera" and self._perception is not None:
-                image, depth = self._render_rgbd(camera)
-            else:
-                image = np.asarray(self.inner.render(camera), dtype=np.uint8)
+            if key in later:
+                self._frames[key].append(None)
+                continue
+            image, native, camera_depth = self._render_camera(camera)
             if camera == "head_camera":
-                head_native = image
-            if (image.shape[1], image.shape[0]) != size:
-                image = np.asarray(
-                    cv2.resize(image, size, interpolation=cv2.INTER_AREA), dtype=np.uint8
-                )
+                head_native, depth = native, camera_depth
             self._frames[key].append(image)
         rendered = time.perf_counter()
         self.render_s += rendered - started
@@ -296,6 +302,24 @@ class RecordingBackend:
         self._frames["belt"].append(belt_speed)
         self._frames["object_world"].append(state.object_world)
         self._frames["object_valid"].append(state.object_valid)
+        if later:
+            self._later_scenes.append((len(self._frames["time"]) - 1, state.scene))
+
+    def _render_camera(
+        self, camera: str
+    ) -> tuple[NDArray[np.uint8], NDArray[np.uint8], NDArray[np.float32] | None]:
+        """Render a camera now: (dataset-size RGB, native RGB, native depth for perception)."""
+        depth = None
+        if camera == "head_camera" and self._perception is not None:
+            native, depth = self._render_rgbd(camera)
+        else:
+            native = np.asarray(self.inner.render(camera), dtype=np.uint8)
+        size = (self.config.image_width_px, self.config.image_height_px)
+        image = native
+        if (image.shape[1], image.shape[0]) != size:
+            resized = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+            image = np.asarray(resized, dtype=np.uint8)
+        return image, native, depth
 
     def _render_rgbd(self, camera: str) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
         """Return a camera's RGB and depth of now, from one render where the backend can."""
@@ -340,23 +364,38 @@ class RecordingBackend:
         self._perception.add_encoder(reading.time_s, reading.travel_m / self._roller_radius_m)
 
     def _develop(self) -> None:
-        """Take the frames a deferred recording kept: draw each snapshot, feed the perception."""
-        if not self._deferred_events:
+        """Draw what was left for the close from the scene snapshots.
+
+        A deferred recording's frames (the perception fed in the order it ran), or the cameras
+        of a live one that nothing read while it ran.
+        """
+        if not self._deferred_events and not self._later_scenes:
             return
         snapshots: SceneSnapshots = self.inner  # type: ignore[assignment]
         now = snapshots.scene_snapshot()
-        self._start_perception()
         try:
-            for event in self._deferred_events:
-                if isinstance(event, _EncoderReading):
-                    if self._perception is not None:
-                        self._feed_encoder(event)
-                else:
-                    snapshots.show_scene_snapshot(event.scene)
-                    self._take_frame(event)
+            if self._deferred_events:
+                self._start_perception()
+                for event in self._deferred_events:
+                    if isinstance(event, _EncoderReading):
+                        if self._perception is not None:
+                            self._feed_encoder(event)
+                    else:
+                        snapshots.show_scene_snapshot(event.scene)
+                        self._take_frame(event)
+            if self._later_scenes:
+                import time
+
+                started = time.perf_counter()
+                for row, scene in self._later_scenes:
+                    snapshots.show_scene_snapshot(scene)
+                    for key in self._later_keys:
+                        self._frames[key][row] = self._render_camera(CAMERAS[key])[0]
+                self.render_s += time.perf_counter() - started
         finally:
             snapshots.show_scene_snapshot(now)
         self._deferred_events = []
+        self._later_scenes = []
 
     def _object_world_pose(self) -> tuple[FloatArray | None, bool]:
         """Return the object's world pose (x, y, z, quaternion w, x, y, z) while on the belt."""
@@ -492,8 +531,12 @@ class RecordingBackend:
             self._encoder_period_steps = round(encoder_ratio)
             self._roller_radius_m = world.belt.roller_radius_m
         self._world = world
+        self._later_keys = ()
         if not self.deferred:
             self._start_perception()
+            if isinstance(self.inner, SceneSnapshots):
+                live = {"head_camera"} if self._perception is not None else set()
+                self._later_keys = tuple(k for k, c in CAMERAS.items() if c not in live)
         self._object_name = self._object_name_arg or (objects[0].name if objects else None)
         self._base_inverse = np.asarray(
             np.linalg.inv(world.robot.base_pose.to_pose().matrix()), dtype=np.float64

@@ -152,6 +152,10 @@ class _CountingBackend:
         self.renders += 1
         return self.inner.render(camera_name)
 
+    def render_rgbd(self, camera_name: str):
+        self.renders += 1
+        return self.inner.render_rgbd(camera_name)
+
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
@@ -214,7 +218,7 @@ def test_a_deferred_recording_renders_only_when_closed(backend, nominal):
         success=True,
         provenance={},
     )
-    assert episode.num_frames == deferred.num_frames == 3 and counting.renders == 3
+    assert episode.num_frames == deferred.num_frames == 3 and counting.renders == 2 * 3
     after = backend.scene_snapshot()  # the scene of now is shown again
     for kept, shown in zip(before.arrays, after.arrays, strict=True):
         np.testing.assert_array_equal(kept, shown)

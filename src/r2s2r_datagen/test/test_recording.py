@@ -18,6 +18,18 @@ def backend() -> MujocoBackend:
     return MujocoBackend(enable_rendering=True)
 
 
+class _WithoutSnapshots:
+    """The backend without scene snapshots: every camera drawn while the recording runs."""
+
+    def __init__(self, inner: MujocoBackend) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        if name in ("scene_snapshot", "show_scene_snapshot"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 def _script(backend: MujocoBackend):
     world = load_world(NOMINAL)
     recorder = RecordingBackend(backend, RecordingConfig(image_width_px=16, image_height_px=16))
@@ -70,6 +82,18 @@ def test_frames_sampled_like_the_dataset(backend: MujocoBackend) -> None:
     expected = cv2.resize(backend.render("head_camera"), (16, 16), interpolation=cv2.INTER_AREA)
     np.testing.assert_array_equal(episode.images["head_camera_rgb"][-1], expected)
     assert episode.metadata.source == "sim" and episode.metadata.control_rate_hz == 10.0
+
+
+def test_cameras_drawn_when_closed_are_the_ones_drawn_live(backend: MujocoBackend) -> None:
+    """A live recording draws the cameras its perception does not read (the hand camera) from
+    snapshots when closed: the same arrays as drawing every camera while it runs."""
+    later, _, _ = _script(backend)
+    live, _, _ = _script(_WithoutSnapshots(backend))  # type: ignore[arg-type]
+    assert later.images.keys() == live.images.keys() == {"head_camera_rgb", "hand_camera_rgb"}
+    for key in live.images:
+        assert np.ptp(live.images[key]) > 0
+        np.testing.assert_array_equal(later.images[key], live.images[key], err_msg=key)
+    np.testing.assert_array_equal(later.joint_pos_rad, live.joint_pos_rad)
 
 
 def test_recording_is_deterministic_on_a_reused_backend(backend: MujocoBackend) -> None:
