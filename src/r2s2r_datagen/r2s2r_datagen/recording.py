@@ -14,9 +14,10 @@ dataset from a bag:
   the cell's perception (:class:`r2s2r_belt.perception.CellPerception`: the ``belt_speed`` and
   ``object_tracker`` cores with their node configurations and, by default, the simulated world
   as the cell's knowledge, as a grounded cell publishes it)
-  fed with the simulated belt encoder (at ``encoder_rate_hz``; the belt ran before the episode,
-  so the estimator starts warmed up at the episode's speed) and the rendered head RGB-D frames,
-  exactly as the deployed cell makes them; the tracked-object vector is
+  fed with the simulated belt encoder (at ``encoder_rate_hz``, the belt's travel at each tick,
+  interpolated within a step call, where the speed is constant; the belt ran before the
+  episode, so the estimator starts warmed up at the episode's speed) and the rendered head
+  RGB-D frames, exactly as the deployed cell makes them; the tracked-object vector is
   :class:`r2s2r_recorder.dataset.ObjectTrackLatch` over the tracker's output;
 - the action at ``t``: the joint target *in force*: of the last trajectory commanded on each
   controller at or before ``t``, the first point whose ``command time + time_from_start`` is
@@ -27,7 +28,7 @@ is closed), so a command or a spawn issued at ``t`` is part of frame ``t``, as i
 
 A *deferred* recording (``deferred=True``, on a backend with
 :class:`~r2s2r_sim.backend.SceneSnapshots`) steps the backend exactly as a live one does (the
-same step calls, cut at the same frame and encoder ticks) but renders nothing and runs no
+same step calls, cut at the same frame ticks) but renders nothing and runs no
 perception while it runs: at each frame it keeps a scene snapshot and what the frame reads of
 the simulator, at each encoder tick the belt travel. :meth:`RecordingBackend.to_episode` then
 draws the snapshots and feeds the perception in the same order, so the episode is the live
@@ -338,16 +339,38 @@ class RecordingBackend:
             or self._steps % self._encoder_period_steps
         ):
             return
+        self._encoder_reading(self._steps, self.inner.belt_travel_m)
+
+    def _encoder_readings_inside(self, start_step: int, travel_before_m: float) -> None:
+        """Read the encoder ticks strictly inside the step call just made, from ``start_step``.
+
+        The belt's speed changes only between step calls (:meth:`set_belt_speed`), so its
+        travel is linear in time within one: each tick reads the travel interpolated between
+        the call's two ends (equal to what cutting the call at the tick reads, to float
+        rounding), and the call need not be cut at 100 Hz.
+        """
+        period = self._encoder_period_steps
+        first = start_step - start_step % period + period
+        if first >= self._steps:
+            return
+        travel_after_m = self.inner.belt_travel_m
+        span = self._steps - start_step
+        for tick in range(first, self._steps, period):
+            fraction = (tick - start_step) / span
+            self._encoder_reading(
+                tick, travel_before_m + (travel_after_m - travel_before_m) * fraction
+            )
+
+    def _encoder_reading(self, step: int, travel_m: float) -> None:
+        """Take the encoder's reading at ``step``: fed to the perception, or kept (deferred)."""
         reading = _EncoderReading(
-            time_s=self._steps * self._timestep_s,
-            travel_m=self.inner.belt_travel_m,
-            belt_speed_mps=self.belt_speed_mps,
+            time_s=step * self._timestep_s, travel_m=travel_m, belt_speed_mps=self.belt_speed_mps
         )
         if self.deferred:
             self._deferred_events.append(reading)
         else:
             self._feed_encoder(reading)
-        self._last_encoder_step = self._steps
+        self._last_encoder_step = step
 
     def _feed_encoder(self, reading: _EncoderReading) -> None:
         """Feed an encoder reading (after a warm-up history at the first one)."""
@@ -567,14 +590,15 @@ class RecordingBackend:
         remaining = int(n_steps)
         while remaining > 0:
             self._sample_due()
+            self._encoder_sample()
             chunk = min(remaining, self._period_steps - self._steps % self._period_steps)
-            if self._encoder_period_steps:  # cut at encoder ticks
-                self._encoder_sample()
-                period = self._encoder_period_steps
-                chunk = min(chunk, period - self._steps % period)
+            start_step = self._steps
+            travel_before_m = self.inner.belt_travel_m if self._encoder_period_steps else 0.0
             self.inner.step(chunk)
             self._steps += chunk
             remaining -= chunk
+            if self._encoder_period_steps:
+                self._encoder_readings_inside(start_step, travel_before_m)
 
     def command_trajectory(
         self,
