@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from datagen_support import NOMINAL, REPO
+from datagen_support import NOMINAL, REPO, close_recording
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.generator import EpisodeJob, generator_availability, make_generator
 from r2s2r_datagen.mimicgen import MimicGenGenerator
@@ -209,15 +209,7 @@ def test_a_deferred_recording_renders_only_when_closed(backend, nominal):
     with pytest.raises(RecordingError, match="deferred"):
         deferred.object_tracked()
     before = backend.scene_snapshot()
-    episode = deferred.to_episode(
-        world_config_id="nominal",
-        behavior_source="mimicgen",
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        success=True,
-        provenance={},
-    )
+    episode = close_recording(deferred, "mimicgen")
     assert episode.num_frames == deferred.num_frames == 3 and counting.renders == 2 * 3
     after = backend.scene_snapshot()  # the scene of now is shown again
     for kept, shown in zip(before.arrays, after.arrays, strict=True):

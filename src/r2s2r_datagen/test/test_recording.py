@@ -1,7 +1,7 @@
 import cv2
 import numpy as np
 import pytest
-from datagen_support import NOMINAL
+from datagen_support import NOMINAL, close_recording
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.recording import RecordingBackend, RecordingError
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
@@ -125,13 +125,5 @@ def test_belt_speed_and_tracked_object_come_from_the_cells_perception(
     off = RecordingBackend(backend, RecordingConfig(image_width_px=16, perception=False))
     off.reset(load_world(NOMINAL), seed=3, objects=[ObjectInstance("object_0", "cube")])
     off.step(60)
-    plain = off.to_episode(
-        world_config_id="nominal",
-        behavior_source="planner",
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        success=True,
-        provenance={},
-    )
+    plain = close_recording(off, "planner")
     assert plain.metadata.belt_speed_source == "commanded" and "object_track" not in plain.extra_obs

@@ -59,10 +59,13 @@ def test_unknown_simulator_kind_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_worker_builds_the_configured_primitive_detail(tmp_path: Path) -> None:
-    path = _with_simulator(tmp_path / "c.yaml", {"primitive_slices": 14, "primitive_stacks": 8})
+    path = _with_simulator(
+        tmp_path / "c.yaml", {"primitive_slices": 14, "primitive_stacks": 8, "scene_cache_size": 6}
+    )
     simulator = load_datagen_config(path).simulator
     state = WorkerState(WorkerSetup(worker_id="w", run_dir=str(tmp_path), simulator=simulator))
     assert state.backend.primitive_detail == (14, 8)
+    assert state.backend.scene_cache_size == 6
     bundled = load_datagen_config(bundled_configurations_path()).simulator
     assert (bundled.primitive_slices, bundled.primitive_stacks) == (14, 8)
     assert SimBackendConfig().primitive_slices == PRIMITIVE_DETAIL[0]  # elsewhere: the twin's

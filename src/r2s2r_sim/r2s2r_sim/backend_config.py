@@ -15,7 +15,7 @@ from r2s2r_common.config import ConfigModel
 
 from r2s2r_sim.backend import BackendUnavailableError, SimBackend
 from r2s2r_sim.isaac_backend import IsaacSimConfig, isaac_unavailable_reason
-from r2s2r_sim.scene import PRIMITIVE_DETAIL, SceneExtra
+from r2s2r_sim.scene import PRIMITIVE_DETAIL, SCENE_CACHE_SIZE, SceneExtra
 
 BACKEND_KINDS: tuple[str, ...] = ("mujoco", "isaac")
 """The selectable simulator backends."""
@@ -45,6 +45,14 @@ class SimBackendConfig(ConfigModel):
         le=256,
         description="MuJoCo: stacks of the rendered spheres and capsules "
         "(model.vis.quality.numstacks; MuJoCo's default).",
+    )
+    scene_cache_size: int = Field(
+        default=SCENE_CACHE_SIZE,
+        ge=1,
+        le=64,
+        description="MuJoCo: compiled scenes kept (model and renderers, ~45 MB each with "
+        "rendering), one per world and set of episode objects: an episode matching a kept "
+        "scene does not build its model and renderers again (~70 ms).",
     )
     isaac: IsaacSimConfig = Field(
         default_factory=IsaacSimConfig, description="Isaac Sim app options (kind: isaac)."
@@ -103,4 +111,5 @@ def make_backend(
         enable_rendering=config.enable_rendering,
         scene_extras=scene_extras,
         primitive_detail=(config.primitive_slices, config.primitive_stacks),
+        scene_cache_size=config.scene_cache_size,
     )

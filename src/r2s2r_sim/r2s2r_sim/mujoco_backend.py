@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import (
     BELT_GEOM,
     PRIMITIVE_DETAIL,
+    SCENE_CACHE_SIZE,
     SceneExtra,
     apply_lighting,
     build_model,
@@ -64,6 +66,30 @@ class _State:
     belt_travel_m: float
     belt_speed_mps: float
     steps_since_control: int
+
+
+SceneKey = tuple[str, tuple[ObjectInstance, ...]]
+
+
+@dataclass
+class _Scene:
+    """A compiled scene: the model of one world and set of objects, its data and renderers."""
+
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    objects: tuple[ObjectInstance, ...]
+    object_adr: dict[str, tuple[int, int, int]]
+    qadr: NDArray[np.int_]
+    dadr: NDArray[np.int_]
+    arm_act: NDArray[np.int_]
+    hand_act: NDArray[np.int_]
+    belt_geom: int
+    cameras: dict[str, _CameraRig]
+
+    def close(self) -> None:
+        for rig in self.cameras.values():
+            rig.close()
+        self.cameras = {}
 
 
 SCENE_FIELDS: tuple[str, ...] = (
@@ -194,6 +220,10 @@ class MujocoBackend:
         scene_extras: Added to every compiled model (see :func:`r2s2r_sim.scene.build_model`).
         primitive_detail: Slices and stacks of rendered round primitives (default: MuJoCo's,
             what the real twin renders; :class:`r2s2r_sim.backend_config.SimBackendConfig`).
+        scene_cache_size: Compiled scenes kept (model, data and renderers; ~45 MB each with
+            rendering), least recently used dropped first: an episode whose world and objects
+            match a kept scene does not build its model and renderers again (~70 ms). At
+            least 1 (the scene in use).
 
     """
 
@@ -202,14 +232,19 @@ class MujocoBackend:
         enable_rendering: bool = True,
         scene_extras: Sequence[SceneExtra] = (),
         primitive_detail: tuple[int, int] = PRIMITIVE_DETAIL,
+        scene_cache_size: int = SCENE_CACHE_SIZE,
     ):
+        if scene_cache_size < 1:
+            raise BackendError(f"scene_cache_size = {scene_cache_size}: expected at least 1")
         self.enable_rendering = enable_rendering
         self.scene_extras = tuple(scene_extras)
         self.primitive_detail = primitive_detail
+        self.scene_cache_size = scene_cache_size
+        self._scenes: OrderedDict[SceneKey, _Scene] = OrderedDict()  # kept, not in use
         self._model: mujoco.MjModel | None = None
         self._data: mujoco.MjData | None = None
         self._world: WorldParams | None = None
-        self._model_key: tuple[str, tuple[ObjectInstance, ...]] | None = None
+        self._model_key: SceneKey | None = None
         self._objects: tuple[ObjectInstance, ...] = ()
         self._cameras: dict[str, _CameraRig] = {}
         self._depth_cameras: set[str] = set()  # cameras depth was ever rendered from
@@ -238,35 +273,7 @@ class MujocoBackend:
             objects,
         )
         if key != self._model_key:
-            self.close()
-            self._model = build_model(world, objects, self.scene_extras, self.primitive_detail)
-            self._data = mujoco.MjData(self._model)
-            self._model_key = key
-            self._objects = objects
-            self._object_adr = {
-                o.name: (
-                    int(self._model.jnt_qposadr[self._model.joint(f"{o.name}_joint").id]),
-                    int(self._model.jnt_dofadr[self._model.joint(f"{o.name}_joint").id]),
-                    int(self._model.body(o.name).id),
-                )
-                for o in objects
-            }
-            model = self._model
-            self._qadr = np.array(
-                [model.jnt_qposadr[model.joint(n).id] for n in ALL_JOINT_NAMES], dtype=int
-            )
-            self._dadr = np.array(
-                [model.jnt_dofadr[model.joint(n).id] for n in ALL_JOINT_NAMES], dtype=int
-            )
-            self._arm_act = np.array([model.actuator(n).id for n in ARM_JOINT_NAMES], dtype=int)
-            self._hand_act = np.array([model.actuator(n).id for n in HAND_JOINT_NAMES], dtype=int)
-            self._belt_geom = model.geom(BELT_GEOM).id
-            if self.enable_rendering:
-                self._cameras = {
-                    name: _CameraRig(model, camera_params(world, name), name)
-                    for name in CAMERA_NAMES
-                }
-                self._renderers_new = True
+            self._use_scene(key, world, objects)
         model, data = self._require()
         apply_lighting(model, world.lighting)
         mujoco.mj_resetData(model, data)
@@ -294,6 +301,61 @@ class MujocoBackend:
             self._renderers_new = False
             self._warm_up_renderers()
 
+    def _use_scene(
+        self, key: SceneKey, world: WorldParams, objects: tuple[ObjectInstance, ...]
+    ) -> None:
+        """Make the scene of ``key`` current: a kept one, else a new build; keep the last one."""
+        current = self._current_scene()
+        if current is not None and self._model_key is not None:
+            self._scenes[self._model_key] = current
+        scene = self._scenes.pop(key, None)
+        if scene is None:
+            scene = self._build_scene(world, objects)
+            self._renderers_new = bool(scene.cameras)
+        while len(self._scenes) >= self.scene_cache_size:
+            self._scenes.popitem(last=False)[1].close()
+        self._model, self._data, self._model_key = scene.model, scene.data, key
+        self._objects, self._object_adr = scene.objects, scene.object_adr
+        self._qadr, self._dadr = scene.qadr, scene.dadr
+        self._arm_act, self._hand_act = scene.arm_act, scene.hand_act
+        self._belt_geom, self._cameras = scene.belt_geom, scene.cameras
+
+    def _current_scene(self) -> _Scene | None:
+        if self._model is None or self._data is None:
+            return None
+        return _Scene(
+            self._model, self._data, self._objects, self._object_adr, self._qadr, self._dadr,
+            self._arm_act, self._hand_act, self._belt_geom, self._cameras,
+        )  # fmt: skip
+
+    def _build_scene(self, world: WorldParams, objects: tuple[ObjectInstance, ...]) -> _Scene:
+        """Compile the model of ``world`` with ``objects`` and make its renderers."""
+        model = build_model(world, objects, self.scene_extras, self.primitive_detail)
+
+        def joint_adr(name: str) -> tuple[int, int]:
+            joint = model.joint(name).id
+            return int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])
+
+        cameras = {}
+        if self.enable_rendering:
+            cameras = {
+                name: _CameraRig(model, camera_params(world, name), name) for name in CAMERA_NAMES
+            }
+        return _Scene(
+            model=model,
+            data=mujoco.MjData(model),
+            objects=objects,
+            object_adr={
+                o.name: (*joint_adr(f"{o.name}_joint"), int(model.body(o.name).id)) for o in objects
+            },
+            qadr=np.array([joint_adr(n)[0] for n in ALL_JOINT_NAMES], dtype=int),
+            dadr=np.array([joint_adr(n)[1] for n in ALL_JOINT_NAMES], dtype=int),
+            arm_act=np.array([model.actuator(n).id for n in ARM_JOINT_NAMES], dtype=int),
+            hand_act=np.array([model.actuator(n).id for n in HAND_JOINT_NAMES], dtype=int),
+            belt_geom=model.geom(BELT_GEOM).id,
+            cameras=cameras,
+        )
+
     def _warm_up_renderers(self) -> None:
         """Render every new camera once (and depth where it was used), results discarded.
 
@@ -308,11 +370,13 @@ class MujocoBackend:
                 self.render_depth(name)
 
     def close(self) -> None:
-        """Free the renderers (the model is rebuilt on the next reset)."""
+        """Free the renderers of every scene (the model is rebuilt on the next reset)."""
         for rig in self._cameras.values():
             rig.close()
         self._cameras = {}
         self._model_key = None
+        while self._scenes:
+            self._scenes.popitem()[1].close()
 
     def _require(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
         if self._model is None or self._data is None:

@@ -20,6 +20,10 @@ PRIMITIVE_DETAIL: tuple[int, int] = (28, 16)
 """Slices and stacks of rendered spheres, capsules and cylinders: MuJoCo's default
 (``visual/quality`` ``numslices``, ``numstacks``), what the real twin renders with."""
 
+SCENE_CACHE_SIZE = 4
+"""Compiled scenes a MuJoCo backend keeps by default (one per world and set of episode
+objects: the four object types of a generation configuration)."""
+
 
 def park_position(index: int) -> tuple[float, float, float]:
     """Where parked object ``index`` waits: under the floor, out of every camera's view."""

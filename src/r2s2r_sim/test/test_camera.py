@@ -186,3 +186,40 @@ def test_a_shown_scene_snapshot_renders_its_instant_and_leaves_the_physics(nomin
         other.show_scene_snapshot(kept[0][0])  # another model's
     with pytest.raises(BackendError, match="scene_snapshot"):
         other.show_scene_snapshot(object())
+
+
+def _episode(backend: MujocoBackend, world: WorldParams, object_type: str) -> list[np.ndarray]:
+    """A short episode: the object spawned in the head camera's view, the arm moving."""
+    backend.reset(world, seed=0, objects=[ObjectInstance("object_0", object_type)])
+    optical = backend.body_pose("head_camera_optical_frame")
+    backend.spawn_object("object_0", optical[:3, :3] @ np.array([0.05, 0.02, 0.9]) + optical[:3, 3])
+    home = backend.joint_positions()[: len(ARM_JOINT_NAMES)]
+    backend.command_trajectory(ARM_JOINT_NAMES, [0.2], [home + 0.2])
+    backend.step(60)
+    rgb, depth = backend.render_rgbd("head_camera")
+    return [rgb, depth, backend.render("hand_camera"), backend.joint_positions()]
+
+
+def test_a_kept_scene_gives_what_a_new_build_gives(nominal_world) -> None:
+    """Episodes switching between object sets reuse their compiled scenes (least recently
+    used dropped beyond ``scene_cache_size``) and give what a backend built fresh gives."""
+    world = marker_world(nominal_world)
+    kept = MujocoBackend(scene_cache_size=2)
+    runs = [(kind, _episode(kept, world, kind)) for kind in ("cube", "cylinder", "cube", "block")]
+    for kind, arrays in runs:
+        fresh = MujocoBackend(scene_cache_size=1)
+        for got, expected in zip(arrays, _episode(fresh, world, kind), strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=kind)
+        fresh.close()
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "cube")])
+    cube_model = kept.model
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "block")])
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "cube")])
+    assert kept.model is cube_model  # kept: not compiled again
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "cylinder")])
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "block")])
+    kept.reset(world, seed=0, objects=[ObjectInstance("object_0", "cube")])
+    assert kept.model is not cube_model  # dropped for the two used since
+    kept.close()
+    with pytest.raises(BackendError, match="scene_cache_size"):
+        MujocoBackend(scene_cache_size=0)
