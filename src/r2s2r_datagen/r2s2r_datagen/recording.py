@@ -39,6 +39,7 @@ attempts it keeps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -274,8 +275,6 @@ class RecordingBackend:
         Cameras whose keys are in ``later`` get a placeholder, drawn from ``state.scene`` when
         the recording is closed (:meth:`_develop`).
         """
-        import time
-
         started = time.perf_counter()
         head_native: NDArray[np.uint8] | None = None
         depth = None
@@ -407,8 +406,6 @@ class RecordingBackend:
                         snapshots.show_scene_snapshot(event.scene)
                         self._take_frame(event)
             if self._later_scenes:
-                import time
-
                 started = time.perf_counter()
                 for row, scene in self._later_scenes:
                     snapshots.show_scene_snapshot(scene)
