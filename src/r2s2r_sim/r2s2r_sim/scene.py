@@ -108,6 +108,12 @@ def build_model(
     spec.visual.map.znear = 0.005  # fraction of the model extent (a few mm): close hand views
     spec.visual.map.zfar = 5.0
     spec.visual.quality.numslices, spec.visual.quality.numstacks = primitive_detail
+    # The offscreen buffer every renderer of the model draws into: the cameras' size, not
+    # MuJoCo's 640 x 480. The same pixels (test_camera.py), and each render clears and
+    # resolves a buffer that fits the core's cache.
+    cameras = (world.cameras.head, world.cameras.hand)
+    spec.visual.global_.offwidth = max(camera.width_px for camera in cameras)
+    spec.visual.global_.offheight = max(camera.height_px for camera in cameras)
     light = spec.worldbody.add_light()
     light.name = "sun"
     light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL

@@ -223,3 +223,33 @@ def test_a_kept_scene_gives_what_a_new_build_gives(nominal_world) -> None:
     kept.close()
     with pytest.raises(BackendError, match="scene_cache_size"):
         MujocoBackend(scene_cache_size=0)
+
+
+def test_the_camera_sized_offscreen_buffer_draws_the_same_pixels(
+    nominal_world, monkeypatch
+) -> None:
+    """Renderers draw into a buffer of the cameras' size (scene.build_model), not MuJoCo's
+    640 x 480: the same RGB and depth, array for array."""
+    import r2s2r_sim.mujoco_backend as mujoco_backend
+    from r2s2r_sim.scene import build_model
+
+    world = marker_world(nominal_world)
+    sized = MujocoBackend()
+    sized.reset(world, seed=0)
+    assert (sized.model.vis.global_.offwidth, sized.model.vis.global_.offheight) == (128, 128)
+
+    def default_buffer(*args, **kwargs):
+        model = build_model(*args, **kwargs)
+        model.vis.global_.offwidth, model.vis.global_.offheight = 640, 480
+        return model
+
+    monkeypatch.setattr(mujoco_backend, "build_model", default_buffer)
+    default = MujocoBackend()
+    for kind in ("cube", "cylinder"):
+        for got, expected in zip(
+            _episode(sized, world, kind), _episode(default, world, kind), strict=True
+        ):
+            np.testing.assert_array_equal(got, expected, err_msg=kind)
+    assert default.model.vis.global_.offwidth == 640
+    sized.close()
+    default.close()
