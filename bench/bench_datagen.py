@@ -22,9 +22,11 @@ Run: python bench/bench_datagen.py [--attempts 50] [--workers 2] [--demos D] [--
   the first available planner configuration (one rollout per episode), else the first
   available one, else on the test-only scripted generator
   (r2s2r_testing.generation), which is labelled as such. A MimicGen
-  episode may take up to max_attempts rollouts, each simulated and rendered in full, so its
-  per-episode ratio also reflects its yield: it is printed beside (1 worker), without a goal.
-- Scaling: successful episodes/min with 2 workers over 1 worker, the same jobs (goal >= 1.8x),
+  episode may take up to max_attempts rollouts, each simulated (only the success rendered and
+  perceived), so its per-episode ratio also reflects its yield: it is printed beside (1
+  worker), without a goal.
+- Scaling: successful episodes/min with 2 workers over 1 worker, the same jobs, run in turn
+  ``--scaling-pairs`` times (1 worker, then 2) and pooled (goal >= 1.8x),
   on the measured planner configuration and on the first MimicGen one.
 - The machine's load average is printed before and after: on a shared machine, wall-clock
   rates fall with the load while CPU seconds per episode do not.
@@ -147,6 +149,49 @@ def run(config_path: Path, names: list[str], attempts: int, workers: int, out: P
     return summary_dict, summary.jobs_elapsed_s, records
 
 
+def scaling_pairs(
+    config_path: Path,
+    names: list[str],
+    overrides: list[str],
+    inputs: Inputs,
+    attempts: int,
+    pairs: int,
+    out: Path,
+) -> tuple[list[tuple[dict, dict]], float]:
+    """Run 1 worker then 2 workers on the same jobs, ``pairs`` times in turn; return the runs
+    and the scaling of the pooled rates (all successes over all jobs' wall time, per worker
+    count), so that a drift of the machine's speed weighs on both sides alike."""
+    runs = []
+    for index in range(pairs):
+        one = run(config_path, names, attempts, 1, out / f"w1_{index}", overrides, inputs)[0]
+        two = run(config_path, names, attempts, 2, out / f"w2_{index}", overrides, inputs)[0]
+        runs.append((one, two))
+
+    def pooled(side: int) -> float:
+        successes = sum(pair[side]["successes"] for pair in runs)
+        minutes = sum(pair[side]["jobs_elapsed_s"] for pair in runs) / 60.0
+        return successes / max(minutes, 1e-9)
+
+    return runs, pooled(1) / max(pooled(0), 1e-9)
+
+
+def first_records(out: Path) -> list[dict]:
+    """The ledger records of the first 1-worker run of :func:`scaling_pairs` in ``out``."""
+    return Ledger(out / "w1_0" / "ledger.jsonl").records()
+
+
+def scaling_lines(runs: list[tuple[dict, dict]], scaling: float) -> list[str]:
+    """The pairs' rates and ratios, then the pooled scaling, as printed."""
+    lines = []
+    for k, (one, two) in enumerate(runs):
+        rate_1, rate_2 = one["successes_per_min"], two["successes_per_min"]
+        lines.append(
+            f"  pair {k + 1}: successes/min, 1 / 2 workers {rate_1:.1f} / {rate_2:.1f} "
+            f"({rate_2 / max(rate_1, 1e-9):.2f}x)"
+        )
+    return [*lines, f"  scaling 1 -> 2 (goal >= 1.8)   {scaling:8.2f}x (pooled over the pairs)"]
+
+
 RAW_FRAMES = 150
 """Frames of each raw step+render timing (more than one episode's ~120)."""
 
@@ -210,6 +255,12 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=50, help="episodes per configuration")
     parser.add_argument("--workers", type=int, default=2, help="workers for the yield runs")
     parser.add_argument(
+        "--scaling-pairs",
+        type=int,
+        default=2,
+        help="1-worker and 2-worker runs, in turn, behind each scaling figure (pooled)",
+    )
+    parser.add_argument(
         "--configurations",
         nargs="+",
         help="configurations to run (default: all of the configurations file)",
@@ -252,7 +303,6 @@ def main() -> None:
         for p in prepared
         if p.unavailable is None and not (p.spec.behavior == "mimicgen" and inputs.demos_reason)
     ]
-    yield_runs: dict[str, dict] = {}
     for entry in prepared:
         name = entry.spec.name
         reason = entry.unavailable
@@ -263,7 +313,6 @@ def main() -> None:
             continue
         summary, _, _ = run(config_path, [name], args.attempts, args.workers,
                             tmp / name, [], inputs)  # fmt: skip
-        yield_runs[name] = summary
         (item,) = summary["configurations"]
         successes = summary["successes"]
         cpu_per_success = summary["worker_cpu_s"] / successes if successes else None
@@ -284,18 +333,11 @@ def main() -> None:
              "unit": "CPU s/success", "goal": None},
         ]  # fmt: skip
 
-    def two_workers(name: str, names: list[str], overrides: list[str], out: str) -> dict:
-        """The 2-worker run of ``names``: the yield run when it had 2 workers, else a new one."""
-        if args.workers == 2 and name in yield_runs:
-            return yield_runs[name]
-        return run(config_path, names, args.attempts, 2, tmp / out, overrides, inputs)[0]
-
     # Overhead and scaling: on the first available planner configuration (one rollout per
     # episode), else the first available one, else the scripted test generator. MimicGen may
     # play up to max_attempts rollouts for one episode (recorded deferred: cameras and perception
     # only for the success, see r2s2r_datagen.mimicgen), so its per-episode figure also measures
-    # its yield;
-    # it is printed beside, without goal, with its own 1 -> 2 worker scaling.
+    # its yield; it is printed beside, without goal, with its own 1 -> 2 worker scaling.
     behavior = {p.spec.name: p.spec.behavior for p in prepared}
     planners = [name for name in available if behavior[name] == "planner"]
     if available:
@@ -312,34 +354,33 @@ def main() -> None:
     raw_before_s = raw_seconds_per_frame(
         config_path, datagen.recording.rate_hz, names[0], inputs.artifact, RAW_FRAMES
     )
-    s1, elapsed_1, records_1 = run(
-        config_path, names, args.attempts, 1, tmp / "w1", overrides, inputs
+    pairs, scaling = scaling_pairs(
+        config_path, names, overrides, inputs, args.attempts, args.scaling_pairs, tmp / "scaling"
     )
+    records_1 = first_records(tmp / "scaling")
     raw_after_s = raw_seconds_per_frame(
         config_path, datagen.recording.rate_hz, names[0], inputs.artifact, RAW_FRAMES
     )
     raw_frame_s = 0.5 * (raw_before_s + raw_after_s)
-    s2 = two_workers(label, names, overrides, "w2")
     # The baseline before it rendered the measured configuration's cameras: on the nominal
     # world whatever the configuration (printed for comparison with earlier figures).
     raw_nominal_frame_s = raw_seconds_per_frame(
         config_path, datagen.recording.rate_hz, "nominal_planner", inputs.artifact
     )
     mean_frames, gen_rate, raw_rate, ratio, _ = overhead(records_1, raw_frame_s)
-    rate_1, rate_2 = s1["successes_per_min"], s2["successes_per_min"]
-    scaling = rate_2 / rate_1 if rate_1 else 0.0
+    s1, s2 = pairs[0]
     mimicgen = [name for name in available if behavior[name] == "mimicgen"]
     mimicgen_figures = None
     if mimicgen and mimicgen[0] != label:
-        m1, _, records_m = run(
-            config_path, mimicgen[:1], args.attempts, 1, tmp / "w1_mimicgen", [], inputs
-        )
-        m2 = two_workers(mimicgen[0], mimicgen[:1], [], "w2_mimicgen")
+        m_pairs, m_scaling = scaling_pairs(
+            config_path, mimicgen[:1], [], inputs, args.attempts, args.scaling_pairs,
+            tmp / "scaling_mimicgen",
+        )  # fmt: skip
+        records_m = first_records(tmp / "scaling_mimicgen")
         raw_m_frame_s = raw_seconds_per_frame(
             config_path, datagen.recording.rate_hz, mimicgen[0], inputs.artifact
         )
-        m_scaling = m2["successes_per_min"] / m1["successes_per_min"] if m1["successes"] else 0.0
-        mimicgen_figures = (mimicgen[0], *overhead(records_m, raw_m_frame_s), m1, m2, m_scaling)
+        mimicgen_figures = (mimicgen[0], *overhead(records_m, raw_m_frame_s), m_pairs, m_scaling)
     load_after = _load_average()
 
     print(f"\nsim_generate benchmark ({args.attempts} attempts per configuration, "
@@ -365,15 +406,16 @@ def main() -> None:
         raw_nominal_rate = 60.0 / (mean_frames * raw_nominal_frame_s)
         print(f"  (raw on the nominal world's cameras: {raw_nominal_rate:.1f} episodes/min, "
               f"ratio {gen_rate / raw_nominal_rate:.2f})")  # fmt: skip
-    for workers, summary, elapsed in ((1, s1, elapsed_1), (2, s2, s2["jobs_elapsed_s"])):
+    for workers, summary in ((1, s1), (2, s2)):
         print(
             f"  successes/min, {workers} worker{'s' if workers > 1 else ' '}      "
-            f"{summary['successes_per_min']:8.1f} ({summary['successes']} in {elapsed:.1f} s; "
-            f"{summary['end_to_end_s']:.1f} s with start-up and merge)"
+            f"{summary['successes_per_min']:8.1f} ({summary['successes']} in "
+            f"{summary['jobs_elapsed_s']:.1f} s; {summary['end_to_end_s']:.1f} s with start-up "
+            "and merge; pair 1)"
         )
-    print(f"  scaling 1 -> 2 (goal >= 1.8)   {scaling:8.2f}x")
+    print("\n".join(scaling_lines(pairs, scaling)))
     if mimicgen_figures is not None:
-        name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m, m1, m2, m_scaling = mimicgen_figures
+        name_m, frames_m, gen_m, raw_m, ratio_m, rollouts_m, m_pairs, m_scaling = mimicgen_figures
         print(f"\nMimicGen per episode: {name_m} (no goal: an episode may take several "
               "rollouts, recorded deferred: only the success rendered)")  # fmt: skip
         print(f"  rollouts per episode           {rollouts_m:8.2f}")
@@ -381,9 +423,7 @@ def main() -> None:
         print(f"  generation, 1 worker           {gen_m:8.1f} episodes per worker-minute")
         print(f"  raw step+render, same length   {raw_m:8.1f} episodes/min")
         print(f"  ratio per episode              {ratio_m:8.2f}")
-        print(f"  successes/min, 1 / 2 workers   {m1['successes_per_min']:8.1f} / "
-              f"{m2['successes_per_min']:.1f}")  # fmt: skip
-        print(f"  scaling 1 -> 2 (goal >= 1.8)   {m_scaling:8.2f}x")
+        print("\n".join(scaling_lines(m_pairs, m_scaling)))
         figures += [
             {"name": "mimicgen_generation_vs_raw_sim_ratio", "value": round(ratio_m, 3),
              "unit": "ratio", "goal": None},
@@ -396,9 +436,9 @@ def main() -> None:
     figures += [
         {"name": "generation_vs_raw_sim_ratio", "value": round(ratio, 3), "unit": "ratio",
          "goal": 0.7},
-        {"name": "successes_per_min_1_worker", "value": round(rate_1, 2),
+        {"name": "successes_per_min_1_worker", "value": round(s1["successes_per_min"], 2),
          "unit": "successes/min", "goal": None},
-        {"name": "successes_per_min_2_workers", "value": round(rate_2, 2),
+        {"name": "successes_per_min_2_workers", "value": round(s2["successes_per_min"], 2),
          "unit": "successes/min", "goal": 150},
         {"name": "scaling_1_to_2_workers", "value": round(scaling, 3), "unit": "x", "goal": 1.8},
         {"name": "overhead_measured_on", "value": label, "unit": "", "goal": None},
