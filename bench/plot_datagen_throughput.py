@@ -26,8 +26,8 @@ def runs_by_commit(data: dict) -> dict[str, dict[str, list[float]]]:
             name: list(v) if isinstance(v, list) else [v] for name, v in rates.items()
         }
     latest: dict[str, list[float]] = {}
-    for figures in data["runs"]:
-        for figure in figures:
+    for run in data["runs"]:
+        for figure in run["figures"]:
             name = figure["name"]
             if name.endswith(SUFFIX) and name != "successes_per_min_2_workers":
                 latest.setdefault(name[: -len(SUFFIX)], []).append(float(figure["value"]))
