@@ -36,12 +36,15 @@ The last line is one JSON object: {"benchmark": "datagen", "figures": [...]}.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
+import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import benchlib
 
@@ -275,6 +278,9 @@ def main() -> None:
         help="grounding artifact (default: the main job's grounding_artifact_path, else the "
         "configurations file's)",
     )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the generated runs (removed by default)"
+    )
     args = parser.parse_args()
     use_one_core()  # the raw baseline runs here, as in a worker process
     config_path = bundled_configurations_path()
@@ -283,7 +289,7 @@ def main() -> None:
     found = prepare_prerequisites(
         inputs.generate_config(configurations_path=str(config_path)),
         datagen,
-        Path(tempfile.mkdtemp(prefix="bench_datagen_logs_")),
+        Path(tempfile.mkdtemp(prefix="bench_datagen_logs_")),  # prerequisites' logs (none run)
         lambda _text: None,
         _never_run,
     )
@@ -294,10 +300,28 @@ def main() -> None:
           f"({'found' if inputs.demos_present else 'missing'})")  # fmt: skip
     print(f"grounding artifact: {inputs.artifact} "
           f"({'found' if inputs.artifact.is_file() else 'missing'})")  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="bench_datagen_"))
+    try:
+        measure(args, config_path, datagen, inputs, prepared, tmp)
+    finally:
+        if args.keep:
+            print(f"runs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)  # ~0.7 GB of generated episodes a run
+
+
+def measure(
+    args: argparse.Namespace,
+    config_path: Path,
+    datagen: DatagenConfig,
+    inputs: Inputs,
+    prepared: list[Any],
+    tmp: Path,
+) -> None:
+    """Run the bench's generations (in ``tmp``); print its table and its JSON line."""
     load_before = _load_average()
     figures: list[dict] = []
     rows: list[tuple[str, ...]] = []
-    tmp = Path(tempfile.mkdtemp(prefix="bench_datagen_"))
     available = [
         p.spec.name
         for p in prepared
