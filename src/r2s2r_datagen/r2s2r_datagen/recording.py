@@ -272,8 +272,8 @@ class RecordingBackend:
     def _take_frame(self, state: _FrameState, later: Sequence[str] = ()) -> None:
         """Render the cameras as the scene is drawn now, run the perception, append the frame.
 
-        Cameras whose keys are in ``later`` get a placeholder, drawn from ``state.scene`` when
-        the recording is closed (:meth:`_develop`).
+        Cameras whose keys are in ``later`` are drawn from ``state.scene`` when the recording
+        is closed (:meth:`_develop`); their rows hold ``None`` until then.
         """
         started = time.perf_counter()
         head_native: NDArray[np.uint8] | None = None

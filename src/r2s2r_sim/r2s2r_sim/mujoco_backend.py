@@ -241,6 +241,7 @@ class MujocoBackend:
         self.primitive_detail = primitive_detail
         self.scene_cache_size = scene_cache_size
         self._scenes: OrderedDict[SceneKey, _Scene] = OrderedDict()  # kept, not in use
+        self._scene: _Scene | None = None  # in use; its fields are the attributes below
         self._model: mujoco.MjModel | None = None
         self._data: mujoco.MjData | None = None
         self._world: WorldParams | None = None
@@ -305,28 +306,20 @@ class MujocoBackend:
         self, key: SceneKey, world: WorldParams, objects: tuple[ObjectInstance, ...]
     ) -> None:
         """Make the scene of ``key`` current: a kept one, else a new build; keep the last one."""
-        current = self._current_scene()
-        if current is not None and self._model_key is not None:
-            self._scenes[self._model_key] = current
+        if self._scene is not None and self._model_key is not None:
+            self._scenes[self._model_key] = self._scene
         scene = self._scenes.pop(key, None)
         if scene is None:
             scene = self._build_scene(world, objects)
             self._renderers_new = bool(scene.cameras)
         while len(self._scenes) >= self.scene_cache_size:
             self._scenes.popitem(last=False)[1].close()
-        self._model, self._data, self._model_key = scene.model, scene.data, key
+        self._scene, self._model_key = scene, key
+        self._model, self._data = scene.model, scene.data
         self._objects, self._object_adr = scene.objects, scene.object_adr
         self._qadr, self._dadr = scene.qadr, scene.dadr
         self._arm_act, self._hand_act = scene.arm_act, scene.hand_act
         self._belt_geom, self._cameras = scene.belt_geom, scene.cameras
-
-    def _current_scene(self) -> _Scene | None:
-        if self._model is None or self._data is None:
-            return None
-        return _Scene(
-            self._model, self._data, self._objects, self._object_adr, self._qadr, self._dadr,
-            self._arm_act, self._hand_act, self._belt_geom, self._cameras,
-        )  # fmt: skip
 
     def _build_scene(self, world: WorldParams, objects: tuple[ObjectInstance, ...]) -> _Scene:
         """Compile the model of ``world`` with ``objects`` and make its renderers."""
@@ -371,10 +364,9 @@ class MujocoBackend:
 
     def close(self) -> None:
         """Free the renderers of every scene (the model is rebuilt on the next reset)."""
-        for rig in self._cameras.values():
-            rig.close()
-        self._cameras = {}
-        self._model_key = None
+        if self._scene is not None:
+            self._scene.close()
+        self._scene, self._cameras, self._model_key = None, {}, None
         while self._scenes:
             self._scenes.popitem()[1].close()
 
