@@ -93,7 +93,8 @@ from r2s2r_sim.backend import (
     ObjectInstance,
     ObjectPose,
 )
-from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
+from r2s2r_sim.camera_appearance import camera_image
+from r2s2r_sim.camera_model import ImageWarp, Intrinsics
 from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import park_position
 
@@ -733,7 +734,8 @@ class IsaacSimBackend:
         """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
         rig = self._rig(camera_name)
         image = rig.warp.apply(self._read(rig, "rgb")[..., :3].astype(np.uint8))
-        return blur(np.ascontiguousarray(image, dtype=np.uint8), rig.params.blur_sigma_px)
+        index = CAMERA_NAMES.index(camera_name)
+        return camera_image(image, rig.params, index, self.seed, self.time_s)
 
     def render_depth(self, camera_name: str) -> NDArray[np.float32]:
         """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""

@@ -21,7 +21,8 @@ from r2s2r_description.transforms import Vector
 from r2s2r_world.world import CameraParams, WorldParams
 
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
-from r2s2r_sim.camera_model import ImageWarp, Intrinsics, blur
+from r2s2r_sim.camera_appearance import camera_image
+from r2s2r_sim.camera_model import ImageWarp, Intrinsics
 from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import (
     BELT_GEOM,
@@ -199,10 +200,12 @@ class _CameraRig:
             self.depth.close()
 
 
-def _camera_rgb(rig: _CameraRig, render: NDArray[np.uint8]) -> NDArray[np.uint8]:
-    """Return a camera's RGB image from its ideal render: warped to its intrinsics, blurred."""
-    image = rig.warp.apply(render)
-    return blur(np.ascontiguousarray(image, dtype=np.uint8), rig.params.blur_sigma_px)
+def _camera_rgb(
+    rig: _CameraRig, render: NDArray[np.uint8], episode_seed: int, time_s: float
+) -> NDArray[np.uint8]:
+    """Return a camera's RGB image from its ideal render: warped, blurred, its appearance."""
+    index = CAMERA_NAMES.index(rig.name)
+    return camera_image(rig.warp.apply(render), rig.params, index, episode_seed, time_s)
 
 
 def _camera_depth(rig: _CameraRig, render: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -632,7 +635,7 @@ class MujocoBackend:
         """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
         rig = self._rig(camera_name)
         rig.rgb.update_scene(self.data, camera=camera_name)
-        return _camera_rgb(rig, rig.rgb.render())
+        return _camera_rgb(rig, rig.rgb.render(), self.seed, float(self.data.time))
 
     def render_depth(self, camera_name: str) -> NDArray[np.float32]:
         """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
@@ -651,7 +654,10 @@ class MujocoBackend:
         rig = self._rig(camera_name)
         rig.rgb.update_scene(self.data, camera=camera_name)
         rgb, depth = rig.render_rgbd(self.model)
-        return _camera_rgb(rig, rgb), _camera_depth(rig, depth)
+        return (
+            _camera_rgb(rig, rgb, self.seed, float(self.data.time)),
+            _camera_depth(rig, depth),
+        )
 
     def camera_warp(self, camera_name: str) -> ImageWarp:
         """Return the image warp (intrinsics + distortion) of a camera."""

@@ -117,6 +117,29 @@ class PoseDeviation(ConfigModel):
     yaw_rad: Range = Field(description="Added to yaw (rad).")
 
 
+class AppearanceDeviation(ConfigModel):
+    """How one real camera's look departs from a clean render (:class:`CameraAppearance`).
+
+    Sampled only when asked (``sample_twin(..., appearance=True)``, ``--appearance``), from a
+    random stream of its own, so a seed's geometry, dynamics and lighting are the same with
+    and without it; a camera whose appearance is the identity (today's look) is not checked
+    against these ranges.
+    """
+
+    exposure_ev: Range = Field(description="Exposure offset (stops, absolute).")
+    auto_exposure: Range = Field(description="Auto-exposure strength 0..1 (absolute).")
+    white_balance_red_rel: Range = Field(description="Red gain / nominal - 1.")
+    white_balance_blue_rel: Range = Field(description="Blue gain / nominal - 1.")
+    crosstalk: Range = Field(description="Colour crosstalk (absolute).")
+    gamma: Range = Field(description="Encoding gamma of the tone curve (absolute).")
+    black_level: Range = Field(description="Black-level offset 0..1 (absolute).")
+    vignetting: Range = Field(description="Light loss at the corners 0..1 (absolute).")
+    shot_noise: Range = Field(description="Shot-noise std at full scale (absolute).")
+    read_noise: Range = Field(description="Read-noise std (absolute).")
+    motion_blur_px: Range = Field(description="Horizontal smear during the exposure (px).")
+    jpeg_quality: Range = Field(description="MJPEG quality (absolute, rounded to an integer).")
+
+
 class CameraDeviation(ConfigModel):
     """Deviation of one camera from its datasheet values and its nominal mount."""
 
@@ -128,6 +151,9 @@ class CameraDeviation(ConfigModel):
     tangential: Range = Field(description="Tangential p1 and p2 (absolute), independently.")
     blur_sigma_px: Range = Field(description="Gaussian blur sigma (absolute value, px).")
     mount: PoseDeviation = Field(description="Camera link pose in its parent frame.")
+    appearance: AppearanceDeviation | None = Field(
+        default=None, description="The camera's look (sampled on request; see the class)."
+    )
 
 
 class CamerasDeviation(ConfigModel):
@@ -221,6 +247,45 @@ def _pose_axes(prefix: str, deviation: PoseDeviation) -> Iterator[_Axis]:
     yield _Axis(f"{prefix}.rpy_rad[0]", "angle", deviation.roll_pitch_rad, "rad")
     yield _Axis(f"{prefix}.rpy_rad[1]", "angle", deviation.roll_pitch_rad, "rad")
     yield _Axis(f"{prefix}.rpy_rad[2]", "angle", deviation.yaw_rad, "rad")
+
+
+def _appearance_axes(family: TwinFamily) -> list[_Axis]:
+    """The cameras' appearance axes, in their own sampling order (their own random stream)."""
+    axes: list[_Axis] = []
+    for name in ("head", "hand"):
+        look = getattr(family.cameras, name).appearance
+        if look is None:
+            continue
+        prefix = f"cameras.{name}.appearance"
+        axes += [
+            _Axis(f"{prefix}.exposure_ev", "abs", look.exposure_ev, "EV"),
+            _Axis(f"{prefix}.auto_exposure", "abs", look.auto_exposure, ""),
+            _Axis(f"{prefix}.white_balance_rgb[0]", "rel", look.white_balance_red_rel, ""),
+            _Axis(f"{prefix}.white_balance_rgb[2]", "rel", look.white_balance_blue_rel, ""),
+            _Axis(f"{prefix}.crosstalk", "abs", look.crosstalk, ""),
+            _Axis(f"{prefix}.gamma", "abs", look.gamma, ""),
+            _Axis(f"{prefix}.black_level", "abs", look.black_level, ""),
+            _Axis(f"{prefix}.vignetting", "abs", look.vignetting, ""),
+            _Axis(f"{prefix}.shot_noise", "abs", look.shot_noise, ""),
+            _Axis(f"{prefix}.read_noise", "abs", look.read_noise, ""),
+            _Axis(f"{prefix}.motion_blur_px", "abs", look.motion_blur_px, "px"),
+            _Axis(f"{prefix}.jpeg_quality", "abs", look.jpeg_quality, ""),
+        ]
+    return axes
+
+
+APPEARANCE_STREAM = 0xA99EA7
+"""Second entropy word of the appearance axes' random stream (the seed is the first)."""
+
+
+def _appearance_axes_of(family: TwinFamily, twin: WorldParams) -> list[_Axis]:
+    """The appearance axes of the cameras whose look ``twin`` sets (not the identity)."""
+    kept = [
+        f"cameras.{name}.appearance."
+        for name in ("head", "hand")
+        if not getattr(twin.cameras, name).appearance.is_identity()
+    ]
+    return [axis for axis in _appearance_axes(family) if axis.key.startswith(tuple(kept))]
 
 
 def _axes(family: TwinFamily, nominal: WorldParams) -> list[_Axis]:
@@ -339,12 +404,18 @@ def _apply(axis: _Axis, deviation: float, twin: Any, nominal: Any) -> None:
 
 def _round(key: str, value: float) -> float:
     """Round a sampled value to what a twin file needs (stable YAML, no float noise)."""
+    if key.endswith("jpeg_quality"):
+        return float(round(value))
     digits = 7 if "distortion" in key or key.endswith("latency_s") else 6
     return round(value, digits)
 
 
 def sample_twin(
-    nominal: WorldParams, family: TwinFamily, seed: int, outer_fraction: float = 0.0
+    nominal: WorldParams,
+    family: TwinFamily,
+    seed: int,
+    outer_fraction: float = 0.0,
+    appearance: bool = False,
 ) -> WorldParams:
     """Draw one twin: every axis of the family uniformly in its range around ``nominal``.
 
@@ -356,6 +427,8 @@ def sample_twin(
         outer_fraction: 0 draws every axis in its whole range; f in (0, 0.5] draws every axis
             in the outer f of its range, at either end (:data:`OUTER_FIFTH` = 0.2: cells set up
             in a hurry). A fixed range (lo == hi) stays fixed.
+        appearance: Also draw the cameras' appearance axes (:class:`AppearanceDeviation`),
+            from their own random stream: every other value is the same as without.
 
     Returns:
         The twin world; it passes :func:`check_twin`.
@@ -374,9 +447,19 @@ def sample_twin(
     for axis in _axes(family, nominal):
         _apply(axis, axis.range.sample(rng, outer_fraction), twin, base)
         _set(twin, axis.key, _round(axis.key, _get(twin, axis.key)))
+    if appearance:
+        look_axes = _appearance_axes(family)
+        if not look_axes:
+            raise ValueError("appearance: the family defines no camera appearance axes")
+        look_rng = np.random.default_rng([int(seed), APPEARANCE_STREAM])
+        for axis in look_axes:
+            _apply(axis, axis.range.sample(look_rng, outer_fraction), twin, base)
+            _set(twin, axis.key, _round(axis.key, _get(twin, axis.key)))
     source = f"twin sampled with seed {seed}"
     if outer_fraction:
         source += f" (outer_fraction {outer_fraction:g})"
+    if appearance:
+        source += " with camera appearance"
     world = parse_config(WorldParams, twin, source)
     check_twin(world, nominal, family, source)
     return world
@@ -427,7 +510,7 @@ def _axis_deviations(
     """(axis, the twin's value, its deviation) of every varied axis the twin has."""
     twin_data = twin.model_dump(mode="json")
     nominal_data = nominal.model_dump(mode="json")
-    for axis in _axes(family, nominal):
+    for axis in _axes(family, nominal) + _appearance_axes_of(family, twin):
         try:
             value = _get(twin_data, axis.key)
             deviation = _deviation(axis, twin_data, nominal_data)
@@ -478,7 +561,8 @@ def family_deviations(
         return lines
     twin_data = twin.model_dump(mode="json")
     nominal_data = nominal.model_dump(mode="json")
-    merged = _with_nominal_axes(twin_data, nominal_data, _axes(family, nominal))
+    checked = _axes(family, nominal) + _appearance_axes(family)
+    merged = _with_nominal_axes(twin_data, nominal_data, checked)
     for key, value, reference in _differences(merged, nominal_data):
         lines.append(
             f"{key} = {value!r}: the twin family does not vary this key (nominal {reference!r})"
@@ -605,7 +689,11 @@ def write_twin(twin: WorldParams, path: str | Path, header: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     comment = "".join(f"# {line}\n" for line in header.splitlines())
-    body = yaml.safe_dump(twin.model_dump(mode="json"), sort_keys=False)
+    data = twin.model_dump(mode="json")
+    for name in ("head", "hand"):
+        if getattr(twin.cameras, name).appearance.is_identity():
+            del data["cameras"][name]["appearance"]  # today's look: the file as it always was
+    body = yaml.safe_dump(data, sort_keys=False)
     tmp = target.with_suffix(target.suffix + ".tmp")
     tmp.write_text(comment + body, encoding="utf-8")
     tmp.replace(target)
@@ -631,13 +719,17 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def twin_file_name(seed: int, outer_fraction: float = 0.0) -> str:
-    """File name of a sampled twin: ``twin_<seed>.yaml``, ``twin_outer_fifth_<seed>.yaml``, ..."""
+def twin_file_name(seed: int, outer_fraction: float = 0.0, appearance: bool = False) -> str:
+    """File name of a sampled twin: ``twin_<seed>.yaml``, ``twin_outer_fifth_<seed>.yaml``, ...
+
+    ``_appearance`` is added before ``.yaml`` when the cameras' look was drawn.
+    """
+    look = "_appearance" if appearance else ""
     if outer_fraction == 0.0:
-        return f"twin_{seed:04d}.yaml"
+        return f"twin_{seed:04d}{look}.yaml"
     if outer_fraction == OUTER_FIFTH:
-        return f"twin_outer_fifth_{seed:04d}.yaml"
-    return f"twin_outer_{outer_fraction:g}_{seed:04d}.yaml"
+        return f"twin_outer_fifth_{seed:04d}{look}.yaml"
+    return f"twin_outer_{outer_fraction:g}_{seed:04d}{look}.yaml"
 
 
 def write_family_twins(
@@ -646,8 +738,11 @@ def write_family_twins(
     seeds: list[int],
     out: str | Path,
     outer_fraction: float = 0.0,
+    appearance: bool = False,
 ) -> list[Path]:
     """Sample one twin per seed and write ``<out>/<twin_file_name>``; return the paths.
+
+    With ``appearance`` the cameras' look is drawn too (files ``*_appearance.yaml``).
 
     The header of each file records the family, the seed, the nominal world and
     ``outer_fraction`` (what reproduces it).
@@ -668,13 +763,16 @@ def write_family_twins(
         option = " --outer-fifth" if outer_fraction == OUTER_FIFTH else ""
     paths = []
     for seed in seeds:
-        path = Path(out) / twin_file_name(seed, outer_fraction)
+        path = Path(out) / twin_file_name(seed, outer_fraction, appearance)
+        look = " --appearance" if appearance else ""
         header = (
-            f"Twin sampled from {family_path} (seed {seed}) around {nominal_path}: {drawn}.\n"
-            f"Reproduce: python -m r2s2r_sim.twin_family --seeds {seed}{option} --out DIR\n"
+            f"Twin sampled from {family_path} (seed {seed}) around {nominal_path}: {drawn}"
+            f"{', camera appearance drawn' if appearance else ''}.\n"
+            f"Reproduce: python -m r2s2r_sim.twin_family --seeds {seed}{option}{look} --out DIR\n"
             "Benchmarks and tests only: a twin's values are the hidden truth of a cell."
         )
-        write_twin(sample_twin(nominal, family, seed, outer_fraction), path, header)
+        twin = sample_twin(nominal, family, seed, outer_fraction, appearance)
+        write_twin(twin, path, header)
         paths.append(path)
     return paths
 
@@ -690,6 +788,12 @@ def main(argv: list[str] | None = None) -> int:
         help="Draw every axis from the outer fifth of its range, at either end (cells set up "
         "in a hurry); files twin_outer_fifth_<seed>.yaml.",
     )
+    parser.add_argument(
+        "--appearance",
+        action="store_true",
+        help="Also draw the cameras' look (exposure, colour, noise, tone, MJPEG) from the "
+        "family's appearance axes; every other value is the seed's as without it.",
+    )
     parser.add_argument("--family", default=FAMILY_PATH, help="Family file (config/).")
     parser.add_argument("--nominal", default="world/nominal.yaml", help="Nominal world.")
     args = parser.parse_args(argv)
@@ -698,7 +802,9 @@ def main(argv: list[str] | None = None) -> int:
         nominal_path = resolve_config_path(args.nominal)
         family_path = resolve_config_path(args.family)
         outer_fraction = OUTER_FIFTH if args.outer_fifth else 0.0
-        for path in write_family_twins(nominal_path, family_path, seeds, args.out, outer_fraction):
+        for path in write_family_twins(
+            nominal_path, family_path, seeds, args.out, outer_fraction, args.appearance
+        ):
             print(path)
     except (ConfigError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -70,6 +70,77 @@ class DistortionParams(ConfigModel):
         return (self.k1, self.k2, self.p1, self.p2, self.k3)
 
 
+class CameraAppearance(ConfigModel):
+    """What a real camera does to light after the lens: exposure, colour, noise, tone, codec.
+
+    The defaults are the identity (the look every shipped twin and simulated world had before
+    these fields existed: MuJoCo's render, warped and blurred), so a file that names none of
+    them renders as before, bit for bit. Applied by :mod:`r2s2r_sim.camera_appearance` in the
+    order a camera's pipeline applies them, on linear light (the render decoded with gamma 2.2):
+    motion blur, vignetting, exposure (and auto-exposure), white balance and colour crosstalk,
+    shot + read noise, the tone curve with its black level, then JPEG (MJPEG transport).
+    """
+
+    exposure_ev: float = Field(
+        default=0.0,
+        ge=-3.0,
+        le=3.0,
+        description="Exposure offset in stops (2**ev on linear light).",
+    )
+    auto_exposure: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Auto-exposure strength: 0 fixed exposure; 1 meters every frame to "
+        "auto_exposure_target (gain (target / mean luma) ** strength).",
+    )
+    auto_exposure_target: float = Field(
+        default=0.18, gt=0.0, le=1.0, description="Mean linear luma auto-exposure aims at."
+    )
+    white_balance_rgb: Vec3 = Field(
+        default=(1.0, 1.0, 1.0), description="Per-channel gains on linear light (each 0.25..4)."
+    )
+    crosstalk: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=0.5,
+        description="Colour crosstalk c: each channel keeps 1 - c and takes c / 2 from each "
+        "other channel (greys stay grey; colours desaturate).",
+    )
+    gamma: float = Field(
+        default=2.2, ge=1.0, le=3.5, description="Encoding gamma of the tone curve (2.2: none)."
+    )
+    black_level: float = Field(
+        default=0.0, ge=0.0, le=0.2, description="Black-level offset / veiling glare (0..1)."
+    )
+    vignetting: float = Field(
+        default=0.0, ge=0.0, le=0.9, description="Relative light loss at the image corners."
+    )
+    shot_noise: float = Field(
+        default=0.0, ge=0.0, le=0.2, description="Shot-noise std at full scale (linear light)."
+    )
+    read_noise: float = Field(
+        default=0.0, ge=0.0, le=0.1, description="Read-noise std (linear light, per channel)."
+    )
+    motion_blur_px: float = Field(
+        default=0.0, ge=0.0, le=10.0, description="Horizontal smear during the exposure (px)."
+    )
+    jpeg_quality: int = Field(
+        default=0, ge=0, le=100, description="MJPEG quality 1..100 of the transport; 0: none."
+    )
+
+    @field_validator("white_balance_rgb")
+    @classmethod
+    def _check_gains(cls, value: Vec3) -> Vec3:
+        if any(not math.isfinite(v) or not 0.25 <= v <= 4.0 for v in value):
+            raise ValueError(f"expected gains within [0.25, 4], got {value}")
+        return value
+
+    def is_identity(self) -> bool:
+        """True when the camera adds nothing to the render (the defaults)."""
+        return self == CameraAppearance()
+
+
 class CameraParams(ConfigModel):
     """One camera: pinhole intrinsics, distortion, blur, mount pose and rate.
 
@@ -91,6 +162,10 @@ class CameraParams(ConfigModel):
     )
     rate_hz: float = Field(default=10.0, gt=0.0, le=120.0, description="Frame rate.")
     depth_far_m: float = Field(default=4.0, gt=0.1, le=50.0, description="Depth clip distance.")
+    appearance: CameraAppearance = Field(
+        default_factory=CameraAppearance,
+        description="Exposure, colour, noise, tone and codec of the camera (default: none).",
+    )
 
     @model_validator(mode="after")
     def _principal_point_inside(self) -> CameraParams:
