@@ -56,6 +56,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "experiment": "r2s2r.cli.experiment:experiment_command",
     "analyze": "r2s2r.cli.analyze:analyze_group",
     "view": "r2s2r_view.cli:view_command",
+    "translate": "r2s2r_translation.cli:translate_group",
 }
 
 

@@ -19,8 +19,9 @@ import functools
 import cv2
 import numpy as np
 from numpy.typing import NDArray
-from r2s2r_sim.camera_model import blur
 from r2s2r_world.world import CameraAppearance, CameraParams
+
+from r2s2r_sim.camera_model import blur
 
 RENDER_GAMMA = 2.2
 """The gamma the render is decoded with to linear light (and encoded with at gamma 2.2)."""
@@ -31,7 +32,7 @@ _TO_LINEAR = ((np.arange(256, dtype=np.float64) / 255.0) ** RENDER_GAMMA).astype
 
 
 def colour_matrix(appearance: CameraAppearance) -> NDArray[np.float32]:
-    """The 3x3 matrix on linear RGB: crosstalk after white balance (rows act on a pixel)."""
+    """Return the 3x3 matrix on linear RGB: crosstalk after white balance (rows act on a pixel)."""
     c = appearance.crosstalk
     mix = np.full((3, 3), c / 2.0) + np.eye(3) * (1.0 - c - c / 2.0)
     return (mix @ np.diag(appearance.white_balance_rgb)).astype(np.float32)
@@ -47,7 +48,7 @@ def vignette_map(height_px: int, width_px: int, strength: float) -> NDArray[np.f
 
 
 def _motion_kernel(length_px: float) -> NDArray[np.float32]:
-    """A horizontal box of ``length_px`` (fractional ends weighted), normalised."""
+    """Return a horizontal box of ``length_px`` (fractional ends weighted), normalised."""
     whole = int(np.floor(length_px))
     taps = whole + 1 if whole % 2 == 0 else whole + 2
     kernel = np.zeros(taps, dtype=np.float64)
@@ -68,6 +69,8 @@ def jpeg_round_trip(image: NDArray[np.uint8], quality: int) -> NDArray[np.uint8]
     if not ok:
         raise RuntimeError("cv2.imencode failed to encode a JPEG frame")
     decoded = cv2.imdecode(encoded, cv2.IMREAD_COLOR)
+    if decoded is None:
+        raise RuntimeError("cv2.imdecode failed to decode a JPEG frame")
     return np.ascontiguousarray(cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB), dtype=np.uint8)
 
 
@@ -95,7 +98,8 @@ def apply_appearance(
     linear = _TO_LINEAR[image]
     if appearance.motion_blur_px > 0.0:
         kernel = _motion_kernel(appearance.motion_blur_px)
-        linear = cv2.filter2D(linear, -1, kernel, borderType=cv2.BORDER_REPLICATE)
+        blurred = cv2.filter2D(linear, -1, kernel, borderType=cv2.BORDER_REPLICATE)
+        linear = np.asarray(blurred, dtype=np.float32)
     if appearance.vignetting > 0.0:
         linear = linear * vignette_map(image.shape[0], image.shape[1], appearance.vignetting)
     gain = 2.0**appearance.exposure_ev
@@ -106,7 +110,8 @@ def apply_appearance(
     if appearance.shot_noise > 0.0 or appearance.read_noise > 0.0:
         rng = np.random.default_rng(int(noise_seed) & 0xFFFFFFFFFFFFFFFF)
         variance = appearance.shot_noise**2 * np.maximum(linear, 0.0) + appearance.read_noise**2
-        linear = linear + np.sqrt(variance) * rng.standard_normal(linear.shape, dtype=np.float32)
+        noise = np.sqrt(variance) * rng.standard_normal(linear.shape, dtype=np.float32)
+        linear = (linear + noise).astype(np.float32)
     encoded = np.clip(linear, 0.0, 1.0) ** (1.0 / appearance.gamma)
     encoded = appearance.black_level + (1.0 - appearance.black_level) * encoded
     out = np.clip(np.rint(encoded * 255.0), 0, 255).astype(np.uint8)
@@ -116,7 +121,7 @@ def apply_appearance(
 
 
 def frame_noise_seed(episode_seed: int, camera_index: int, time_s: float) -> int:
-    """The noise seed of one frame: the episode's seed, the camera and the simulated time."""
+    """Return the noise seed of one frame: the episode's seed, the camera and the simulated time."""
     sequence = np.random.SeedSequence(
         [int(episode_seed) & 0xFFFFFFFF, camera_index, round(time_s * 1e6)]
     )
@@ -130,7 +135,7 @@ def camera_image(
     episode_seed: int,
     time_s: float,
 ) -> NDArray[np.uint8]:
-    """A camera's frame from its render already warped to its intrinsics: blur, then its look.
+    """Return a camera's frame from its render warped to its intrinsics: blur, then its look.
 
     Every backend finishes its RGB frames here, so a world's cameras look the same whichever
     simulator renders them.

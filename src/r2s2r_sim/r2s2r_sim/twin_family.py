@@ -250,7 +250,7 @@ def _pose_axes(prefix: str, deviation: PoseDeviation) -> Iterator[_Axis]:
 
 
 def _appearance_axes(family: TwinFamily) -> list[_Axis]:
-    """The cameras' appearance axes, in their own sampling order (their own random stream)."""
+    """Return the cameras' appearance axes in their sampling order (their own random stream)."""
     axes: list[_Axis] = []
     for name in ("head", "hand"):
         look = getattr(family.cameras, name).appearance
@@ -279,7 +279,7 @@ APPEARANCE_STREAM = 0xA99EA7
 
 
 def _appearance_axes_of(family: TwinFamily, twin: WorldParams) -> list[_Axis]:
-    """The appearance axes of the cameras whose look ``twin`` sets (not the identity)."""
+    """Return the appearance axes of the cameras whose look ``twin`` sets (not the identity)."""
     kept = [
         f"cameras.{name}.appearance."
         for name in ("head", "hand")

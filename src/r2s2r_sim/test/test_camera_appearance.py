@@ -15,6 +15,7 @@ from r2s2r_sim.camera_appearance import (
     colour_matrix,
     frame_noise_seed,
 )
+from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.twin_family import (
     OUTER_FIFTH,
     check_twin,
@@ -24,7 +25,6 @@ from r2s2r_sim.twin_family import (
     sample_twin,
     write_family_twins,
 )
-from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import CameraAppearance, WorldParams, load_world
 from sim_support import NOMINAL, REPO
 

@@ -137,7 +137,7 @@ class CameraAppearance(ConfigModel):
         return value
 
     def is_identity(self) -> bool:
-        """True when the camera adds nothing to the render (the defaults)."""
+        """Return True when the camera adds nothing to the render (the defaults)."""
         return self == CameraAppearance()
 
 

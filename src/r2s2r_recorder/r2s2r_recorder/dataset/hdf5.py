@@ -480,6 +480,11 @@ class EpisodeDataset:
         out["timestamp_s"] = np.asarray(group[TIMESTAMPS_KEY][frame_index])
         return out
 
+    def observation(self, episode_index: int, key: str) -> h5py.Dataset | None:
+        """One episode's ``obs/<key>`` array as stored (read lazily), or None when absent."""
+        obs = self._group(episode_index)[OBS_GROUP]
+        return obs.get(key)
+
     def episode(self, episode_index: int) -> Episode:
         """Load one whole episode into memory."""
         group = self._group(episode_index)
