@@ -5,10 +5,10 @@ the whole source dataset, :class:`~.structure.StructureStats`, whose digest the 
 records, so an episode translates the same alone or in a resumed run); actions, states,
 timestamps, the tracked object and the metadata are copied untouched, and each episode's
 ``provenance`` gains a ``translation`` entry (the translator, its SHA-256, what it was trained
-on, the source episode). The output is written as ``.<OUT>.partial`` beside ``OUT``, one
-episode at a time (each listed in the file's manifest with the translator's identity), and renamed to ``OUT``
-when every episode is there: a stopped run leaves the partial, and the same command resumes it;
-a partial of another translator is refused.
+on, the source episode). The output is written as ``.<OUT>.partial`` beside ``OUT``, one episode
+at a time (each listed in the file's manifest with the translator's identity), and renamed to
+``OUT`` when every episode is there: a stopped run leaves the partial, and the same command
+resumes it; a partial of another translator is refused.
 """
 
 from __future__ import annotations
