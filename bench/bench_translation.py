@@ -141,7 +141,8 @@ def main() -> int:
     )
     print(
         f"{args.poses} poses ({held} held out), twin outer fifth seed {args.twin_seed} with "
-        f"appearance, {args.image_px} px, rendered in {render_s:.0f} s, torch threads {torch.get_num_threads()}"
+        f"appearance, {args.image_px} px, rendered in {render_s:.0f} s, "
+        f"torch threads {torch.get_num_threads()}"
     )
     print(
         f"{'camera':<12} {'err rendered':>12} {'err transl.':>11} {'KID rend.':>9} "
