@@ -14,11 +14,11 @@ of a pipeline. Figures: one table, then one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 import torch
+from benchlib import print_json_line
 from r2s2r_common.config import resolve_config_path
 from r2s2r_description.robot import ARM_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -151,7 +151,9 @@ def main() -> int:
     for camera, er, et, kr, kt, wall, l1 in rows:
         print(f"{camera:<12} {er:12.2f} {et:11.2f} {kr:9.4f} {kt:11.4f} {wall / 60:9.1f} {l1:7.4f}")
     print(f"translation: {fps:.0f} frames/s at {args.image_px} px (goal >= 500)")
-    print(json.dumps({"bench": "translation", "figures": figures}))
+    print_json_line(
+        "translation", figures, poses=args.poses, twin_seed=args.twin_seed, steps=args.steps
+    )
     return 0
 
 

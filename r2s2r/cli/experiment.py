@@ -84,7 +84,16 @@ def experiment_command(
     validate_experiment(config)  # before any stage: a typo costs seconds, not hours
     command = reproduce_command(config, out_dir)
     click.echo(f"experiment {config.preset}: {Path(out_dir).resolve()}")
-    results = run_experiment(config, out_dir, command=command, progress_bars=not no_progress)
+    if config.translation is not None:
+        from r2s2r.experiment.runner import open_session
+        from r2s2r.experiment.translation import run_translation
+
+        session = open_session(config, out_dir, progress_bars=not no_progress)
+        policies = run_translation(session, config.translation, command)
+    else:
+        policies = run_experiment(
+            config, out_dir, command=command, progress_bars=not no_progress
+        ).policies
     if publish:
         import shutil
 
@@ -94,5 +103,5 @@ def experiment_command(
         shutil.copyfile(Path(out_dir) / "summary.json", target / f"{stem}.json")
         shutil.copyfile(Path(out_dir) / "results.png", target / f"{stem}.png")
         click.echo(f"published {target / stem}.json and .png")
-    if not any(p.ran for p in results.policies):
+    if not any(p.ran for p in policies):
         raise SystemExit(1)

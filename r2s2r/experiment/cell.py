@@ -86,12 +86,15 @@ REAL_SUBSET = "real_subset"
 
 
 def first_demonstrations(
-    session: ExperimentSession, given: EpisodeDataset
+    session: ExperimentSession,
+    given: EpisodeDataset,
+    wanted: int | None = None,
+    stage: str = REAL_SUBSET,
 ) -> EpisodeDataset | Unavailable:
-    """Return the first ``real_demos`` successful demonstrations of a given real dataset.
+    """Return the first ``real_demos`` (or ``wanted``) successful demonstrations of a dataset.
 
     A dataset that holds no more successful episodes than ``real_demos`` is used as it is
-    (fewer: all of them, with a note). A larger one is cut in stage ``real_subset``: its
+    (fewer: all of them, with a note). A larger one is cut in stage ``stage``: its
     episodes in order up to and including the ``real_demos``-th success, as ``r2s2r
     record-demos --successes real_demos`` with the same seeds would have recorded them
     (training leaves the failed takes out).
@@ -99,7 +102,7 @@ def first_demonstrations(
     from r2s2r_recorder.dataset import DatasetError, EpisodeWriter
     from r2s2r_recorder.dataset import EpisodeDataset as EpisodeReader
 
-    wanted = session.config.real_demos
+    wanted = session.config.real_demos if wanted is None else wanted
     try:
         with EpisodeReader(given.path) as reader:
             outcomes = [reader.metadata(i).outcome for i in range(len(reader))]
@@ -125,9 +128,9 @@ def first_demonstrations(
 
     inputs = {"dataset": given.fingerprint, "successes": wanted}
     outcome = session.stages.run(
-        REAL_SUBSET, inputs, body, what=f"the first {wanted} demonstrations of {given.path}"
+        stage, inputs, body, what=f"the first {wanted} demonstrations of {given.path}"
     )
-    session.state.note(REAL_SUBSET, outcome)
+    session.state.note(stage, outcome)
     return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
 
 

@@ -38,6 +38,26 @@ ALL_CONFIGURATIONS: tuple[str, ...] = tuple(
 """The four simulated configurations, world × behavior."""
 
 
+class TranslationPlan(ConfigModel):
+    """What the visual-translation experiment adds to a preset (``translation:``).
+
+    Its stages and policies: :mod:`r2s2r.experiment.translation`.
+    """
+
+    few_real_demos: int = Field(
+        default=25, ge=4, le=100000, description="Successful real demos of the few-real policies."
+    )
+    translator: Literal["structure", "colour"] = Field(
+        default="structure", description="Translator kind (r2s2r translate train --model)."
+    )
+    translator_steps: int = Field(
+        default=3000, ge=1, le=1_000_000, description="structure: translator training steps."
+    )
+    score_frames: int = Field(
+        default=600, ge=10, le=100000, description="Frames per set when scoring the translation."
+    )
+
+
 class ExperimentConfig(ConfigModel):
     """Sizes, seeds, inputs and evaluator of one experiment run."""
 
@@ -141,6 +161,11 @@ class ExperimentConfig(ConfigModel):
     sim_datasets: dict[str, str] = Field(
         default_factory=dict,
         description="Configuration -> simulated dataset to use instead of generating it.",
+    )
+    translation: TranslationPlan | None = Field(
+        default=None,
+        description="The visual-translation experiment (r2s2r.experiment.translation) "
+        "instead of the 2x2; None: the 2x2.",
     )
     command_timeout_s: float = Field(
         default=7200.0,

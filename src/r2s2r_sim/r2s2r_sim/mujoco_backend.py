@@ -118,6 +118,7 @@ began from, which is what a render then draws; a snapshot keeps them as they are
 class _SceneSnapshot:
     arrays: tuple[NDArray[np.float64], ...]
     model: mujoco.MjModel  # held: the model the arrays are of
+    time_s: float = 0.0  # the instant: a camera's appearance noise is drawn for it
 
 
 def _metric_depth(
@@ -256,6 +257,7 @@ class MujocoBackend:
         self._belt_travel_m = 0.0
         self._belt_speed_mps = 0.0
         self._steps_since_control = 0
+        self._shown_time_s: float | None = None  # a shown snapshot's instant, until a step
         self.seed = 0
         lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
         upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
@@ -283,6 +285,7 @@ class MujocoBackend:
         mujoco.mj_resetData(model, data)
         self._world = world
         self.seed = seed
+        self._shown_time_s = None
         home = np.array([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES])
         data.qpos[self._qadr] = home
         n_arm = len(ARM_JOINT_NAMES)
@@ -415,6 +418,7 @@ class MujocoBackend:
         per tick gives); the loop then only writes them into ``ctrl`` and steps.
         """
         model, data = self._require()
+        self._shown_time_s = None
         period = self.world.physics.steps_per_control
         remaining = int(n_steps)
         if remaining <= 0:
@@ -635,7 +639,7 @@ class MujocoBackend:
         """See :meth:`r2s2r_sim.backend.SimBackend.render`."""
         rig = self._rig(camera_name)
         rig.rgb.update_scene(self.data, camera=camera_name)
-        return _camera_rgb(rig, rig.rgb.render(), self.seed, float(self.data.time))
+        return _camera_rgb(rig, rig.rgb.render(), self.seed, self._frame_time_s())
 
     def render_depth(self, camera_name: str) -> NDArray[np.float32]:
         """See :meth:`r2s2r_sim.backend.SimBackend.render_depth`."""
@@ -655,9 +659,13 @@ class MujocoBackend:
         rig.rgb.update_scene(self.data, camera=camera_name)
         rgb, depth = rig.render_rgbd(self.model)
         return (
-            _camera_rgb(rig, rgb, self.seed, float(self.data.time)),
+            _camera_rgb(rig, rgb, self.seed, self._frame_time_s()),
             _camera_depth(rig, depth),
         )
+
+    def _frame_time_s(self) -> float:
+        """Return the instant a render shows: a shown snapshot's, else the simulation's."""
+        return self._shown_time_s if self._shown_time_s is not None else float(self.data.time)
 
     def camera_warp(self, camera_name: str) -> ImageWarp:
         """Return the image warp (intrinsics + distortion) of a camera."""
@@ -677,7 +685,9 @@ class MujocoBackend:
                 "does not keep (r2s2r_sim.mujoco_backend.SCENE_FIELDS)"
             )
         return _SceneSnapshot(
-            arrays=tuple(getattr(data, name).copy() for name in SCENE_FIELDS), model=model
+            arrays=tuple(getattr(data, name).copy() for name in SCENE_FIELDS),
+            model=model,
+            time_s=float(data.time),
         )
 
     def show_scene_snapshot(self, snapshot: object) -> None:
@@ -694,6 +704,7 @@ class MujocoBackend:
             )
         for name, array in zip(SCENE_FIELDS, snapshot.arrays, strict=True):
             getattr(data, name)[...] = array
+        self._shown_time_s = snapshot.time_s  # until the next step
 
     # -- state --------------------------------------------------------------------------------
     def get_state(self) -> object:
@@ -717,6 +728,7 @@ class MujocoBackend:
         if not isinstance(state, _State):
             raise BackendError(f"set_state: expected a state from get_state, got {type(state)}")
         mujoco.mj_setState(model, data, state.physics, mujoco.mjtState.mjSTATE_INTEGRATION)
+        self._shown_time_s = None
         self.arm_controller.restore(copy.deepcopy(state.controllers[0]))
         self.hand_controller.restore(copy.deepcopy(state.controllers[1]))
         model.body_gravcomp[:] = state.gravcomp

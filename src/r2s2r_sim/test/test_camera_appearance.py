@@ -184,3 +184,18 @@ def test_a_backend_renders_the_twin_with_its_look(nominal_world: WorldParams) ->
     rgb, _ = backend.render_rgbd("head_camera")
     assert np.array_equal(rgb, looked)
     backend.close()
+
+
+def test_a_shown_snapshot_renders_the_noise_of_its_own_instant(nominal_world: WorldParams) -> None:
+    world = nominal_world.model_copy(deep=True)
+    world.cameras.hand.appearance = CameraAppearance(read_noise=0.01)
+    backend = MujocoBackend()
+    backend.reset(world, 2)
+    backend.step(50)
+    snapshot = backend.scene_snapshot()
+    live = backend.render("hand_camera")
+    backend.step(50)
+    assert not np.array_equal(backend.render("hand_camera"), live)
+    backend.show_scene_snapshot(snapshot)
+    assert np.array_equal(backend.render("hand_camera"), live)
+    backend.close()

@@ -58,7 +58,7 @@ def test_every_range_has_a_reason(family: TwinFamily) -> None:
     assert all(len(str(r["reason"])) > 20 for r in found)
 
 
-@pytest.mark.parametrize("name", ["default", "perturbed"])
+@pytest.mark.parametrize("name", ["default", "perturbed", "default_appearance"])
 def test_the_shipped_twins_belong_to_the_family(
     nominal_world: WorldParams, family: TwinFamily, name: str
 ) -> None:

@@ -56,27 +56,46 @@ def score_translator(
     stride: int = 2,
     temporal_episodes: int = 3,
     contact_sheet: str | Path | None = None,
+    real_episodes: list[int] | None = None,
 ) -> dict[str, Any]:
     """Score ``translator`` (see the module docstring); return the figures per camera.
 
+    Args:
+        translator: The translator.
+        real_dataset: Real frames: the dataset it was trained on (its held-out episodes are
+            used), or another real dataset with ``real_episodes``.
+        sim_dataset: The rendered frames to translate.
+        max_frames: Frames per set at most.
+        stride: Every ``stride``-th real frame (sim frames: every ``3 * stride``-th).
+        temporal_episodes: Sim episodes whose warping error is measured.
+        contact_sheet: Where to write the PNG (None: none).
+        real_episodes: Episodes of ``real_dataset`` the translator never saw (the caller
+            vouches for it: e.g. demos recorded after the ones it was trained on).
+
     Raises:
-        TranslationInputError: The real dataset is not the one the translator was trained on,
-            or a dataset's cameras do not fit the translator.
+        TranslationInputError: The real dataset is not the one the translator was trained on
+            and no episodes are named, or a dataset's cameras do not fit the translator.
 
     """
     trained_on = Path(translator.meta["trained_on"]["dataset"])
-    if Path(real_dataset).resolve() != trained_on:
+    if real_episodes is None and Path(real_dataset).resolve() != trained_on:
         raise TranslationInputError(
             f"{real_dataset}: the translator's held-out episodes are of {trained_on}; score it "
-            "on that dataset (its training episodes are never scored)"
+            "on that dataset (its training episodes are never scored), or name unseen episodes"
         )
     translator.check_cameras(dataset_cameras(sim_dataset).shapes, str(sim_dataset))
-    holdout = translator.meta["trained_on"]["holdout_episodes"]
+    holdout = (
+        real_episodes
+        if real_episodes is not None
+        else translator.meta["trained_on"]["holdout_episodes"]
+    )
     px = translator.image_px
     features = ImageNetFeatures()
     report: dict[str, Any] = {
         "translator": str(translator.path),
         "kind": translator.kind,
+        "real_dataset": str(real_dataset),
+        "real_episodes": list(holdout),
         "cameras": {},
     }
     sheet_rows = []
