@@ -9,9 +9,9 @@ or absent)::
 
 Every translator answers one call, :meth:`Translator.translate` (camera key, frames at the
 camera's source size) → frames at the working size, whatever its kind: ``colour`` (fitted
-transfer) or ``structure`` (the structure-to-real network). A translator's identity
-(:attr:`Translator.identity`) is the SHA-256 of its two files, carried into every dataset it
-translates.
+transfer), ``structure`` (the structure-to-real network) or ``cut`` (the unpaired generator).
+A translator's identity (:attr:`Translator.identity`) is the SHA-256 of its two files, carried
+into every dataset it translates.
 """
 
 from __future__ import annotations
@@ -36,13 +36,16 @@ from .frames import TranslationInputError
 from .network import StructureToReal, channels_last
 from .structure import STRUCTURE_CHANNELS, StructureStats
 from .structure_translator import translate_frames
+from .unpaired import translate_unpaired
 
 FORMAT = "r2s2r-translator"
 VERSION = 1
 META_FILE = "translator.json"
 WEIGHTS_FILE = "weights.safetensors"
-TranslatorKind = Literal["colour", "structure"]
-KINDS: tuple[str, ...] = ("colour", "structure")
+TranslatorKind = Literal["colour", "structure", "cut"]
+KINDS: tuple[str, ...] = ("colour", "structure", "cut")
+UNPAIRED_KINDS: tuple[str, ...] = ("colour", "cut")
+"""Kinds fitted on sim frames beside the real ones (``--sim``)."""
 
 
 @dataclass
@@ -115,6 +118,8 @@ class Translator:
         sized = self.resize(frames)
         if self.kind == "colour":
             return self.colour[camera_key].apply(sized)
+        if self.kind == "cut":
+            return translate_unpaired(self.networks[camera_key], sized)
         return translate_frames(self.networks[camera_key], sized, stats)
 
 
@@ -208,7 +213,8 @@ def load_translator(path: str | Path) -> Translator:
             if meta["kind"] == "colour":
                 colour[key] = ColourTransfer.from_arrays(own)
             else:
-                network = StructureToReal(STRUCTURE_CHANNELS, int(meta["config"]["width"]))
+                channels = 3 if meta["kind"] == "cut" else STRUCTURE_CHANNELS
+                network = StructureToReal(channels, int(meta["config"]["width"]))
                 network.load_state_dict(
                     {k: torch.from_numpy(v) for k, v in own.items()}, strict=True
                 )

@@ -13,6 +13,7 @@ from .checkpoint import KINDS, TranslatorKind, load_translator
 from .dataset import translate_dataset
 from .structure_translator import StructureTrainConfig
 from .train import train_translator
+from .unpaired import UnpairedTrainConfig
 
 
 @click.group("translate")
@@ -24,9 +25,11 @@ def translate_group() -> None:
 @click.argument("real_dataset", type=click.Path(exists=True))
 @click.option("--model", "kind", type=click.Choice(KINDS), required=True, help="Translator kind.")
 @click.option("--out", required=True, type=click.Path(), help="Checkpoint folder to create.")
-@click.option("--sim", "sim_dataset", type=click.Path(exists=True), help="colour: sim frames.")
+@click.option(
+    "--sim", "sim_dataset", type=click.Path(exists=True), help="colour, cut: sim frames (unpaired)."
+)
 @click.option("--image-px", type=int, default=64, show_default=True, help="Working size.")
-@click.option("--steps", type=int, default=None, help="structure: optimiser steps.")
+@click.option("--steps", type=int, default=None, help="structure, cut: optimiser steps.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Training seed.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train_command(
@@ -41,6 +44,7 @@ def train_command(
 ) -> None:
     """Train a translator on REAL_DATASET's frames (real episodes only), every camera."""
     config = StructureTrainConfig(seed=seed, **({"steps": steps} if steps else {}))
+    unpaired = UnpairedTrainConfig(seed=seed, **({"steps": steps} if steps else {}))
     bars: dict[str, object] = {}
 
     def progress(camera: str, step: int, note: str) -> None:
@@ -58,6 +62,7 @@ def train_command(
         image_px,
         sim_dataset,
         config,
+        unpaired,
         split_seed=seed,
         progress=progress,
     )

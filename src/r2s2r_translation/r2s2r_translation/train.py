@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import TranslatorKind, save_translator
+from .checkpoint import UNPAIRED_KINDS, TranslatorKind, save_translator
 from .colour import fit_colour_transfer
 from .frames import (
     TranslationInputError,
@@ -22,6 +22,7 @@ from .frames import (
     split_episodes,
 )
 from .structure_translator import StructureTrainConfig, train_structure_translator
+from .unpaired import UnpairedTrainConfig, train_unpaired_translator
 
 MIN_TRAINING_FRAMES = 64
 """Fewest real training frames per camera."""
@@ -34,6 +35,7 @@ def train_translator(
     image_px: int = 64,
     sim_dataset: str | Path | None = None,
     config: StructureTrainConfig | None = None,
+    unpaired_config: UnpairedTrainConfig | None = None,
     holdout_fraction: float = 0.2,
     stride: int = 2,
     split_seed: int = 0,
@@ -43,12 +45,13 @@ def train_translator(
 
     Args:
         real_dataset: Real demonstrations (every episode's source must be ``real``).
-        kind: ``colour`` (needs ``sim_dataset``: the rendered frames it maps from) or
-            ``structure`` (real frames only).
+        kind: ``colour`` or ``cut`` (need ``sim_dataset``: the rendered frames they map from,
+            unpaired) or ``structure`` (real frames only).
         out: The checkpoint folder to create.
         image_px: Working size (square, a multiple of 4): the policies' image size.
         sim_dataset: For ``colour``: simulated frames of the same cameras.
         config: For ``structure``: training settings.
+        unpaired_config: For ``cut``: training settings.
         holdout_fraction: Share of episodes held out (scores, never training).
         stride: Every ``stride``-th frame of an episode is used.
         split_seed: Seed of the episode split.
@@ -69,12 +72,13 @@ def train_translator(
             f"{real_dataset}: episodes of source {sorted(cameras.sources)}; a sim-to-real "
             "translator is trained on real frames only"
         )
-    if kind == "colour" and sim_dataset is None:
-        raise TranslationInputError("--model colour fits sim frames onto real ones: give --sim")
+    if kind in UNPAIRED_KINDS and sim_dataset is None:
+        raise TranslationInputError(f"--model {kind} maps sim frames onto real ones: give --sim")
     train_episodes, holdout_episodes = split_episodes(
         cameras.episodes, holdout_fraction, split_seed
     )
     settings = config or StructureTrainConfig()
+    unpaired_settings = unpaired_config or UnpairedTrainConfig()
     meta: dict[str, Any] = {
         "kind": kind,
         "image_px": image_px,
@@ -92,7 +96,7 @@ def train_translator(
     colour = {}
     networks = {}
     started = time.monotonic()
-    if kind == "colour":
+    if kind in UNPAIRED_KINDS:
         assert sim_dataset is not None
         sim = dataset_cameras(sim_dataset)
         missing = sorted(set(cameras.shapes) - set(sim.shapes))
@@ -111,6 +115,27 @@ def train_translator(
             assert sim_dataset is not None
             sim_frames = read_frames(sim_dataset, key, None, stride, image_px, len(train))
             colour[key] = fit_colour_transfer(train, sim_frames)
+        elif kind == "cut":
+            assert sim_dataset is not None
+            sim_frames = read_frames(sim_dataset, key, None, stride, image_px, 4 * len(train))
+
+            def report_cut(step: int, note: str, camera: str = key) -> None:
+                if progress is not None:
+                    progress(camera, step, note)
+
+            generator, cut_log = train_unpaired_translator(
+                sim_frames, train, unpaired_settings, report_cut
+            )
+            networks[key] = generator
+            meta["log"][key] = {
+                "steps": cut_log.steps,
+                "generator_loss": cut_log.generator_loss,
+                "discriminator_loss": cut_log.discriminator_loss,
+                "nce_loss": cut_log.nce_loss,
+                "wall_s": cut_log.wall_s,
+                "training_frames": len(train),
+                "sim_frames": len(sim_frames),
+            }
         else:
             holdout = read_frames(real_dataset, key, holdout_episodes, stride, image_px, 512)
 
@@ -130,5 +155,7 @@ def train_translator(
             }
     if kind == "structure":
         meta["config"] = settings.model_dump(mode="json")
+    if kind == "cut":
+        meta["config"] = unpaired_settings.model_dump(mode="json")
     meta["wall_s"] = time.monotonic() - started
     return save_translator(out, meta, colour, networks)

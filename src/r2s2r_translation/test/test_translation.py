@@ -21,6 +21,7 @@ from r2s2r_translation.metrics import ImageNetFeatures, kernel_inception_distanc
 from r2s2r_translation.structure import structure_features
 from r2s2r_translation.structure_translator import StructureTrainConfig
 from r2s2r_translation.train import train_translator
+from r2s2r_translation.unpaired import UnpairedTrainConfig
 
 PX = 32
 FRAMES = 24
@@ -248,3 +249,30 @@ def test_warping_error_is_zero_for_a_static_scene_and_grows_with_flicker() -> No
     assert same == floor < 0.5
     translated, floor = warping_error(still, flicker)
     assert translated > 20 and floor < 0.5
+
+
+def test_the_unpaired_translator_moves_sim_colours_towards_real_ones(
+    data: dict[str, Path], tmp_path: Path
+) -> None:
+    config = UnpairedTrainConfig(
+        steps=300, batch_size=8, eval_every=100, width=8, learning_rate=1e-3
+    )
+    path = train_translator(
+        data["real"], "cut", tmp_path / "cut", PX, data["sim"], unpaired_config=config, stride=1
+    )
+    translator = load_translator(path)
+    key = "head_camera_rgb"
+    sim = read_frames(data["sim"], key)
+    truth = read_frames(data["sim_as_real"], key).astype(float)
+    translated = translator.translate(key, sim)
+    assert translated.shape == sim.shape
+    assert np.array_equal(translated, load_translator(path).translate(key, sim))
+
+    def colour_gap(frames: np.ndarray) -> float:
+        return float(np.abs(frames.reshape(-1, 3).mean(0) - truth.reshape(-1, 3).mean(0)).sum())
+
+    assert colour_gap(translated.astype(float)) < 0.6 * colour_gap(sim.astype(float))
+    meta = json.loads((path / "translator.json").read_text())
+    assert meta["kind"] == "cut" and meta["sim_dataset"] == str(data["sim"].resolve())
+    with pytest.raises(TranslationInputError, match="give --sim"):
+        train_translator(data["real"], "cut", tmp_path / "cut2", PX)
