@@ -77,6 +77,14 @@ class BinViewsConfig(ConfigModel):
         description="Edge points farther from the fitted rim than this many robust sigmas are "
         "left out (an inner edge or a neighbour taken for the rim).",
     )
+    soft_edge_max_rms_m: float = Field(
+        0.004,
+        gt=0.0,
+        le=0.05,
+        description="When the rim's colour edges scatter beyond max_rms_m (compressed colour, "
+        "e.g. MJPEG's halved chroma resolution), the fit is made again with the height held "
+        "and refused above this RMS (m).",
+    )
     fit_height: bool = Field(
         True,
         description="Fit the rim's height too (from its apparent size; the robot's base may "

@@ -13,6 +13,7 @@ from r2s2r_calibration.bin_views import (
     RimView,
     fit_bin_pose,
     refine_bin_pose,
+    refine_bin_pose_or_soft_edges,
     rim_edge_points,
     view_poses,
 )
@@ -212,3 +213,36 @@ def test_the_rim_height_follows_the_base_mounting_height() -> None:
     assert 0.0 < fit.height_std_m < 0.001
     held = fit_bin_pose(views, found, T_held, RIM, BinViewsConfig(fit_height=False))
     assert held.rms_m > 2.0 * fit.rms_m  # held, the size mismatch is left in the residual
+
+
+def _mjpeg(image: np.ndarray, quality: int = 75) -> np.ndarray:
+    """What an MJPEG camera delivers: the frame through JPEG (chroma at half resolution)."""
+    bgr = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+    ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+
+def test_compressed_colour_edges_are_fitted_with_soft_edges_and_the_height_held() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, np.radians(1.0)))
+    T_guess = pose_from_xyz_rpy((0.402, -0.002, 0.0), (0.0, 0.0, 0.0))
+    cfg = BinViewsConfig()
+    views = [
+        RimView(_mjpeg(v.image, 85), v.camera_matrix, v.distortion, v.T_base_optical, 0.0)
+        for v in _views(T_true, T_guess, cfg)
+    ]
+    fit, _, used, note = refine_bin_pose_or_soft_edges(views, T_guess, RIM, cfg, BLUR_PX)
+    assert fit.T_base_bin[2, 3] == T_guess[2, 3] and not used.fit_height
+    assert np.abs(fit.T_base_bin[:2, 3] - T_true[:2, 3]).max() < 0.0015
+    assert abs(_yaw(fit.T_base_bin) - _yaw(T_true)) < np.radians(0.6)
+    # Refused with the calibrated blur first (RMS ~1.9 mm), then fitted with soft edges.
+    assert "compressed colour" in note and cfg.max_rms_m < fit.rms_m <= cfg.soft_edge_max_rms_m
+
+
+def test_soft_edges_still_refuse_a_rim_of_another_size() -> None:
+    T_true = pose_from_xyz_rpy((0.40, 0.0, 0.0), (0.0, 0.0, 0.0))
+    cfg = BinViewsConfig()
+    views = _views(T_true, T_true, cfg)
+    wrong = RimGeometry((0.0, 0.0), RIM.half_x_m + 0.01, RIM.half_y_m, RIM.height_m)
+    with pytest.raises(CalibrationError, match="RMS"):
+        refine_bin_pose_or_soft_edges(views, T_true, wrong, cfg, BLUR_PX)

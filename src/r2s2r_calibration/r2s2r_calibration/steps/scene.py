@@ -22,7 +22,7 @@ from r2s2r_calibration.artifact import Provenance, ScenePoseRecord, pose_value, 
 from r2s2r_calibration.bin_views import (
     RimGeometry,
     RimView,
-    refine_bin_pose,
+    refine_bin_pose_or_soft_edges,
     rim_intervals,
     view_poses,
     yaw_change,
@@ -307,13 +307,17 @@ def run_bin_views(
             try:
                 if not views:
                     raise CalibrationError("no view of it was reachable")
-                fit, found = refine_bin_pose(views, T_base_bin, rim, cfg, blur_sigma_px)
+                fit, found, used, soft_note = refine_bin_pose_or_soft_edges(
+                    views, T_base_bin, rim, cfg, blur_sigma_px
+                )
             except CalibrationError as error:
                 failures[name] = str(error)
                 say(f"bins: {name}: refused, keeping the registered pose: {error}")
                 continue
+            if soft_note:
+                say(f"bins: {name}: {soft_note}")
             held = scene.held_at_nominal if scene is not None else []
-            if cfg.fit_height:  # measured here, no longer held
+            if used.fit_height:  # measured here, no longer held
                 held = [text for text in held if not text.startswith(f"translation along {name} z")]
             run.artifact.scene[name] = ScenePoseRecord(
                 pose=pose_value(T_world_base @ fit.T_base_bin, "world", f"{name}_link"),
@@ -328,9 +332,9 @@ def run_bin_views(
                     sample_kind="rim edge points (hand camera) + joint states",
                     solver="hand-camera rim edges (blurred-edge model fits), robust ray-plane "
                     "fit of x, y, yaw"
-                    + (", height" if cfg.fit_height else "")
+                    + (", height" if used.fit_height else "")
                     + " (bin_views.fit_bin_pose); "
-                    + ("roll, pitch" if cfg.fit_height else "height, roll, pitch")
+                    + ("roll, pitch" if used.fit_height else "height, roll, pitch")
                     + " from the registration",
                 ),
                 held_at_nominal=list(held),
@@ -341,7 +345,7 @@ def run_bin_views(
                     found,
                     T_base_bin,
                     rim,
-                    cfg,
+                    used,
                     fit,
                     run.camera_replicates.get("hand_camera", []),
                     T_palm_optical,
@@ -363,7 +367,7 @@ def run_bin_views(
                 + (
                     f", height {1000 * fit.height_change_m:+.1f} +- "
                     f"{1000 * fit.height_std_m:.2f} mm"
-                    if cfg.fit_height
+                    if used.fit_height
                     else ""
                 )
             )
