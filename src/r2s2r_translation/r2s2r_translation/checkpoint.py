@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ from r2s2r_policy.data.chunks import resize_image
 from safetensors.numpy import load_file, save_file
 
 from .colour import ColourTransfer
+from .diffusion import DiffusionSettings, PipelineCall, load_pipeline, translate_video
 from .frames import TranslationInputError
 from .network import StructureToReal, channels_last
 from .structure import STRUCTURE_CHANNELS, StructureStats
@@ -42,8 +43,8 @@ FORMAT = "r2s2r-translator"
 VERSION = 1
 META_FILE = "translator.json"
 WEIGHTS_FILE = "weights.safetensors"
-TranslatorKind = Literal["colour", "structure", "cut"]
-KINDS: tuple[str, ...] = ("colour", "structure", "cut")
+TranslatorKind = Literal["colour", "structure", "cut", "diffusion"]
+KINDS: tuple[str, ...] = ("colour", "structure", "cut", "diffusion")
 UNPAIRED_KINDS: tuple[str, ...] = ("colour", "cut")
 """Kinds fitted on sim frames beside the real ones (``--sim``)."""
 
@@ -57,6 +58,8 @@ class Translator:
     identity: str
     colour: dict[str, ColourTransfer]
     networks: dict[str, StructureToReal]
+    references: dict[str, NDArray[np.uint8]] = field(default_factory=dict)
+    pipeline: PipelineCall | None = None  # the diffusion model, loaded on first use
 
     @property
     def kind(self) -> str:
@@ -120,6 +123,11 @@ class Translator:
             return self.colour[camera_key].apply(sized)
         if self.kind == "cut":
             return translate_unpaired(self.networks[camera_key], sized)
+        if self.kind == "diffusion":
+            settings = DiffusionSettings.model_validate(self.meta["config"])
+            if self.pipeline is None:
+                self.pipeline = load_pipeline(settings)
+            return translate_video(self.pipeline, sized, self.references[camera_key], settings)
         return translate_frames(self.networks[camera_key], sized, stats)
 
 
@@ -138,6 +146,7 @@ def save_translator(
     meta: dict[str, Any],
     colour: Mapping[str, ColourTransfer] | None = None,
     networks: Mapping[str, StructureToReal] | None = None,
+    references: Mapping[str, NDArray[np.uint8]] | None = None,
 ) -> Path:
     """Write a checkpoint folder whole (hidden name, then renamed); return its path.
 
@@ -151,6 +160,8 @@ def save_translator(
     arrays: dict[str, NDArray] = {}
     for key, transfer in (colour or {}).items():
         arrays.update({f"{key}/{name}": value for name, value in transfer.arrays().items()})
+    for key, reference in (references or {}).items():
+        arrays[f"{key}/reference"] = np.ascontiguousarray(reference, dtype=np.uint8)
     for key, network in (networks or {}).items():
         for name, tensor in network.state_dict().items():
             arrays[f"{key}/{name}"] = tensor.detach().cpu().contiguous().numpy()
@@ -203,6 +214,7 @@ def load_translator(path: str | Path) -> Translator:
         )
     colour: dict[str, ColourTransfer] = {}
     networks: dict[str, StructureToReal] = {}
+    references: dict[str, NDArray[np.uint8]] = {}
     for key in meta["source_image_px"]:
         own = {
             name.split("/", 1)[1]: value
@@ -212,6 +224,8 @@ def load_translator(path: str | Path) -> Translator:
         try:
             if meta["kind"] == "colour":
                 colour[key] = ColourTransfer.from_arrays(own)
+            elif meta["kind"] == "diffusion":
+                references[key] = np.asarray(own["reference"], dtype=np.uint8)
             else:
                 channels = 3 if meta["kind"] == "cut" else STRUCTURE_CHANNELS
                 network = StructureToReal(channels, int(meta["config"]["width"]))
@@ -224,4 +238,5 @@ def load_translator(path: str | Path) -> Translator:
                 f"{folder}: the weights of {key} do not fit a {meta['kind']} translator: "
                 f"{str(error).splitlines()[0]}"
             ) from None
-    return Translator(folder, meta, file_digest(meta_path, weights_path), colour, networks)
+    identity = file_digest(meta_path, weights_path)
+    return Translator(folder, meta, identity, colour, networks, references)

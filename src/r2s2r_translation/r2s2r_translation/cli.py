@@ -11,6 +11,7 @@ from r2s2r_common.console import progress_reporter
 
 from .checkpoint import KINDS, TranslatorKind, load_translator
 from .dataset import translate_dataset
+from .diffusion import DiffusionSettings
 from .structure_translator import StructureTrainConfig
 from .train import train_translator
 from .unpaired import UnpairedTrainConfig
@@ -30,6 +31,12 @@ def translate_group() -> None:
 )
 @click.option("--image-px", type=int, default=64, show_default=True, help="Working size.")
 @click.option("--steps", type=int, default=None, help="structure, cut: optimiser steps.")
+@click.option(
+    "--diffusion-model",
+    type=click.Path(),
+    default=None,
+    help="diffusion (unverified, needs a CUDA GPU): a local diffusers WanVACE model folder.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Training seed.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def train_command(
@@ -39,10 +46,16 @@ def train_command(
     sim_dataset: str | None,
     image_px: int,
     steps: int | None,
+    diffusion_model: str | None,
     seed: int,
     no_progress: bool,
 ) -> None:
     """Train a translator on REAL_DATASET's frames (real episodes only), every camera."""
+    diffusion = (
+        DiffusionSettings(model_path=str(Path(diffusion_model).resolve()), seed=seed)
+        if diffusion_model
+        else None
+    )
     config = StructureTrainConfig(seed=seed, **({"steps": steps} if steps else {}))
     unpaired = UnpairedTrainConfig(seed=seed, **({"steps": steps} if steps else {}))
     bars: dict[str, object] = {}
@@ -63,6 +76,7 @@ def train_command(
         sim_dataset,
         config,
         unpaired,
+        diffusion,
         split_seed=seed,
         progress=progress,
     )

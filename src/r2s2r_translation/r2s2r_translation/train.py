@@ -14,6 +14,7 @@ from typing import Any
 
 from .checkpoint import UNPAIRED_KINDS, TranslatorKind, save_translator
 from .colour import fit_colour_transfer
+from .diffusion import UNVERIFIED, DiffusionSettings
 from .frames import (
     TranslationInputError,
     dataset_cameras,
@@ -36,6 +37,7 @@ def train_translator(
     sim_dataset: str | Path | None = None,
     config: StructureTrainConfig | None = None,
     unpaired_config: UnpairedTrainConfig | None = None,
+    diffusion: DiffusionSettings | None = None,
     holdout_fraction: float = 0.2,
     stride: int = 2,
     split_seed: int = 0,
@@ -52,6 +54,8 @@ def train_translator(
         sim_dataset: For ``colour``: simulated frames of the same cameras.
         config: For ``structure``: training settings.
         unpaired_config: For ``cut``: training settings.
+        diffusion: For ``diffusion`` (unverified, :mod:`.diffusion`): the model folder and how
+            it runs; nothing is trained, a real frame per camera is kept as the look to take.
         holdout_fraction: Share of episodes held out (scores, never training).
         stride: Every ``stride``-th frame of an episode is used.
         split_seed: Seed of the episode split.
@@ -72,6 +76,8 @@ def train_translator(
             f"{real_dataset}: episodes of source {sorted(cameras.sources)}; a sim-to-real "
             "translator is trained on real frames only"
         )
+    if kind == "diffusion" and diffusion is None:
+        raise TranslationInputError("--model diffusion needs the model folder: --diffusion-model")
     if kind in UNPAIRED_KINDS and sim_dataset is None:
         raise TranslationInputError(f"--model {kind} maps sim frames onto real ones: give --sim")
     train_episodes, holdout_episodes = split_episodes(
@@ -95,6 +101,7 @@ def train_translator(
     }
     colour = {}
     networks = {}
+    references = {}
     started = time.monotonic()
     if kind in UNPAIRED_KINDS:
         assert sim_dataset is not None
@@ -115,6 +122,8 @@ def train_translator(
             assert sim_dataset is not None
             sim_frames = read_frames(sim_dataset, key, None, stride, image_px, len(train))
             colour[key] = fit_colour_transfer(train, sim_frames)
+        elif kind == "diffusion":
+            references[key] = train[len(train) // 2]
         elif kind == "cut":
             assert sim_dataset is not None
             sim_frames = read_frames(sim_dataset, key, None, stride, image_px, 4 * len(train))
@@ -157,5 +166,9 @@ def train_translator(
         meta["config"] = settings.model_dump(mode="json")
     if kind == "cut":
         meta["config"] = unpaired_settings.model_dump(mode="json")
+    if kind == "diffusion":
+        assert diffusion is not None
+        meta["config"] = diffusion.model_dump(mode="json")
+        meta["unverified"] = UNVERIFIED
     meta["wall_s"] = time.monotonic() - started
-    return save_translator(out, meta, colour, networks)
+    return save_translator(out, meta, colour, networks, references)

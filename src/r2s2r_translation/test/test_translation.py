@@ -16,6 +16,7 @@ from r2s2r_testing.episodes import robot_images, synthetic_episode
 from r2s2r_translation.checkpoint import load_translator
 from r2s2r_translation.colour import fit_colour_transfer
 from r2s2r_translation.dataset import TRANSLATION_KEY, translate_dataset
+from r2s2r_translation.diffusion import DiffusionSettings, chunks, edge_control
 from r2s2r_translation.frames import TranslationInputError, dataset_cameras, read_frames
 from r2s2r_translation.metrics import ImageNetFeatures, kernel_inception_distance, warping_error
 from r2s2r_translation.structure import structure_features
@@ -276,3 +277,48 @@ def test_the_unpaired_translator_moves_sim_colours_towards_real_ones(
     assert meta["kind"] == "cut" and meta["sim_dataset"] == str(data["sim"].resolve())
     with pytest.raises(TranslationInputError, match="give --sim"):
         train_translator(data["real"], "cut", tmp_path / "cut2", PX)
+
+
+class StandInPipeline:
+    """Called as WanVACEPipeline is: records the calls, returns the control video as frames."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    def __call__(self, **kwargs: object) -> object:
+        self.calls.append(kwargs)
+        video = kwargs["video"]
+        assert isinstance(video, list)
+        frames = np.stack([np.asarray(image, dtype=np.float32) / 255.0 for image in video])
+
+        class Output:
+            pass
+
+        out = Output()
+        out.frames = [frames]  # type: ignore[attr-defined]
+        return out
+
+
+def test_the_diffusion_translator_feeds_edges_in_model_sized_chunks(
+    data: dict[str, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(TranslationInputError, match="--diffusion-model"):
+        train_translator(data["real"], "diffusion", tmp_path / "d0", PX)
+    settings = DiffusionSettings(model_path=str(tmp_path / "no_model"), model_px=64, chunk_frames=9)
+    path = train_translator(data["real"], "diffusion", tmp_path / "d", PX, diffusion=settings)
+    translator = load_translator(path)
+    assert "unverified" in json.loads((path / "translator.json").read_text())
+    with pytest.raises(TranslationInputError, match="not a diffusers model folder"):
+        translator.translate("head_camera_rgb", read_frames(data["sim"], "head_camera_rgb", [0]))
+    stand_in = StandInPipeline()
+    translator.pipeline = stand_in
+    episode = read_frames(data["sim"], "head_camera_rgb", [0])  # 24 frames
+    out = translator.translate("head_camera_rgb", episode)
+    assert out.shape == episode.shape
+    assert [len(call["video"]) for call in stand_in.calls] == [9, 9, 9]  # type: ignore[arg-type]
+    assert all(call["num_frames"] == 9 and call["height"] == 64 for call in stand_in.calls)
+    edges = edge_control(translator.resize(episode), settings)
+    assert np.abs(out.astype(int) - edges.astype(int)).mean() < 40  # the stand-in echoes edges
+    assert chunks(24, 9) == [(0, 9), (9, 18), (15, 24)] and chunks(5, 9) == [(0, 5)]
+    with pytest.raises(ValueError, match="4k \\+ 1"):
+        chunks(10, 8)
