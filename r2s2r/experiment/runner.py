@@ -92,6 +92,18 @@ def run_policy(
         return PolicyResult.not_run(name, real.reason, world, behavior)
     if isinstance(sim, Unavailable):
         return PolicyResult.not_run(name, sim.reason, world, behavior)
+    return train_select_evaluate(session, name, real, sim, world, behavior)
+
+
+def train_select_evaluate(
+    session: ExperimentSession,
+    name: str,
+    real: EpisodeDataset,
+    sim: EpisodeDataset | None,
+    world: str | None,
+    behavior: str | None,
+) -> PolicyResult:
+    """Train one policy, choose its execution on validation seeds, evaluate it on the twin."""
     try:
         checkpoint = train_policy(session, name, real, sim)
         inference = select_execution(session, name, checkpoint, session.twin_path)

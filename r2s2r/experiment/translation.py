@@ -36,12 +36,11 @@ from r2s2r_policy.evaluation.trials import NOMINAL
 
 from r2s2r.experiment.cell import first_demonstrations, ground_cell, real_demos
 from r2s2r.experiment.config import TranslationPlan
-from r2s2r.experiment.evaluation import evaluate_policy, policy_result_from_json, select_execution
 from r2s2r.experiment.generation import simulated, split_world_behavior
 from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable
 from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast
+from r2s2r.experiment.runner import train_select_evaluate
 from r2s2r.experiment.session import ExperimentSession
-from r2s2r.experiment.training import train_policy
 from r2s2r.pipeline.cache import StageError
 
 FEW_REAL = "few_real"
@@ -55,14 +54,7 @@ def _policy_result(
     world, behavior = (None, None)
     if sim is not None:
         world, behavior = split_world_behavior(name.removesuffix(TRANSLATED_SUFFIX))
-    try:
-        checkpoint = train_policy(session, name, real, sim)
-        inference = select_execution(session, name, checkpoint, session.twin_path)
-        data = evaluate_policy(session, name, checkpoint, inference=inference)
-    except StageError as error:
-        session.log(f"[{name}] NOT RUN: {error}")
-        return PolicyResult.not_run(name, str(error), world, behavior)
-    return policy_result_from_json(name, data, world, behavior, checkpoint.path)
+    return train_select_evaluate(session, name, real, sim, world, behavior)
 
 
 def train_translator_stage(

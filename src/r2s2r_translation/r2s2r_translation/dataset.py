@@ -47,11 +47,7 @@ def translate_dataset(
     if target.exists():
         raise TranslationInputError(f"{target}: exists already (not overwritten)")
     cameras = dataset_cameras(source)
-    if cameras.sources != {"sim"}:
-        raise TranslationInputError(
-            f"{source}: episodes of source {sorted(cameras.sources)}; sim-to-real translation "
-            "takes simulated episodes"
-        )
+    cameras.require_source("sim", "sim-to-real translation takes simulated episodes")
     translator.check_cameras(cameras.shapes, str(source))
     stats = {
         key: structure_statistics(

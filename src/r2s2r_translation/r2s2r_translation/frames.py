@@ -38,6 +38,18 @@ class DatasetCameras:
     sources: frozenset[str]
     episodes: int
 
+    def require_source(self, source: str, why: str) -> None:
+        """Refuse a dataset with episodes of another source than ``source``, saying ``why``.
+
+        Raises:
+            TranslationInputError: Names the dataset and the sources it holds.
+
+        """
+        if self.sources != {source}:
+            raise TranslationInputError(
+                f"{self.path}: episodes of source {sorted(self.sources)}; {why}"
+            )
+
 
 def dataset_cameras(path: str | Path) -> DatasetCameras:
     """Read and check a dataset's camera images: uint8 RGB, one size per camera throughout.

@@ -29,6 +29,18 @@ MIN_TRAINING_FRAMES = 64
 """Fewest real training frames per camera."""
 
 
+def _camera_progress(
+    progress: Callable[[str, int, str], None] | None, camera: str
+) -> Callable[[int, str], None]:
+    """One camera's progress callback (step, note) for a per-camera ``progress``."""
+
+    def report(step: int, note: str) -> None:
+        if progress is not None:
+            progress(camera, step, note)
+
+    return report
+
+
 def train_translator(
     real_dataset: str | Path,
     kind: TranslatorKind,
@@ -71,11 +83,7 @@ def train_translator(
     if image_px % 4 or not 16 <= image_px <= 1024:
         raise TranslationInputError(f"image_px = {image_px}: expected a multiple of 4 in 16..1024")
     cameras = dataset_cameras(real_dataset)
-    if cameras.sources != {"real"}:
-        raise TranslationInputError(
-            f"{real_dataset}: episodes of source {sorted(cameras.sources)}; a sim-to-real "
-            "translator is trained on real frames only"
-        )
+    cameras.require_source("real", "a sim-to-real translator is trained on real frames only")
     if kind == "diffusion" and diffusion is None:
         raise TranslationInputError("--model diffusion needs the model folder: --diffusion-model")
     if kind in UNPAIRED_KINDS and sim_dataset is None:
@@ -127,13 +135,8 @@ def train_translator(
         elif kind == "cut":
             assert sim_dataset is not None
             sim_frames = read_frames(sim_dataset, key, None, stride, image_px, 4 * len(train))
-
-            def report_cut(step: int, note: str, camera: str = key) -> None:
-                if progress is not None:
-                    progress(camera, step, note)
-
             generator, cut_log = train_unpaired_translator(
-                sim_frames, train, unpaired_settings, report_cut
+                sim_frames, train, unpaired_settings, _camera_progress(progress, key)
             )
             networks[key] = generator
             meta["log"][key] = {
@@ -147,12 +150,9 @@ def train_translator(
             }
         else:
             holdout = read_frames(real_dataset, key, holdout_episodes, stride, image_px, 512)
-
-            def report(step: int, note: str, camera: str = key) -> None:
-                if progress is not None:
-                    progress(camera, step, note)
-
-            network, log = train_structure_translator(train, holdout, settings, report)
+            network, log = train_structure_translator(
+                train, holdout, settings, _camera_progress(progress, key)
+            )
             networks[key] = network
             meta["log"][key] = {
                 "steps": log.steps,
