@@ -217,6 +217,7 @@ def make_world(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     # Datasets.
     real = write_robot_dataset(root / "real.hdf5", "real", seed=0, episodes=3)
+    write_robot_dataset(root / "sim.hdf5", "sim", seed=1, episodes=2)
     shutil.copy(real, root / "truncated.hdf5")
     cut_in_half(root / "truncated.hdf5")
     shutil.copy(real, root / "existing.hdf5")
@@ -673,6 +674,43 @@ def cases() -> list[Case]:
                 )
             ],
             absent=["lr34", ".lr34.partial"],
+        ),
+        Case(
+            "c35",
+            "translate train: a simulated dataset as the real one",
+            [
+                Step(
+                    ["translate", "train", "sim.hdf5", "--model", "structure", "--out", "t35"],
+                    2,
+                    r"sim\.hdf5: episodes of source \['sim'\]; a sim-to-real translator is "
+                    r"trained on real frames only",
+                )
+            ],
+            absent=["t35", ".t35.partial"],
+        ),
+        Case(
+            "c36",
+            "translate train: too few real episodes",
+            [
+                Step(
+                    ["translate", "train", "real.hdf5", "--model", "structure", "--out", "t36"],
+                    2,
+                    r"3 episodes: a translator needs at least 4 real episodes",
+                )
+            ],
+            absent=["t36", ".t36.partial"],
+        ),
+        Case(
+            "c37",
+            "translate dataset: a translator folder that is not one",
+            [
+                Step(
+                    ["translate", "dataset", "sim.hdf5", "o37.hdf5", "--translator", "empty"],
+                    2,
+                    r"empty: not a translator checkpoint",
+                )
+            ],
+            absent=["o37.hdf5", ".o37.hdf5.partial"],
         ),
     ]
 
