@@ -17,7 +17,10 @@ one table, then one JSON line.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -63,6 +66,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--twin-seed", type=int, default=1)
     parser.add_argument("--image-px", type=int, default=64)
+    parser.add_argument(
+        "--record",
+        default=None,
+        help="also write the figures with this command and its commit to this JSON file "
+        "(e.g. results/translation_bench.json)",
+    )
     parser.add_argument(
         "--rendered",
         choices=["grounded", "nominal"],
@@ -192,6 +201,17 @@ def main() -> int:
             f"{pt:13.2f} {wall / 60:9.1f}"
         )
     print(f"translation: {fps:.0f} frames/s at {args.image_px} px (goal >= 500)")
+    if args.record:
+        from r2s2r.pipeline.cache import current_commit
+
+        record = {
+            "benchmark": "translation",
+            "command": " ".join(["python", "bench/bench_translation.py", *sys.argv[1:]]),
+            "commit": current_commit(Path(__file__).parent),
+            "settings": vars(args),
+            "figures": figures,
+        }
+        Path(args.record).write_text(json.dumps(record, indent=2, default=float) + "\n")
     print_json_line(
         "translation",
         figures,
