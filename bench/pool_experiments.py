@@ -26,7 +26,13 @@ import benchlib
 from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
 
-from r2s2r.experiment.results import REAL_ONLY, GroupResult, PolicyResult, grounding_effects
+from r2s2r.experiment.results import (
+    REAL_ONLY,
+    GroupResult,
+    PolicyResult,
+    grounding_effects,
+    pooled_groups,
+)
 
 FULLY_GROUNDED = "grounded_mimicgen"
 
@@ -41,22 +47,6 @@ def load_record(path: Path) -> dict[str, Any]:
     if missing:
         raise SystemExit(f"{path}: not a finished experiment record (no {', '.join(missing)})")
     return record
-
-
-def pooled_groups(records: list[dict[str, Any]], name: str) -> dict[str, GroupResult]:
-    """Nominal, shifted and all trials of policy ``name`` added over ``records``."""
-    totals = {group: [0, 0] for group in (NOMINAL, SHIFTED, ALL)}
-    for record in records:
-        conditions = record["policies"].get(name)
-        if not conditions or "not_run" in conditions:
-            why = (conditions or {}).get("not_run", "no results")
-            raise SystemExit(f"record at {record['commit']}: {name} cannot be pooled ({why})")
-        for condition, counts in conditions.items():
-            groups = (NOMINAL, ALL) if condition == NOMINAL else (SHIFTED, ALL)
-            for group in groups:
-                totals[group][0] += int(counts["successes"])
-                totals[group][1] += int(counts["trials"])
-    return {group: GroupResult(s, n) for group, (s, n) in totals.items()}
 
 
 def pool(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from r2s2r_testing.episodes import write_robot_dataset
 
 from r2s2r.experiment.config import ExperimentConfig, TranslationPlan, load_preset
 from r2s2r.experiment.runner import open_session
-from r2s2r.experiment.translation import run_translation
+from r2s2r.experiment.translation import pool_records, run_translation
 
 
 def test_the_translation_preset_is_the_papers_design() -> None:
@@ -94,3 +94,36 @@ def test_few_real_and_translated_sim_end_to_end(
     again: list[str] = []
     run_translation(open_session(config, out, again.append, False), config.translation, "cmd")
     assert not any("running" in line for line in again), again
+
+
+def test_runs_pool_into_one_table_with_the_contrasts() -> None:
+    def record(commit: str, successes: dict[str, int]) -> dict[str, object]:
+        policies = {
+            name: {
+                "nominal": {"successes": s, "trials": 24},
+                "lighting": {"successes": s // 3, "trials": 9},
+            }
+            for name, s in successes.items()
+        }
+        return {
+            "commit": commit,
+            "plan": {},
+            "policies": policies,
+            "labels": {n: n for n in policies},
+        }
+
+    counts = {
+        "real_only": 20,
+        "few_real": 10,
+        "grounded_planner": 12,
+        "grounded_planner_translated": 18,
+    }
+    policies, effects, table = pool_records([record("a", counts), record("b", counts)])
+    by_name = {p.name: p for p in policies}
+    assert by_name["few_real"].groups["nominal"].successes == 20
+    assert by_name["few_real"].groups["all"].trials == 66
+    gain = effects["nominal"]["grounded_planner_translated - grounded_planner"]
+    assert gain["points"] == pytest.approx(100 * (36 - 24) / 48)
+    assert "grounded_planner_translated - real_only" in table
+    with pytest.raises(SystemExit, match="other policies"):
+        pool_records([record("a", counts), record("b", {"real_only": 1})])

@@ -179,6 +179,30 @@ class PolicyResult:
         }
 
 
+def pooled_groups(records: list[dict[str, Any]], name: str) -> dict[str, GroupResult]:
+    """Return the nominal, shifted and all trials of policy ``name`` added over ``records``.
+
+    ``records`` are result summaries (:meth:`ExperimentResults.summary`, or the translation
+    experiment's): ``{"commit", "policies": {name: {condition: {"successes", "trials"}}}}``.
+
+    Raises:
+        SystemExit: A record where the policy did not run (names the record's commit).
+
+    """
+    totals = {group: [0, 0] for group in (NOMINAL, SHIFTED, ALL)}
+    for record in records:
+        conditions = record["policies"].get(name)
+        if not conditions or "not_run" in conditions:
+            why = (conditions or {}).get("not_run", "no results")
+            raise SystemExit(f"record at {record['commit']}: {name} cannot be pooled ({why})")
+        for condition, counts in conditions.items():
+            groups = (NOMINAL, ALL) if condition == NOMINAL else (SHIFTED, ALL)
+            for group in groups:
+                totals[group][0] += int(counts["successes"])
+                totals[group][1] += int(counts["trials"])
+    return {group: GroupResult(s, n) for group, (s, n) in totals.items()}
+
+
 @dataclass(frozen=True)
 class Effect:
     """A difference of success rates in percentage points, with its 95% interval.

@@ -38,7 +38,7 @@ from r2s2r.experiment.cell import first_demonstrations, ground_cell, real_demos
 from r2s2r.experiment.config import TranslationPlan
 from r2s2r.experiment.generation import simulated, split_world_behavior
 from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable
-from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast
+from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast, pooled_groups
 from r2s2r.experiment.runner import train_select_evaluate
 from r2s2r.experiment.session import ExperimentSession
 from r2s2r.pipeline.cache import StageError
@@ -222,7 +222,7 @@ def _label(name: str, plan: TranslationPlan, config: Any) -> str:
 
 
 def format_translation_table(
-    policies: list[PolicyResult], effects: dict[str, Any], plan: TranslationPlan, config: Any
+    policies: list[PolicyResult], effects: dict[str, Any], labels: dict[str, str]
 ) -> str:
     """Return the table: success per trial group with 95 % intervals, then the contrasts."""
     lines = [f"{'policy':<52} {'nominal':>16} {'shifted':>16} {'all':>16}"]
@@ -236,7 +236,7 @@ def format_translation_table(
             low, high = result.ci95
             cells.append(f"{100 * result.rate:3.0f}% [{100 * low:.0f},{100 * high:.0f}]")
         lines.append(
-            f"{_label(policy.name, plan, config):<52} " + " ".join(f"{c:>16}" for c in cells)
+            f"{labels.get(policy.name, policy.name):<52} " + " ".join(f"{c:>16}" for c in cells)
         )
     lines.append("")
     lines.append("contrasts, points [95 % CI]:")
@@ -344,7 +344,8 @@ def run_translation(
                     policies.append(_policy_result(session, name, few, data))
     by_name = {p.name: p for p in policies}
     effects = contrasts(by_name, list(config.configurations))
-    table = format_translation_table(policies, effects, plan, config)
+    labels = {p.name: _label(p.name, plan, config) for p in policies}
+    table = format_translation_table(policies, effects, labels)
     stage_wall_s = session.state.stage_wall_s
     summary = {
         "commit": session.commit,
@@ -359,7 +360,8 @@ def run_translation(
         "policies": {
             p.name: (dict(p.conditions) if p.ran else {"not_run": p.reason}) for p in policies
         },
-        "labels": {p.name: _label(p.name, plan, config) for p in policies},
+        "labels": labels,
+        "configurations": list(config.configurations),
         "execution": session.state.execution,
         "effects": effects,
         "translation_scores": {
@@ -376,3 +378,26 @@ def run_translation(
     session.log("")
     session.log(f"reproduce: {command}")
     return policies
+
+
+def pool_records(
+    records: list[dict[str, Any]],
+) -> tuple[list[PolicyResult], dict[str, Any], str]:
+    """Pool translation records (seeds or cells): policies, their contrasts and the table.
+
+    Raises:
+        SystemExit: Records that name other policies, or a policy that did not run.
+
+    """
+    names = list(records[0]["policies"])
+    for record in records[1:]:
+        if list(record["policies"]) != names:
+            raise SystemExit(f"records name other policies: {names} vs {list(record['policies'])}")
+    policies = [PolicyResult(name=name, groups=pooled_groups(records, name)) for name in names]
+    configurations = [
+        name
+        for name in names
+        if name not in (REAL_ONLY, FEW_REAL) and TRANSLATED_SUFFIX not in name
+    ]
+    effects = contrasts({p.name: p for p in policies}, configurations)
+    return policies, effects, format_translation_table(policies, effects, records[0]["labels"])
