@@ -47,6 +47,7 @@ from r2s2r_world.grounding_records import ControllerRecord as ControllerRecord
 from r2s2r_world.grounding_records import DistortionValue as DistortionValue
 from r2s2r_world.grounding_records import IntrinsicsRecord as IntrinsicsRecord
 from r2s2r_world.grounding_records import JointControllerRecord as JointControllerRecord
+from r2s2r_world.grounding_records import LookRecord as LookRecord
 from r2s2r_world.grounding_records import PoseValue as PoseValue
 from r2s2r_world.grounding_records import Provenance as Provenance
 from r2s2r_world.grounding_records import ScenePoseRecord as ScenePoseRecord

@@ -33,6 +33,13 @@ class BoardStepsConfig(ConfigModel):
         "simulator's own rendering adds (blur.simulator_render_variance_px2) instead of only "
         "the sensor pixel box.",
     )
+    white_balance_tolerance: float = Field(
+        0.03,
+        ge=0.0,
+        le=1.0,
+        description="A measured white balance within this of 1 (per gain, and within 2 sigma) "
+        "is neutral: the grounded world keeps the simulator's identity look.",
+    )
     extrinsics: ExtrinsicsConfig = Field(default_factory=ExtrinsicsConfig)
     head_distances_m: list[float] = Field(
         default_factory=lambda: [0.34, 0.40, 0.46],

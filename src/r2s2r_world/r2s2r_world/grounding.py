@@ -197,6 +197,8 @@ def derive_world_overrides(artifact: GroundingArtifact) -> dict[str, Any]:
             )
         if camera.blur is not None:
             entry["blur_sigma_px"] = camera.blur.sigma_px
+        if camera.look is not None and camera.look.applied:
+            entry["appearance"] = {"white_balance_rgb": list(camera.look.white_balance_rgb)}
         if camera.pose is not None:
             expected = CAMERA_POSE_PARENTS.get(name)
             if expected is not None:

@@ -156,12 +156,34 @@ class CameraPoseRecord(ConfigModel):
     )
 
 
+class LookRecord(ConfigModel):
+    """What grounding measured of a camera's look (``r2s2r_calibration.camera_look``)."""
+
+    white_balance_rgb: tuple[float, float, float] = Field(
+        description="Gains on linear RGB relative to green that make a neutral white look as "
+        "the camera shows it (the board's white squares)."
+    )
+    white_balance_std: tuple[float, float, float] = Field(
+        description="1-sigma uncertainty of each gain."
+    )
+    samples: int = Field(ge=0, description="White-square samples over the views.")
+    applied: bool = Field(
+        description="Whether the grounded world uses the gains (False: neutral within its "
+        "tolerance, the simulator's identity is kept)."
+    )
+    not_measured: list[str] = Field(
+        default_factory=list, description="What of the camera's look these views cannot give."
+    )
+    provenance: Provenance
+
+
 class CameraRecord(ConfigModel):
     """Everything recovered for one camera (each part optional)."""
 
     intrinsics: IntrinsicsRecord | None = None
     blur: BlurRecord | None = None
     pose: CameraPoseRecord | None = None
+    look: LookRecord | None = None
 
 
 class ScenePoseRecord(ConfigModel):

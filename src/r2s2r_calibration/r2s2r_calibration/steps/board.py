@@ -32,6 +32,7 @@ from scipy.spatial.transform import Rotation
 from r2s2r_calibration.artifact import (
     CameraPoseRecord,
     CameraRecord,
+    LookRecord,
     Provenance,
     blur_record,
     camera_link_pose,
@@ -40,6 +41,7 @@ from r2s2r_calibration.artifact import (
 )
 from r2s2r_calibration.blur import estimate_blur, simulator_render_variance_px2
 from r2s2r_calibration.board_config import BoardStepsConfig
+from r2s2r_calibration.camera_look import NOT_MEASURED, estimate_white_balance
 from r2s2r_calibration.cell_client import CameraModel, CellClient
 from r2s2r_calibration.errors import (
     BoardNotDetectedError,
@@ -211,8 +213,47 @@ def _intrinsics_and_blur(
             blur.sigma_std_px, unc.blur_rel_floor * blur.sigma_px
         )
         say(f"intrinsics: {camera}: blur sigma {blur.sigma_px:.3f} px from {blur.n_edges} edges")
+    _white_balance(camera, used, result, cfg, provenance, record, say)
     run.intrinsics[camera] = result
     return result
+
+
+def _white_balance(
+    camera: str,
+    images: list[np.ndarray],
+    result: IntrinsicsResult,
+    cfg: BoardStepsConfig,
+    provenance: Provenance,
+    record: CameraRecord,
+    say: ProgressFn,
+) -> None:
+    """Measure the camera's white balance on the board's white squares (``record.look``)."""
+    if not isinstance(cfg.board, ChessboardConfig) or any(image.ndim != 3 for image in images):
+        return
+    try:
+        balance = estimate_white_balance(
+            cfg.board, images, result.board_poses, result.camera_matrix, result.distortion
+        )
+    except CalibrationError as error:
+        say(f"intrinsics: {camera}: white balance not measured: {error}")
+        return
+    applied = not balance.is_neutral(cfg.white_balance_tolerance)
+    record.look = LookRecord(
+        white_balance_rgb=balance.gains_rgb,
+        white_balance_std=balance.std_rgb,
+        samples=balance.samples,
+        applied=applied,
+        not_measured=list(NOT_MEASURED),
+        provenance=provenance.model_copy(
+            update={"solver": "median colour of the board's white squares (camera_look)"}
+        ),
+    )
+    red, _, blue = balance.gains_rgb
+    say(
+        f"intrinsics: {camera}: white balance red {red:.3f} blue {blue:.3f} (vs green, from "
+        f"{balance.samples} white squares): "
+        + ("applied to the grounded world" if applied else "neutral, not applied")
+    )
 
 
 def run_head_intrinsics(
