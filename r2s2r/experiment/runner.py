@@ -144,6 +144,33 @@ def run_capacity_check(
     return policy_result_from_json(name, data, None, None, checkpoint.path)
 
 
+def ground_if_needed(session: ExperimentSession) -> GroundingArtifact | Unavailable | None:
+    """Ground the cell when anything needs it, first (docs/architecture.md section 3).
+
+    The order of work: ground the cell, then record on it and evaluate on it with grounded
+    perception. Not run when the real dataset is given and no grounded world is generated
+    (None, with a note), unless an artifact is given.
+    """
+    config = session.config
+    needs_artifact = not config.real_dataset or any(
+        split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
+        for c in config.configurations
+    )
+    artifact: GroundingArtifact | Unavailable | None = None
+    if needs_artifact or config.grounding_artifact:
+        artifact = ground_cell(session)
+        if isinstance(artifact, Unavailable):
+            session.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
+    else:
+        session.log(
+            "note: grounding not run (the real dataset is given, no grounded world is "
+            "generated) and no grounding_artifact: the policies are evaluated on the cell "
+            "before grounding, whose perception differs from the grounded cell's and the "
+            "simulator's; give the artifact the cell was grounded with (--artifact)"
+        )
+    return artifact
+
+
 def run(session: ExperimentSession, command: str = "") -> ExperimentResults:
     """Run (or resume) every stage and write the results.
 
@@ -163,24 +190,7 @@ def run(session: ExperimentSession, command: str = "") -> ExperimentResults:
     session.directory.mkdir(parents=True, exist_ok=True)
     dump_yaml(session.config.model_dump(mode="json"), session.directory / "experiment.yaml")
     config = session.config
-    # The order of work (docs/architecture.md section 3): ground the cell, then record on
-    # it and evaluate on it with grounded perception.
-    needs_artifact = not config.real_dataset or any(
-        split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
-        for c in config.configurations
-    )
-    artifact: GroundingArtifact | Unavailable | None = None
-    if needs_artifact or config.grounding_artifact:
-        artifact = ground_cell(session)
-        if isinstance(artifact, Unavailable):
-            session.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
-    else:
-        session.log(
-            "note: grounding not run (the real dataset is given, no grounded world is "
-            "generated) and no grounding_artifact: the policies are evaluated on the cell "
-            "before grounding, whose perception differs from the grounded cell's and the "
-            "simulator's; give the artifact the cell was grounded with (--artifact)"
-        )
+    artifact = ground_if_needed(session)
     real = real_demos(session)
     if isinstance(real, Unavailable):
         session.log(f"[demos] NOT AVAILABLE: {real.reason}")

@@ -34,12 +34,12 @@ from r2s2r_common.config import dump_yaml
 from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
 
-from r2s2r.experiment.cell import first_demonstrations, ground_cell, real_demos
+from r2s2r.experiment.cell import first_demonstrations, real_demos
 from r2s2r.experiment.config import TranslationPlan
 from r2s2r.experiment.generation import simulated, split_world_behavior
-from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable
+from r2s2r.experiment.products import EpisodeDataset, Unavailable
 from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast, pooled_groups
-from r2s2r.experiment.runner import train_select_evaluate
+from r2s2r.experiment.runner import ground_if_needed, train_select_evaluate
 from r2s2r.experiment.session import ExperimentSession
 from r2s2r.pipeline.cache import StageError
 
@@ -298,16 +298,7 @@ def run_translation(
     config = session.config
     session.directory.mkdir(parents=True, exist_ok=True)
     dump_yaml(config.model_dump(mode="json"), session.directory / "experiment.yaml")
-    # Ground first (docs/architecture.md section 3), unless nothing needs it.
-    needs_artifact = not config.real_dataset or any(
-        split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
-        for c in config.configurations
-    )
-    artifact: GroundingArtifact | Unavailable | None = None
-    if needs_artifact or config.grounding_artifact:
-        artifact = ground_cell(session)
-        if isinstance(artifact, Unavailable):
-            session.log(f"[grounding] NOT AVAILABLE: {artifact.reason}")
+    artifact = ground_if_needed(session)
     real = real_demos(session)
     few: EpisodeDataset | Unavailable = real
     if isinstance(real, EpisodeDataset):
