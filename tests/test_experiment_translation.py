@@ -16,7 +16,8 @@ import pytest
 from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.episodes import write_robot_dataset
 
-from r2s2r.experiment.config import ExperimentConfig, TranslationPlan, load_preset
+from r2s2r.experiment.analysis import read_finished
+from r2s2r.experiment.config import ExperimentConfig, TranslationPlan, load_preset, real_reference
 from r2s2r.experiment.runner import open_session
 from r2s2r.experiment.translation import pool_records, run_translation
 
@@ -62,7 +63,7 @@ def test_few_real_and_translated_sim_end_to_end(
     policies = run_translation(
         open_session(config, out, lines.append, False), config.translation, "cmd"
     )
-    assert [(p.name, p.ran) for p in policies] == [
+    expected = [
         ("real_only", True),
         ("few_real", True),
         ("grounded_mimicgen", True),
@@ -70,6 +71,7 @@ def test_few_real_and_translated_sim_end_to_end(
         ("grounded_planner", True),
         ("grounded_planner_translated", True),
     ]
+    assert [(p.name, p.ran) for p in policies] == expected
     summary = json.loads((out / "summary.json").read_text())
     assert (
         summary["labels"]["grounded_planner_translated"] == "4 real + 2 translated grounded_planner"
@@ -91,6 +93,12 @@ def test_few_real_and_translated_sim_end_to_end(
         assert np.array_equal(source.episode(0).actions, translated.episode(0).actions)
         assert translated.episode(0).images["head_camera_rgb"].shape[1:] == (32, 32, 3)
     assert "contrasts, points" in (out / "table.txt").read_text()
+    # r2s2r analyze reads it: the co-trained policies against the few real demos they share.
+    finished = read_finished(out)
+    assert list(finished.policies) == [name for name, _ in expected]
+    co_trained = [p.name for p in finished.policies.values() if p.configuration is not None]
+    assert co_trained == [name for name, _ in expected[2:]]
+    assert real_reference(finished.config) == "few_real"
     again: list[str] = []
     run_translation(open_session(config, out, again.append, False), config.translation, "cmd")
     assert not any("running" in line for line in again), again

@@ -34,9 +34,8 @@ from r2s2r_policy.evaluation.report import SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL, EvaluationConfig, trial_plan
 from r2s2r_policy.inference.engine import InferenceConfig
 
-from r2s2r.experiment.config import ExperimentConfig
+from r2s2r.experiment.config import ExperimentConfig, co_trained_configuration, policy_names
 from r2s2r.experiment.evaluation import evaluation_protocol, inference_config
-from r2s2r.experiment.results import REAL_ONLY
 from r2s2r.pipeline.cache import StageError, StageRunner, content_hash, current_commit
 
 ANALYSIS_DIR = "analysis"
@@ -108,7 +107,7 @@ def read_finished(directory: str | Path) -> FinishedExperiment:
     elif config.grounding_artifact:
         artifact = Path(config.grounding_artifact)
     policies: dict[str, FinishedPolicy] = {}
-    for name in [REAL_ONLY, *config.configurations]:
+    for name in policy_names(config):
         trained = _record(stages, f"policies/{name}", f"training of {name}")
         evaluation = _record(stages, f"evaluation/{name}", f"evaluation of {name}")
         if config.execution_selection_trials > 0:
@@ -123,7 +122,7 @@ def read_finished(directory: str | Path) -> FinishedExperiment:
             stages.folder(f"policies/{name}") / "train_config.yaml",
             inference,
             json.loads(Path(evaluation["evaluation"]).read_text()),
-            None if name == REAL_ONLY else name,
+            None if co_trained_configuration(config, name) is None else name,
         )
     return FinishedExperiment(root, config, resolve_config(config.twin_config), artifact, policies)
 

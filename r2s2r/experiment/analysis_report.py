@@ -29,7 +29,7 @@ from r2s2r.experiment.analysis import (
     signature_of,
     training_datasets,
 )
-from r2s2r.experiment.results import REAL_ONLY
+from r2s2r.experiment.config import real_reference
 
 REPORT_DIR = "report"
 MEASURE_LABELS = {
@@ -116,7 +116,8 @@ def analyse_policy(
     options = session.options
     finished = session.finished
     policy = load_checkpoint(finished.policies[name].checkpoint).policy
-    real_policy = load_checkpoint(finished.policies[REAL_ONLY].checkpoint).policy
+    reference_name = real_reference(finished.config)
+    real_policy = load_checkpoint(finished.policies[reference_name].checkpoint).policy
     sim_policy = load_checkpoint(reference).policy
     for other, what in ((real_policy, "real-only"), (sim_policy, "sim-only")):
         if observation_keys(other.spec) != observation_keys(policy.spec):
@@ -418,7 +419,7 @@ def run_analysis(
     co_trained = [p for p in finished.policies.values() if p.configuration is not None]
     references = {p.name: session.reference(p.name) for p in co_trained}
     rollouts = {name: session.rollouts(p) for name, p in finished.policies.items()}
-    real_only = finished.policies[REAL_ONLY]
+    real_only = finished.policies[real_reference(finished.config)]
     real_path = training_datasets(real_only).get("real")
     if real_path is None:
         raise AnalysisError(f"{real_only.train_config}: the real-only policy has no real dataset")

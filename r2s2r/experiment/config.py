@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigModel, load_config, resolve_config_path
 from r2s2r_policy.evaluation.trials import DEFAULT_CONDITION_COUNTS
 
-from r2s2r.experiment.results import BEHAVIOR_LEVELS, WORLD_LEVELS, configuration_name
+from r2s2r.experiment.results import BEHAVIOR_LEVELS, REAL_ONLY, WORLD_LEVELS, configuration_name
 
 DEFAULT_PRESET = "reduced"
 """The preset ``r2s2r experiment`` runs when none is named."""
@@ -242,3 +242,31 @@ def preset_path(name: str) -> Path:
 def load_preset(name: str) -> ExperimentConfig:
     """Load a shipped preset; its ``preset`` field is its file's name."""
     return load_config(ExperimentConfig, preset_path(name)).model_copy(update={"preset": name})
+
+
+FEW_REAL = "few_real"
+"""The translation experiment's policy of the few real demonstrations alone."""
+TRANSLATED_SUFFIX = "_translated"
+"""A configuration's policy co-trained on its translated dataset: ``<configuration>_translated``."""
+
+
+def policy_names(config: ExperimentConfig) -> list[str]:
+    """Every policy an experiment trains (capacity aside), in its table's order."""
+    if config.translation is None:
+        return [REAL_ONLY, *config.configurations]
+    names = [REAL_ONLY, FEW_REAL]
+    for configuration in config.configurations:
+        names += [configuration, f"{configuration}{TRANSLATED_SUFFIX}"]
+    return names
+
+
+def real_reference(config: ExperimentConfig) -> str:
+    """Return the real-only policy whose real data the co-trained policies share."""
+    return REAL_ONLY if config.translation is None else FEW_REAL
+
+
+def co_trained_configuration(config: ExperimentConfig, name: str) -> str | None:
+    """Return the simulated configuration a policy co-trained on (None: real only)."""
+    if name in (REAL_ONLY, FEW_REAL):
+        return None
+    return name.removesuffix(TRANSLATED_SUFFIX)

@@ -35,7 +35,7 @@ from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
 
 from r2s2r.experiment.cell import first_demonstrations, real_demos
-from r2s2r.experiment.config import TranslationPlan
+from r2s2r.experiment.config import FEW_REAL, TRANSLATED_SUFFIX, TranslationPlan, policy_names
 from r2s2r.experiment.generation import simulated, split_world_behavior
 from r2s2r.experiment.products import EpisodeDataset, Unavailable
 from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast, pooled_groups
@@ -43,8 +43,6 @@ from r2s2r.experiment.runner import ground_if_needed, train_select_evaluate
 from r2s2r.experiment.session import ExperimentSession
 from r2s2r.pipeline.cache import StageError
 
-FEW_REAL = "few_real"
-TRANSLATED_SUFFIX = "_translated"
 TRANSLATOR_STAGE = "translation/translator"
 
 
@@ -307,10 +305,7 @@ def run_translation(
     scores: dict[str, Any] = {}
     if isinstance(real, Unavailable) or isinstance(few, Unavailable):
         reason = real.reason if isinstance(real, Unavailable) else getattr(few, "reason", "")
-        names = [REAL_ONLY, FEW_REAL]
-        for c in config.configurations:
-            names += [c, f"{c}{TRANSLATED_SUFFIX}"]
-        policies = [PolicyResult.not_run(n, reason) for n in names]
+        policies = [PolicyResult.not_run(n, reason) for n in policy_names(config)]
     else:
         translator = train_translator_stage(session, plan, few)
         unseen = _unseen_real_episodes(real, few)
