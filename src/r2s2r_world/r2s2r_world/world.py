@@ -138,7 +138,11 @@ class CameraAppearance(ConfigModel):
 
     def is_identity(self) -> bool:
         """Return True when the camera adds nothing to the render (the defaults)."""
-        return self == CameraAppearance()
+        return self == IDENTITY_APPEARANCE
+
+
+IDENTITY_APPEARANCE = CameraAppearance()
+"""The look of a camera that adds nothing (built once: checked at every rendered frame)."""
 
 
 class CameraParams(ConfigModel):
