@@ -85,6 +85,13 @@ class BinViewsConfig(ConfigModel):
         "e.g. MJPEG's halved chroma resolution), the fit is made again with the height held "
         "and refused above this RMS (m).",
     )
+    require_refinement: bool = Field(
+        False,
+        description="Fail the step when no bin could be refined. Off: every refused bin keeps "
+        "its registered pose, the refusal recorded with it (a camera whose compression leaves no "
+        "usable rim edge, e.g. strong MJPEG); a refused bin that was not registered still fails "
+        "the step when no bin was refined.",
+    )
     fit_height: bool = Field(
         True,
         description="Fit the rim's height too (from its apparent size; the robot's base may "

@@ -124,3 +124,37 @@ def test_ground_cli_runs_from_the_bag(recorded: Recorded, tmp_path: Path) -> Non
         ground_command, ["--output", str(output), "--from-bag", str(tmp_path / "nothing")]
     )
     assert refused.exit_code != 0 and "metadata.yaml" in refused.output
+
+
+def test_bins_all_refused_keep_their_registered_poses(recorded: Recorded) -> None:
+    """A camera whose rim edges no fit accepts (strong MJPEG) leaves the registration's poses."""
+    nominal, _, bag = recorded
+    registered = run_grounding(BagCellClient(bag), nominal, ["registration"], CONFIG)
+    strict_fit = CONFIG.bin_views.model_copy(
+        update={"max_rms_m": 1e-7, "soft_edge_max_rms_m": 1e-7}
+    )
+    messages: list[str] = []
+    kept = run_grounding(
+        BagCellClient(bag),
+        nominal,
+        ["registration", "bins"],
+        CONFIG.model_copy(update={"bin_views": strict_fit}),
+        messages.append,
+    )
+    assert kept.failures == {}
+    assert any("no bin could be refined" in line and "WARNING" in line for line in messages)
+    for name in nominal.bins:
+        record = kept.artifact.scene[name]
+        assert record.refinement_refused is not None and "RMS" in record.refinement_refused
+        np.testing.assert_allclose(
+            record.pose.matrix(), registered.artifact.scene[name].pose.matrix()
+        )
+    required = strict_fit.model_copy(update={"require_refinement": True})
+    failed = run_grounding(
+        BagCellClient(bag),
+        nominal,
+        ["registration", "bins"],
+        CONFIG.model_copy(update={"bin_views": required}),
+    )
+    assert "no bin could be refined" in failed.failures["bins"]
+    assert "require_refinement = True" in failed.failures["bins"]

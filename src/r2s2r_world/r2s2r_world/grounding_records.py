@@ -208,6 +208,11 @@ class ScenePoseRecord(ConfigModel):
     rotation_interval_95_rad: float | None = Field(
         None, ge=0.0, description="95 % bound on the rotation error angle (rad)."
     )
+    refinement_refused: str | None = Field(
+        None,
+        description="Why the hand-camera refinement (grounding step 'bins') refused this "
+        "element; its pose is then the registration's. None: refined, or not tried.",
+    )
 
 
 class BeltRecord(ConfigModel):

@@ -239,10 +239,11 @@ def run_bin_views(
     Starts from the registration step's bin poses (nominal when a bin was not registered) and
     uses the calibrated hand camera of this run's artifact (``camera_info`` and the nominal
     mount otherwise, with a note). A bin whose views do not give a good fit keeps its
-    registered pose; the step fails only when no bin could be refined.
+    registered pose, the refusal recorded in its scene record (``refinement_refused``).
 
     Raises:
-        CalibrationError: Every bin was refused.
+        CalibrationError: No bin was refined, and either a refused bin has no registered pose
+            (it would stay where the description draws it) or ``require_refinement`` is set.
 
     """
     cfg = config.bin_views
@@ -273,6 +274,7 @@ def run_bin_views(
     home = np.asarray(client.joint_positions(), dtype=float)[: len(ARM_JOINT_NAMES)]
     elements = scene_elements(nominal, list(nominal.bins))
     failures: dict[str, str] = {}
+    unregistered: list[str] = []
     refined = 0
     seed = home
     try:
@@ -312,7 +314,12 @@ def run_bin_views(
                 )
             except CalibrationError as error:
                 failures[name] = str(error)
-                say(f"bins: {name}: refused, keeping the registered pose: {error}")
+                if scene is None:
+                    unregistered.append(name)
+                    say(f"bins: {name}: refused, and it was not registered: {error}")
+                else:
+                    scene.refinement_refused = str(error)
+                    say(f"bins: {name}: refused, keeping the registered pose: {error}")
                 continue
             if soft_note:
                 say(f"bins: {name}: {soft_note}")
@@ -373,8 +380,15 @@ def run_bin_views(
             )
     finally:
         move_arm(client, home, board_cfg, config.command_lead_s)
-    if refined == 0:
-        raise CalibrationError(
-            "bins: no bin could be refined from the hand camera (registered poses kept): "
-            + "; ".join(f"{name}: {message}" for name, message in failures.items())
+    if refined == 0 and failures:
+        why = "; ".join(f"{name}: {message}" for name, message in failures.items())
+        if unregistered or cfg.require_refinement:
+            raise CalibrationError(
+                "bins: no bin could be refined from the hand camera"
+                + (f" and {', '.join(unregistered)} not registered" if unregistered else "")
+                + f" (bin_views.require_refinement = {cfg.require_refinement}): {why}"
+            )
+        say(
+            "bins: WARNING: no bin could be refined from the hand camera; every bin keeps its "
+            "registered pose (depth registration, a few mm), the refusal recorded with it"
         )
