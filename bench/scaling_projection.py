@@ -35,14 +35,11 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import benchlib
-
-sys.path.insert(0, str(benchlib.REPO))  # the r2s2r package (the bring-up) for the presets
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,13 @@ from r2s2r_belt.nodes.belt_speed import BeltSpeedNode  # noqa: E402
 from r2s2r_common.ros.qos import RELIABLE_QOS  # noqa: E402
 from r2s2r_description.robot import ARM_JOINT_NAMES  # noqa: E402
 from r2s2r_policy.checkpoint import save_checkpoint  # noqa: E402
-from r2s2r_policy.evaluation import EvaluationConfig, evaluate_in_process, evaluate_ros  # noqa: E402
+from r2s2r_policy.evaluation import EvaluationConfig, evaluate_in_process  # noqa: E402
 from r2s2r_policy.evaluation.baseline import (  # noqa: E402
     TINY_MODEL_PARAMS,
     robot_policy_spec,
     untrained_policy,
 )
+from r2s2r_policy.evaluation.ros import evaluate_ros  # noqa: E402
 from r2s2r_policy.inference.trace import load_trace  # noqa: E402
 from r2s2r_policy.nodes.policy_inference import PolicyInferenceNode  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402

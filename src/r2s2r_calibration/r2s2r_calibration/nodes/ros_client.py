@@ -25,7 +25,13 @@ from geometry_msgs.msg import PoseStamped
 from r2s2r_common.camera_info import from_camera_info_msg
 from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.batched import BatchedSubscription
-from r2s2r_common.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.qos import (
+    ENCODER_STREAM_QOS,
+    JOINT_STATES_STREAM_QOS,
+    LATCHED_QOS,
+    RELIABLE_QOS,
+    SENSOR_DATA_QOS,
+)
 from r2s2r_common.ros.services import ServiceNoAnswerError, call_service, wait_in_other_thread
 from r2s2r_common.stamps import set_stamp, stamp_to_s
 from r2s2r_common.topics import (
@@ -45,7 +51,6 @@ from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -141,27 +146,21 @@ class RosCellClient:
         # the callbacks cost). Order is also restored from the stamps (the log is sorted on
         # stop; the latest position only moves forward).
         streams = MutuallyExclusiveCallbackGroup()
-        joint_qos = QoSProfile(
-            depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
-        )
         self._joint_stream = BatchedSubscription(
             node,
             JointState,
             JOINT_STATES,
             self._on_joint_batch,
-            joint_qos,
+            JOINT_STATES_STREAM_QOS,
             JOINT_BATCH_PERIOD_S,
             callback_group=streams,
-        )
-        encoder_qos = QoSProfile(
-            depth=200, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST
         )
         self._encoder_stream = BatchedSubscription(
             node,
             JointState,
             BELT_ENCODER,
             self._on_encoder_batch,
-            encoder_qos,
+            ENCODER_STREAM_QOS,
             ENCODER_BATCH_PERIOD_S,
             callback_group=streams,
         )

@@ -47,3 +47,42 @@ JOINT_STATES_QOS = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
     history=HistoryPolicy.KEEP_LAST,
 )
+
+#: ``/tf`` publishers and listeners: reliable, volatile, deep enough for bursts of 500 Hz joint
+#: states (as tf2_ros uses).
+TF_QOS = QoSProfile(depth=100)
+
+#: A listener of every latched ``/tf_static`` publisher's last message (one per publisher).
+TF_STATIC_LISTENER_QOS = QoSProfile(
+    depth=100,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+#: A listener of ``/joint_states``: reliable, 100 deep (0.2 s of 500 Hz states, ten batch
+#: periods).
+JOINT_STATES_LISTENER_QOS = QoSProfile(depth=100)
+
+#: Grounding's ``/joint_states`` stream (a sysid log): reliable, 2000 deep (4 s at 500 Hz), so
+#: no state is lost while the batched subscription drains.
+JOINT_STATES_STREAM_QOS = QoSProfile(
+    depth=2000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST
+)
+
+#: Grounding's belt encoder stream: best effort as the sensor publishes, 200 deep.
+ENCODER_STREAM_QOS = QoSProfile(
+    depth=200, reliability=ReliabilityPolicy.BEST_EFFORT, history=HistoryPolicy.KEEP_LAST
+)
+
+#: The recorder's subscriptions, by the profile a bag records for a topic
+#: (``r2s2r_recorder.bag_format.QOS_PROFILE_NAMES``): latched topics keep their last 10 ...
+RECORDED_LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=10,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+#: ... best-effort topics other than sensor data, 10 ...
+RECORDED_BEST_EFFORT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+#: ... and every other topic is recorded reliably, 100 deep.
+RECORDED_RELIABLE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)

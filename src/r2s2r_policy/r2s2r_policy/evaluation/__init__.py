@@ -1,13 +1,14 @@
 """Evaluation of a policy on the real twin (or the real cell): 24 nominal + 26 shifted trials.
 
-- :func:`evaluate_ros`: through a running ROS graph, as on hardware (policy_inference node drives
-  the cell; ``/trial/start`` / ``/trial/outcome`` score each trial); the bring-up starts the
-  ``evaluate`` graph for a self-contained run (``r2s2r.pipeline.evaluate``).
+- :func:`r2s2r_policy.evaluation.ros.evaluate_ros` (the ROS edge, imported from there): through a
+  running ROS graph, as on hardware (policy_inference node drives the cell; ``/trial/start`` /
+  ``/trial/outcome`` score each trial); the bring-up starts the ``evaluate`` graph for a
+  self-contained run (``r2s2r.pipeline.evaluate``).
 - :func:`evaluate_in_process`: the same trials on the twin's cell without ROS, faster.
 - :class:`EvaluationReport`: success per condition with 95% Wilson intervals, failure reasons,
   JSON + bar plot.
 
-Heavy modules (rclpy, MuJoCo) load only when their evaluator is used.
+MuJoCo loads only when the in-process evaluator is used.
 """
 
 from __future__ import annotations
@@ -26,13 +27,6 @@ def evaluate_in_process(*args: Any, **kwargs: Any) -> EvaluationReport:
     return run(*args, **kwargs)
 
 
-def evaluate_ros(*args: Any, **kwargs: Any) -> EvaluationReport:
-    """See :func:`r2s2r_policy.evaluation.ros.evaluate_ros`."""
-    from .ros import evaluate_ros as run
-
-    return run(*args, **kwargs)
-
-
 __all__ = [
     "DEFAULT_CONDITION_COUNTS",
     "ConditionSummary",
@@ -41,7 +35,6 @@ __all__ = [
     "TrialRecord",
     "TrialSpec",
     "evaluate_in_process",
-    "evaluate_ros",
     "plot_success",
     "trial_plan",
     "wilson_interval",

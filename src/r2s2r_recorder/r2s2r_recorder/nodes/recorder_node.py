@@ -25,19 +25,19 @@ from typing import Any
 import rclpy
 import rclpy.task
 from r2s2r_common.config import ConfigError, flatten, parse_config, unflatten
+from r2s2r_common.ros.qos import (
+    RECORDED_BEST_EFFORT_QOS,
+    RECORDED_LATCHED_QOS,
+    RECORDED_RELIABLE_QOS,
+    SENSOR_DATA_QOS,
+)
 from r2s2r_common.ros.runner import run_node
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import (
-    DurabilityPolicy,
-    HistoryPolicy,
-    QoSProfile,
-    ReliabilityPolicy,
-    qos_profile_sensor_data,
-)
+from rclpy.qos import QoSProfile
 from std_srvs.srv import Trigger
 
 from ..bag_format import EpisodeInfo
@@ -51,17 +51,12 @@ NODE_NAME = "recorder"
 def rclpy_qos(profile: str) -> QoSProfile:
     """Rclpy QoS for a profile name of :data:`~r2s2r_recorder.bag_format.QOS_PROFILE_NAMES`."""
     if profile == "sensor_data":
-        return qos_profile_sensor_data
+        return SENSOR_DATA_QOS
     if profile == "reliable_transient_local":
-        return QoSProfile(
-            history=HistoryPolicy.KEEP_LAST,
-            depth=10,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL,
-        )
+        return RECORDED_LATCHED_QOS
     if profile == "best_effort":
-        return QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
-    return QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        return RECORDED_BEST_EFFORT_QOS
+    return RECORDED_RELIABLE_QOS
 
 
 def import_message_class(msgtype: str) -> Any:

@@ -50,7 +50,7 @@ from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.image_conversion import to_image_msg
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
-from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS, TF_QOS
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_common.ros.time import time_msg
 from r2s2r_common.stamps import stamp_to_ns, stamp_to_s
@@ -69,7 +69,6 @@ from r2s2r_world.grounding import load_cell_world
 from r2s2r_world.world import WorldParams
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
-from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -95,9 +94,6 @@ from r2s2r_sim.mirror_check import (
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from tf2_msgs.msg import TFMessage
-
-TF_QOS = QoSProfile(depth=100)
-"""``/tf``: reliable, volatile, deep enough for bursts."""
 
 STAMP_MATCH_TOLERANCE_NS = 1_000_000
 """A TF palm and a mirror palm belong to the same joint state within this (same stamp)."""

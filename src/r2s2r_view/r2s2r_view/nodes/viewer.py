@@ -33,7 +33,15 @@ from r2s2r_common.config import ConfigError
 from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
-from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_DATA_QOS
+from r2s2r_common.ros.qos import (
+    DEFAULT_QOS,
+    JOINT_STATES_LISTENER_QOS,
+    LATCHED_QOS,
+    RELIABLE_QOS,
+    SENSOR_DATA_QOS,
+    TF_QOS,
+    TF_STATIC_LISTENER_QOS,
+)
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.topics import (
     BELT_SPEED,
@@ -47,7 +55,6 @@ from r2s2r_common.topics import (
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -65,17 +72,6 @@ PARAMETER_SCHEMA = ViewerNodeConfig
 
 STARTUP_ONLY = frozenset(ServerConfig.model_fields)
 """Parameters read at start-up only (the server's address, ports and memory)."""
-
-TF_STATIC_QOS = QoSProfile(
-    depth=100,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
-"""Every latched /tf_static publisher's last message (one per publisher)."""
-TF_QOS = QoSProfile(depth=100)
-"""``/tf``: reliable, volatile, as tf2_ros listens."""
-JOINT_STATE_QOS = QoSProfile(depth=100)
-"""Reliable; deep enough for one batch period of 500 Hz joint states."""
 
 
 class Viewer(Node):
@@ -112,7 +108,7 @@ class Viewer(Node):
             TFMessage,
             TF_STATIC,
             lambda m: self.logger.log_transforms(m, static=True),
-            TF_STATIC_QOS,
+            TF_STATIC_LISTENER_QOS,
         )
         self.create_subscription(
             TFMessage, TF, lambda m: self.logger.log_transforms(m, static=False), TF_QOS
@@ -122,7 +118,7 @@ class Viewer(Node):
             JointState,
             JOINT_STATES,
             self._on_joint_states,
-            JOINT_STATE_QOS,
+            JOINT_STATES_LISTENER_QOS,
             self.config.joint_state_period_s,
             raw=True,
         )

@@ -35,7 +35,7 @@ from r2s2r_common.config import ConfigError, ConfigModel
 from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
-from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS
+from r2s2r_common.ros.qos import DEFAULT_QOS, JOINT_STATES_LISTENER_QOS, LATCHED_QOS, TF_QOS
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import serialized_stamp_ns, stamp_to_ns
 from r2s2r_common.topics import DIAGNOSTICS, JOINT_STATES, ROBOT_DESCRIPTION, TF, TF_STATIC
@@ -52,7 +52,6 @@ from r2s2r_description.tf_tree import (
 )
 from r2s2r_description.urdf import to_urdf
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -60,10 +59,6 @@ from std_msgs.msg import String
 from r2s2r_world.grounding import load_world_overrides
 from tf2_msgs.msg import TFMessage
 
-TF_QOS = QoSProfile(depth=100)
-"""``/tf``: reliable, volatile, deep enough for bursts of joint states (as tf2_ros uses)."""
-JOINT_STATE_QOS = QoSProfile(depth=100)
-"""Reliable, 100 deep: 0.2 s of 500 Hz joint states, ten batch periods."""
 MAX_BATCH_PERIOD_S = 0.02
 """Longest wait between two batches of joint states (s): the most /tf lags behind them."""
 
@@ -185,7 +180,7 @@ class CellStatePublisher(Node):
             JointState,
             JOINT_STATES,
             self._on_joint_state_batch,
-            JOINT_STATE_QOS,
+            JOINT_STATES_LISTENER_QOS,
             self._batch_period_s(self.config),
             raw=True,
         )
