@@ -43,7 +43,8 @@ def child(mode: str, dataset: str, image_px: int, batches: int, store: str, size
     from r2s2r_policy.data.chunks import ChunkDataset
     from r2s2r_policy.data.image_store import build_image_store, open_image_store, store_manifest
     from r2s2r_policy.data.sources import HDF5EpisodeSource
-    from r2s2r_policy.training import PolicyOptions, make_spec
+    from r2s2r_policy.training_config import PolicyOptions
+    from r2s2r_policy.training_data import make_spec
 
     torch.set_num_threads(1)
     source = HDF5EpisodeSource(dataset, name="bench")

@@ -22,7 +22,9 @@ from r2s2r_common.config import load_config
 from r2s2r_policy.data.sources import InMemoryEpisodeSource, ObservationSemantics
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.normalization import stats_from_arrays
-from r2s2r_policy.training import TrainConfig, make_spec, train
+from r2s2r_policy.training import train
+from r2s2r_policy.training_config import TrainConfig
+from r2s2r_policy.training_data import make_spec
 from r2s2r_recorder.dataset import object_track_fields
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "policy" / "cotrain.yaml"

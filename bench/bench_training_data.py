@@ -143,7 +143,8 @@ def measure(
     """Steady-state samples/s and data fraction of one training run of ``tree``'s trainer."""
     import torch
     from r2s2r_common.config import load_config
-    from r2s2r_policy.training import TrainConfig, train
+    from r2s2r_policy.training import train
+    from r2s2r_policy.training_config import TrainConfig
 
     try:
         from r2s2r_policy.data.sources import HDF5EpisodeSource
@@ -171,7 +172,7 @@ def measure(
     cached = None
     if cache:
         from r2s2r_policy.data.chunks import ChunkDataset
-        from r2s2r_policy.training import make_spec
+        from r2s2r_policy.training_data import make_spec
 
         spec = make_spec(config.policy, source, source.control_rate_hz)
         started = time.perf_counter()

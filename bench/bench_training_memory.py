@@ -88,7 +88,8 @@ def child(mode: str, real: str, sim: str, px: int, steps: int, batch: int, folde
     """Train one path in this process; return its figures."""
     import torch
     from r2s2r_common.config import load_config
-    from r2s2r_policy.training import TrainConfig, train
+    from r2s2r_policy.training import train
+    from r2s2r_policy.training_config import TrainConfig
 
     from r2s2r.experiment.config import ExperimentConfig
     from r2s2r.experiment.products import EpisodeDataset

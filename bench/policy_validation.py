@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     from r2s2r_policy.evaluation.in_process import evaluate_in_process
     from r2s2r_policy.evaluation.trials import EvaluationConfig
     from r2s2r_policy.inference.engine import InferenceConfig
-    from r2s2r_policy.training import TrainConfig, train
+    from r2s2r_policy.training import train
+    from r2s2r_policy.training_config import TrainConfig
 
     from r2s2r.experiment.config import load_preset
     from r2s2r.experiment.products import EpisodeDataset

@@ -48,7 +48,8 @@ def main() -> None:
     args_parser.add_argument("--config", type=Path, help="a saved train_config.yaml")
     args = args_parser.parse_args()
     from r2s2r_common.config import parse_config
-    from r2s2r_policy.training import TrainConfig, train
+    from r2s2r_policy.training import train
+    from r2s2r_policy.training_config import TrainConfig
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:

@@ -181,7 +181,8 @@ class AnalysisSession:
     # -- stages ------------------------------------------------------------------------------
     def reference(self, configuration: str) -> Path:
         """Train (or reuse) the sim-only policy of ``configuration``; its checkpoint."""
-        from r2s2r_policy.training import THROUGHPUT_FIELDS, TrainConfig, train
+        from r2s2r_policy.training import train
+        from r2s2r_policy.training_config import THROUGHPUT_FIELDS, TrainConfig
 
         policy = self.finished.policies[configuration]
         data = read_yaml(policy.train_config)

@@ -2,7 +2,8 @@
 
 Stage ``policies/<name>``: the base TrainConfig YAML with the experiment's sizes and
 ``train_overrides`` (:func:`train_config_for`), keyed on every field but the throughput ones
-(:data:`r2s2r_policy.training.THROUGHPUT_FIELDS`); a partial run resumes from its checkpoints.
+(:data:`r2s2r_policy.training_config.THROUGHPUT_FIELDS`); a partial run resumes from its
+checkpoints.
 
 A relative ``image_store_dir`` in ``train_overrides`` (the paper preset's ``image_stores``) is a
 folder of the experiment directory: every policy reads its datasets' images from the on-disk
@@ -51,7 +52,7 @@ def train_config_for(
         r2s2r_common.config.ConfigError: The merged config is invalid.
 
     """
-    from r2s2r_policy.training import TrainConfig
+    from r2s2r_policy.training_config import TrainConfig
 
     if sim_ratio is None:
         sim_ratio = config.sim_ratio if sim is not None else 0.0
@@ -85,7 +86,8 @@ def train_policy(
 
     """
     from r2s2r_policy.data.sources import MissingFeatureError
-    from r2s2r_policy.training import THROUGHPUT_FIELDS, TrainConfig, train
+    from r2s2r_policy.training import train
+    from r2s2r_policy.training_config import THROUGHPUT_FIELDS, TrainConfig
 
     train_data = train_config_for(session.config, real, sim, sim_ratio)
     inputs = {

@@ -20,7 +20,9 @@ from r2s2r_common.config import load_config, parse_config
 from r2s2r_common.console import progress_reporter
 from r2s2r_common.errors import one_line
 
-from .training import TrainConfig, resolve_device, train
+from .training import train
+from .training_config import TrainConfig
+from .training_device import resolve_device
 
 if TYPE_CHECKING:
     from .analysis.embeddings import FrameSet

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import hashlib
 import json
 import logging
 import os
@@ -40,13 +39,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from pydantic import Field, model_validator
-from r2s2r_common.config import ConfigModel
 from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
@@ -68,188 +65,20 @@ from .data.chunks import (
     collate_batch,
     compute_normalization,
 )
-from .data.image_store import StoredFrames, build_image_store, open_image_store, store_manifest
-from .data.sources import (
-    EpisodeSource,
-    EpisodeSubset,
-    HDF5EpisodeSource,
-    MissingFeatureError,
-    check_source_features,
-    split_episodes,
-)
+from .data.sources import EpisodeSource, EpisodeSubset, check_source_features, split_episodes
 from .models import Policy, build_policy
 from .models.base import BatchShard
 from .sampling import MixtureSampler
-from .spec import ACTION_MASK_KEY, DEFAULT_IMAGE_KEYS, ImageSpec, ModelConfig, PolicySpec
+from .spec import ACTION_MASK_KEY
+from .training_config import RESUME_FREE_FIELDS, TrainConfig
+from .training_data import make_spec, open_sources, open_training_image_store
+from .training_device import batch_to_device, distributed_context, resolve_device
 
 _LOG = logging.getLogger(__name__)
-
-THROUGHPUT_FIELDS = frozenset(
-    {"progress_bar", "num_workers", "num_threads", "log_every_steps", "device", "image_store_dir"}
-)
-"""TrainConfig fields that change how fast a run trains and what it prints, never what it
-produces (another device only by float rounding, like another machine): a trained policy is
-kept when only these differ (the experiment leaves them out of its training stage's key)."""
-
-RESUME_FREE_FIELDS = THROUGHPUT_FIELDS | frozenset(
-    {
-        # What a run keeps beside its weights (checkpoint files, the validation curve) and how
-        # it reads samples (bit-identical batches either way: test_policy_batches.py). These
-        # may change when a run resumes; the experiment keys on them, as its stage record
-        # holds what they produce (the checkpoints kept, the validation record).
-        "checkpoint_every_steps",
-        "keep_last_checkpoints",
-        "cache_images",
-        "validate_every_steps",
-        "validation_samples",
-    }
-)
-"""TrainConfig fields that may change between a run and its resumption: the final weights do
-not depend on them (a job preempted on a GPU may resume on the CPU and the other way round)."""
-
-
-EpisodeOutcome = Literal["success", "failure", "unknown"]
-"""Outcome of a recorded episode (``r2s2r_recorder.dataset`` metadata)."""
-
-
-def _successes_only() -> list[EpisodeOutcome]:
-    """Return the default kept outcomes: successful episodes only."""
-    return ["success"]
 
 
 class ResumeError(ValueError):
     """A run directory's checkpoint was written with a different training config."""
-
-
-class PolicyOptions(ConfigModel):
-    """Policy choices made at training time (names and rate come from the data)."""
-
-    image_keys: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_IMAGE_KEYS), min_length=1, description="Cameras."
-    )
-    image_height_px: int = Field(default=128, ge=16, le=1024, description="Model input height.")
-    image_width_px: int = Field(default=128, ge=16, le=1024, description="Model input width.")
-    chunk_length: int = Field(default=12, ge=1, le=256, description="Action chunk length H.")
-    use_belt_speed: bool = Field(default=True, description="Feed belt speed to the policy.")
-    use_object_track: bool = Field(
-        default=True,
-        description="Feed the tracked object (the object tracker's output, as the cell "
-        "publishes it on /objects/tracks) to the policy.",
-    )
-    palm_object_features: bool = Field(
-        default=False,
-        description="Also feed the palm position and the tracked object relative to the palm "
-        "(forward kinematics of the measured joints; r2s2r_policy.models.palm_frame).",
-    )
-    object_relative_reach: bool = Field(
-        default=False,
-        description="Also predict each chunk step's palm position relative to the tracked "
-        "object, and move the arm there while the object is visible "
-        "(r2s2r_policy.models.reach).",
-    )
-    action_representation: Literal["absolute", "delta"] = Field(
-        default="absolute", description="Predict joint targets, or targets minus measured joints."
-    )
-    normalization: Literal["mean_std", "min_max"] = Field(
-        default="mean_std", description="State/action normalisation."
-    )
-    model: ModelConfig = Field(default_factory=ModelConfig, description="Model type + params.")
-
-
-class TrainConfig(ConfigModel):
-    """Co-training run configuration (``config/policy/cotrain.yaml``)."""
-
-    real_dataset: str | None = Field(default=None, description="Real dataset (file or dir).")
-    sim_dataset: str | None = Field(default=None, description="Simulated dataset (file or dir).")
-    sim_ratio: float = Field(
-        default=0.5, ge=0.0, le=1.0, description="Probability that a sample is drawn from sim."
-    )
-    episode_outcomes: list[EpisodeOutcome] = Field(
-        default_factory=_successes_only,
-        min_length=1,
-        description="Train only on episodes with these outcomes (failed demos teach failure).",
-    )
-    policy: PolicyOptions = Field(default_factory=PolicyOptions, description="Policy options.")
-    seed: int = Field(default=0, ge=0, description="Seed of init, sampling and augmentation.")
-    steps: int = Field(default=3000, ge=1, description="Optimizer steps in total.")
-    batch_size: int = Field(
-        default=32,
-        ge=1,
-        le=4096,
-        description="Samples per optimizer step, all processes together (under torchrun each "
-        "of N processes takes batch_size / N: N must divide it).",
-    )
-    learning_rate: float = Field(default=1e-3, gt=0.0, le=1.0, description="Peak AdamW LR.")
-    weight_decay: float = Field(default=1e-4, ge=0.0, le=1.0, description="AdamW weight decay.")
-    warmup_steps: int = Field(default=100, ge=0, description="Linear LR warm-up steps.")
-    lr_schedule: Literal["cosine", "constant"] = Field(
-        default="cosine", description="LR after warm-up: cosine decay to 0 or constant."
-    )
-    grad_clip_norm: float = Field(default=10.0, gt=0.0, description="Gradient norm clip.")
-    ema_decay: float = Field(
-        default=0.0,
-        ge=0.0,
-        lt=1.0,
-        description="Exponential moving average of the weights (Polyak averaging, as Diffusion "
-        "Policy trains): checkpoints and held-out scores use the average, decay "
-        "min(ema_decay, (1 + step) / (10 + step)) per step; the raw weights are kept for "
-        "resuming (0 = off: checkpoints hold the raw weights).",
-    )
-    fused_optimizer: bool = Field(
-        default=True,
-        description="AdamW as one fused kernel over all parameters (CPU and CUDA; ~4x faster "
-        "than the per-parameter loop on CPU). Off: torch's reference loop; the two agree to "
-        "float rounding, not bit for bit, so a run resumes with the setting it started with.",
-    )
-    device: str = Field(
-        default="auto",
-        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
-        description="Where the policy trains: auto (CUDA when available, else CPU), cpu, cuda "
-        "(under torchrun: the GPU of LOCAL_RANK) or cuda:N. CUDA is unverified on the "
-        "development machines (no GPU there).",
-    )
-    checkpoint_every_steps: int = Field(default=500, ge=1, description="Checkpoint period.")
-    keep_last_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept.")
-    num_workers: int = Field(default=0, ge=0, le=64, description="DataLoader worker processes.")
-    cache_images: bool = Field(
-        default=True,
-        description="Decode and resize every image once, into memory, before training (off: "
-        "read and resize per sample, for datasets larger than memory).",
-    )
-    image_store_dir: str | None = Field(
-        default=None,
-        description="Keep the decoded, resized images in on-disk stores under this folder, "
-        "read per batch (r2s2r_policy.data.image_store: built once per dataset and image size, "
-        "shared by every run, DDP rank and DataLoader worker on them; a process holds its "
-        "batches, not the dataset), instead of cache_images. The samples are the same bit for "
-        "bit. The experiment reads a relative folder under its own directory.",
-    )
-    num_threads: int = Field(
-        default=0, ge=0, le=256, description="torch intra-op threads (0 = torch default)."
-    )
-    log_every_steps: int = Field(default=10, ge=1, description="Progress-bar update period.")
-    validation_fraction: float = Field(
-        default=0.0,
-        ge=0.0,
-        lt=1.0,
-        description="Share of each source's episodes held out of training to measure the "
-        "learning curve on (0: none).",
-    )
-    validate_every_steps: int = Field(
-        default=250, ge=1, description="Held-out loss period (steps), with validation_fraction."
-    )
-    validation_samples: int = Field(
-        default=2048, ge=1, description="Held-out samples per source scored at each validation."
-    )
-    progress_bar: bool = Field(default=True, description="Show a tqdm bar on rank 0.")
-
-    @model_validator(mode="after")
-    def _sources_present(self) -> TrainConfig:
-        if self.sim_ratio > 0 and self.sim_dataset is None and self.real_dataset is not None:
-            raise ValueError(f"sim_ratio = {self.sim_ratio} but sim_dataset is not set")
-        if self.sim_ratio < 1 and self.real_dataset is None and self.sim_dataset is not None:
-            raise ValueError(f"sim_ratio = {self.sim_ratio} but real_dataset is not set")
-        return self
 
 
 @dataclass
@@ -289,47 +118,6 @@ class TrainResult:
     policy: Policy | None = None
 
 
-def make_spec(options: PolicyOptions, source: EpisodeSource, control_rate_hz: float) -> PolicySpec:
-    """Build the policy spec from training options and a source's names and semantics.
-
-    Belt-speed and tracked-object semantics (what made them, the track's columns) come from the
-    source; :func:`~r2s2r_policy.data.sources.check_source_features` then requires every other
-    source to agree.
-    """
-    semantics = source.semantics()
-    track_fields = list(semantics.object_track_fields) if options.use_object_track else []
-    if options.palm_object_features and not options.use_object_track:
-        raise ValueError("policy.palm_object_features needs policy.use_object_track: true")
-    if options.object_relative_reach and not options.use_object_track:
-        raise ValueError("policy.object_relative_reach needs policy.use_object_track: true")
-    if options.use_object_track and not track_fields:
-        raise MissingFeatureError(
-            [
-                f"source {source.name!r}: no tracked-object observation (obs/object_track); "
-                "regenerate or re-convert the data, or set policy.use_object_track: false"
-            ]
-        )
-    return PolicySpec(
-        images=[
-            ImageSpec(key=key, height_px=options.image_height_px, width_px=options.image_width_px)
-            for key in options.image_keys
-        ],
-        joint_names=source.joint_names,
-        action_names=source.action_names,
-        use_belt_speed=options.use_belt_speed,
-        belt_speed_source=semantics.belt_speed_source or "unknown",
-        object_track_fields=track_fields,
-        object_track_source=semantics.object_track_source if track_fields else "",
-        palm_object_features=options.palm_object_features,
-        object_relative_reach=options.object_relative_reach,
-        action_representation=options.action_representation,
-        chunk_length=options.chunk_length,
-        control_rate_hz=control_rate_hz,
-        normalization=options.normalization,
-        model=options.model,
-    )
-
-
 def learning_rate_at(config: TrainConfig, step: int) -> float:
     """Learning rate of ``step`` (warm-up, then cosine to 0 or constant)."""
     if config.warmup_steps > 0 and step < config.warmup_steps:
@@ -344,128 +132,6 @@ def learning_rate_at(config: TrainConfig, step: int) -> float:
 def step_seed(seed: int, step: int, rank: int) -> int:
     """Torch RNG seed of one step on one rank (stateless, so resume is exact)."""
     return int(np.random.SeedSequence([seed, step, rank]).generate_state(1)[0])
-
-
-def open_sources(config: TrainConfig) -> tuple[dict[str, EpisodeSource], dict[str, float]]:
-    """Open the configured real/sim datasets; returns ``(sources, weights)``.
-
-    Raises:
-        ValueError: If neither dataset is configured.
-
-    """
-    sources: dict[str, EpisodeSource] = {}
-    weights: dict[str, float] = {}
-    if config.real_dataset is not None and config.sim_ratio < 1.0:
-        sources["real"] = HDF5EpisodeSource(
-            config.real_dataset, name="real", outcomes=config.episode_outcomes
-        )
-        weights["real"] = 1.0 - config.sim_ratio
-    if config.sim_dataset is not None and config.sim_ratio > 0.0:
-        sources["sim"] = HDF5EpisodeSource(
-            config.sim_dataset, name="sim", outcomes=config.episode_outcomes
-        )
-        weights["sim"] = config.sim_ratio
-    for name, source in sources.items():
-        excluded = getattr(source, "excluded_outcomes", {})
-        if excluded:
-            _LOG.info(
-                "%s dataset: %d episodes kept (outcomes %s), left out %s",
-                name,
-                source.num_episodes(),
-                config.episode_outcomes,
-                excluded,
-            )
-    if not sources:
-        raise ValueError("training: no dataset configured (set real_dataset and/or sim_dataset)")
-    return sources, weights
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """Return the torch device a ``TrainConfig.device`` value names on this machine.
-
-    ``auto`` is ``cuda:<local_rank>`` when this torch build sees a GPU, else ``cpu``; ``cuda``
-    is ``cuda:<local_rank>`` (one GPU per torchrun process).
-
-    Raises:
-        ValueError: If CUDA is asked for and this torch has none, or the GPU index is out of
-            range; the message says which torch build this is.
-
-    """
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if name not in ("auto", "cuda") and not name.startswith("cuda:"):
-        raise ValueError(f"device {name!r}: expected auto, cpu, cuda or cuda:N")
-    if not torch.cuda.is_available():
-        raise ValueError(
-            f"device {name!r}: this torch ({torch.__version__}, CUDA build "
-            f"{torch.version.cuda or 'none'}) sees no GPU; use device: cpu or auto"
-        )
-    index = int(name.split(":", 1)[1]) if ":" in name else local_rank
-    if index >= torch.cuda.device_count():
-        raise ValueError(
-            f"device {name!r} (local rank {local_rank}): GPU {index} requested, "
-            f"{torch.cuda.device_count()} visible"
-        )
-    return torch.device("cuda", index)
-
-
-def batch_to_device(
-    batch: dict[str, torch.Tensor], device: torch.device
-) -> dict[str, torch.Tensor]:
-    """Return the batch's tensors on ``device`` (on the CPU: the same dict, untouched)."""
-    if device.type == "cpu":
-        return batch
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
-
-
-def _distributed_context(backend: str) -> tuple[int, int, bool]:
-    """Return ``(rank, world_size, initialized_here)``, starting ``backend`` under torchrun."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return 0, 1, False
-    if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size(), False
-    dist.init_process_group(backend=backend)
-    return dist.get_rank(), dist.get_world_size(), True
-
-
-def _image_store(
-    config: TrainConfig,
-    name: str,
-    source: EpisodeSource,
-    spec: PolicySpec,
-    rank: int,
-    world_size: int,
-) -> dict[str, StoredFrames] | None:
-    """Open (rank 0 first builds) the image store of one training source, if configured.
-
-    The store's folder is named by the source, the image size and what the dataset is (its
-    path, the episodes the source keeps, the outcome filter), so every run on that data at that
-    size shares it; its manifest's identity adds the dataset files' sizes and modification
-    times, so a dataset written again finds its old store stale and rebuilds it (one line says
-    so) instead of reading it.
-    """
-    if not config.image_store_dir:
-        return None
-    dataset = config.real_dataset if name == "real" else config.sim_dataset
-    files = [Path(dataset).resolve()] if dataset is not None else []
-    if files and files[0].is_dir():
-        files = sorted(p for p in files[0].rglob("*") if p.is_file())
-    stamp = [f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
-    kept = getattr(source, "indices", None)  # an EpisodeSubset's episodes of the dataset
-    lengths = [source.episode_length(e) for e in range(source.num_episodes())]
-    what = [str(Path(dataset).resolve()) if dataset else "", source.name, kept]
-    key = hashlib.sha256(json.dumps([*what, config.episode_outcomes]).encode()).hexdigest()
-    identity = hashlib.sha256(json.dumps([stamp, *what, lengths, config.episode_outcomes]).encode())
-    size = "x".join(f"{i.height_px}" for i in spec.images[:1])
-    folder = Path(config.image_store_dir) / f"{name}-{size}px-{key[:16]}"
-    if rank == 0:
-        build_image_store(
-            source, spec, folder, identity.hexdigest(), log=lambda line: print(line, flush=True)
-        )
-    if world_size > 1:
-        dist.barrier()  # the other ranks open what rank 0 built
-    return open_image_store(folder, store_manifest(source, spec, identity.hexdigest()))
 
 
 def _validation_until(run_path: Path, step: int, rewrite: bool) -> list[dict[str, float]]:
@@ -551,7 +217,7 @@ def train(
     device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    rank, world_size, initialized_here = _distributed_context(
+    rank, world_size, initialized_here = distributed_context(
         "nccl" if device.type == "cuda" else "gloo"
     )
     if config.batch_size % world_size:
@@ -605,7 +271,9 @@ def train(
         else:
             training_sources[name] = source
     stores = {
-        name: _image_store(config, name, training_sources[name], spec, rank, world_size)
+        name: open_training_image_store(
+            config, name, training_sources[name], spec, rank, world_size
+        )
         for name in names
     }
     datasets = {
@@ -850,27 +518,11 @@ def validation_loss(
     return scores
 
 
-def source_sample_counts(sampler: MixtureSampler, count: int) -> np.ndarray:
-    """How many of the first ``count`` samples of ``sampler`` come from each source."""
-    indices = np.fromiter(
-        (index for _, index in zip(range(count), iter(sampler), strict=False)), dtype=np.int64
-    )
-    sources = np.searchsorted(sampler.offsets, indices, side="right") - 1
-    return np.bincount(sources, minlength=len(sampler.sizes))
-
-
 __all__: Sequence[str] = [
-    "PolicyOptions",
     "ResumeError",
-    "TrainConfig",
     "TrainResult",
     "WeightAverage",
-    "batch_to_device",
     "learning_rate_at",
-    "make_spec",
-    "open_sources",
-    "resolve_device",
-    "source_sample_counts",
     "step_seed",
     "train",
 ]

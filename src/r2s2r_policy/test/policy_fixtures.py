@@ -8,7 +8,7 @@ targets that only the images reveal).
 from __future__ import annotations
 
 from r2s2r_policy.data.sources import InMemoryEpisodeSource, ObservationSemantics
-from r2s2r_policy.training import PolicyOptions, TrainConfig
+from r2s2r_policy.training_config import PolicyOptions, TrainConfig
 from r2s2r_testing.episodes import (
     BELT_SPEED_SOURCE,
     IMAGE_PX,

@@ -20,7 +20,7 @@ from r2s2r_policy.data.image_store import (
     store_bytes,
     store_manifest,
 )
-from r2s2r_policy.training import make_spec
+from r2s2r_policy.training_data import make_spec
 
 
 def test_a_store_gives_the_in_memory_caches_samples_bit_for_bit(tmp_path: Path) -> None:

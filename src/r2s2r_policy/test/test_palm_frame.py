@@ -15,7 +15,8 @@ from r2s2r_policy.data.sources import InMemoryEpisodeSource
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.models.palm_frame import PALM_OBJECT_FIELDS, PalmObjectFeatures
 from r2s2r_policy.spec import PALM_OBJECT_DIM, PALM_OBJECT_KEY, PolicySpec
-from r2s2r_policy.training import make_spec, train
+from r2s2r_policy.training import train
+from r2s2r_policy.training_data import make_spec
 from r2s2r_testing.episodes import IMAGE_PX, TRACK_FIELDS
 
 

@@ -10,7 +10,7 @@ import torch
 from policy_fixtures import make_source, tiny_options
 from r2s2r_policy.data.chunks import BatchedDataset, ChunkDataset, MixtureDataset, collate_batch
 from r2s2r_policy.data.sources import HDF5EpisodeSource
-from r2s2r_policy.training import make_spec
+from r2s2r_policy.training_data import make_spec
 from r2s2r_testing.episodes import write_hdf5
 from torch.utils.data import DataLoader, default_collate
 

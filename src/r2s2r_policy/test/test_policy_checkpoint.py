@@ -13,7 +13,8 @@ from r2s2r_policy.data.chunks import ChunkDataset, compute_normalization
 from r2s2r_policy.data.sources import InMemoryEpisodeSource, MissingFeatureError
 from r2s2r_policy.models import build_policy
 from r2s2r_policy.spec import ImageSpec, RobotSpec, SpecMismatchError
-from r2s2r_policy.training import make_spec, train
+from r2s2r_policy.training import train
+from r2s2r_policy.training_data import make_spec
 from r2s2r_testing.episodes import JOINTS, TRACK_FIELDS, make_episode
 
 

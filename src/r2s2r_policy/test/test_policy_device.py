@@ -25,13 +25,10 @@ from r2s2r_policy.checkpoint import read_weights
 from r2s2r_policy.data.chunks import ChunkDataset, collate_batch, compute_normalization
 from r2s2r_policy.data.sources import InMemoryEpisodeSource
 from r2s2r_policy.models import build_policy
-from r2s2r_policy.training import (
-    TrainConfig,
-    batch_to_device,
-    make_spec,
-    resolve_device,
-    train,
-)
+from r2s2r_policy.training import train
+from r2s2r_policy.training_config import TrainConfig
+from r2s2r_policy.training_data import make_spec
+from r2s2r_policy.training_device import batch_to_device, resolve_device
 from r2s2r_testing.episodes import IMAGE_PX, TRACK_FIELDS
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten

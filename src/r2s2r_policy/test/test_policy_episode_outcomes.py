@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from r2s2r_policy.data.sources import HDF5EpisodeSource
-from r2s2r_policy.training import TrainConfig, open_sources
+from r2s2r_policy.training_config import TrainConfig
+from r2s2r_policy.training_data import open_sources
 from r2s2r_testing.episodes import synthetic_episode, write_episodes
 
 

@@ -14,7 +14,8 @@ from r2s2r_policy.models.conv_keypoint import (
     standardize_images,
 )
 from r2s2r_policy.spec import ModelConfig
-from r2s2r_policy.training import make_spec, train
+from r2s2r_policy.training import train
+from r2s2r_policy.training_data import make_spec
 from r2s2r_testing.episodes import IMAGE_PX, JOINTS, make_episode
 
 

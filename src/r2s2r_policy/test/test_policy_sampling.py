@@ -3,7 +3,7 @@ import pytest
 from r2s2r_policy.data.chunks import action_chunk
 from r2s2r_policy.normalization import RunningStats
 from r2s2r_policy.sampling import MixtureSampler
-from r2s2r_policy.training import source_sample_counts
+from r2s2r_policy.training_data import source_sample_counts
 
 
 @pytest.mark.parametrize("sim_ratio", [0.5, 0.2, 0.9])
