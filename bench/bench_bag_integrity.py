@@ -64,7 +64,7 @@ def main() -> None:
     from r2s2r_recorder.bag_reading import check_bag_integrity
     from r2s2r_recorder.config import ConversionConfig
 
-    from r2s2r_recorder import bag_reading, bag_to_dataset
+    from r2s2r_recorder import bag_converter, bag_reading, bag_to_dataset
 
     work = Path(tempfile.mkdtemp(prefix="bench_bag_integrity_"))
     write_cpu = {True: 0.0, False: 0.0}
@@ -83,7 +83,7 @@ def main() -> None:
 
     def convert(checks: bool, run: int) -> None:
         bags = on_bags if checks else off_bags
-        bag_to_dataset.open_reader = checked_open if checks else unchecked_open  # type: ignore[assignment]
+        bag_converter.open_reader = checked_open if checks else unchecked_open  # type: ignore[assignment]
         out = work / f"ds_{'on' if checks else 'off'}_{run}.hdf5"
         wall, started = time.perf_counter(), time.process_time()
         summary = bag_to_dataset.convert_bags(bags, out, config)
@@ -98,7 +98,7 @@ def main() -> None:
     for run in range(args.repeats):
         for checks in (True, False) if run % 2 else (False, True):
             convert(checks, run)
-    bag_to_dataset.open_reader = checked_open  # type: ignore[assignment]
+    bag_converter.open_reader = checked_open  # type: ignore[assignment]
     cost = 100.0 * (1.0 - cpu[False] / cpu[True])
 
     started = time.process_time()

@@ -49,7 +49,8 @@ def run_recording(
     trials: int, real_time_factor: float, twin: str, out_dir: Path, launch_args: list[str]
 ) -> dict:
     """Record ``trials`` takes (seeds 0..) with ``record_demos``; return its manifest."""
-    from r2s2r_recorder.demos import RecordDemosConfig, quiet_console
+    from r2s2r_recorder.demos import quiet_console
+    from r2s2r_recorder.demos_config import RecordDemosConfig
 
     from r2s2r.pipeline.demos import record_demos_on_twin
 

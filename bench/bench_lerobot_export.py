@@ -17,7 +17,8 @@ from pathlib import Path
 
 import benchlib
 from r2s2r_recorder.dataset import EpisodeDataset
-from r2s2r_recorder.lerobot_export import LeRobotExportConfig, export_lerobot
+from r2s2r_recorder.lerobot_config import LeRobotExportConfig
+from r2s2r_recorder.lerobot_export import export_lerobot
 
 CODECS: dict[str, LeRobotExportConfig] = {
     "av1": LeRobotExportConfig(codec="av1"),

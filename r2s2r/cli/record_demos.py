@@ -10,12 +10,8 @@ import sys
 from pathlib import Path
 
 import click
-from r2s2r_recorder.demos import (
-    MAX_DOMAIN_ID,
-    RecordDemosConfig,
-    RecordDemosError,
-    quiet_console,
-)
+from r2s2r_recorder.demos import quiet_console
+from r2s2r_recorder.demos_config import MAX_DOMAIN_ID, RecordDemosConfig, RecordDemosError
 
 from r2s2r.cli.grounded_cell import artifact_option, grounded_arguments
 from r2s2r.pipeline.demos import record_demos_on_twin

@@ -1,8 +1,8 @@
 """The ``record_demos`` graph under the one supervisor: what ``r2s2r record-demos`` records with.
 
-:func:`run_record_graph` is the :data:`r2s2r_recorder.demos.RecordGraph` the bring-up gives the
-recorder's procedure (:func:`r2s2r_recorder.demos.record_demos`): it starts the graph through
-:class:`r2s2r.supervisor.GraphSupervisor` in the given ROS domain and waits until the
+:func:`run_record_graph` is the :data:`r2s2r_recorder.demos_graph.RecordGraph` the bring-up
+gives the recorder's procedure (:func:`r2s2r_recorder.demos.record_demos`): it starts the graph
+through :class:`r2s2r.supervisor.GraphSupervisor` in the given ROS domain and waits until the
 demonstrator has run its trials (the required node that ends the graph), the wall-clock limit,
 or SIGINT/SIGTERM.
 """
@@ -18,13 +18,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from r2s2r_common.ros_domain import discovery_range
-from r2s2r_recorder.demos import (
-    GRAPH_NAME,
-    GraphRun,
-    RecordDemosConfig,
-    RecordDemosResult,
-    record_demos,
-)
+from r2s2r_recorder.demos import RecordDemosResult, record_demos
+from r2s2r_recorder.demos_config import RecordDemosConfig
+from r2s2r_recorder.demos_graph import GRAPH_NAME, GraphRun
 
 from r2s2r.graph import load_graph, resolve_graph
 from r2s2r.supervisor import GraphSupervisor, check_artifact_arguments

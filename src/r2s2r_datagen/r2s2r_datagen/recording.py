@@ -2,7 +2,7 @@
 
 :class:`RecordingBackend` wraps a simulator backend. A generator drives it exactly like the
 backend (``reset``, ``command_trajectory``, ``step``...); every ``1 / rate_hz`` of simulated
-time it samples one frame, the way :mod:`r2s2r_recorder.bag_to_dataset` builds the real
+time it samples one frame, the way :mod:`r2s2r_recorder.bag_converter` builds the real
 dataset from a bag:
 
 - observations at frame time ``t``: head and hand camera RGB (rendered with the world's

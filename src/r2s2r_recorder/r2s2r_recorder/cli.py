@@ -206,7 +206,8 @@ def export_lerobot_cmd(
     """
     from r2s2r_common.console import progress_reporter
 
-    from .lerobot_export import LeRobotExportConfig, check_output, export_lerobot
+    from .lerobot_config import LeRobotExportConfig
+    from .lerobot_export import check_output, export_lerobot
 
     config = LeRobotExportConfig(
         codec=codec,  # type: ignore[arg-type]

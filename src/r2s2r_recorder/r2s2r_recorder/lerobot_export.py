@@ -1,24 +1,10 @@
 """Export an episode dataset (robomimic-style HDF5) to LeRobot's v3.0 dataset layout.
 
-The layout written (as LeRobot's ``LeRobotDataset`` reads it, codebase version ``v3.0``)::
+The layout and its columns are :mod:`.lerobot_format`'s, the stats :mod:`.lerobot_stats`'s, and
+the files are written by :mod:`.lerobot_files`; the settings are
+:class:`~r2s2r_recorder.lerobot_config.LeRobotExportConfig`.
 
-    OUT/meta/info.json                              fps, features, chunking, paths
-    OUT/meta/stats.json                             per feature: min max mean std count q01..q99
-    OUT/meta/tasks.parquet                          index: task string; column task_index
-    OUT/meta/episodes/chunk-000/file-000.parquet    one row per episode (ranges, files, stats)
-    OUT/data/chunk-000/file-000.parquet             one row per frame (states, actions, indices)
-    OUT/videos/observation.images.<camera>/chunk-000/file-000.mp4   episodes back to back
-    OUT/README.md                                   what was exported, co-training weights
-
-Episodes are concatenated into a data file and, per camera, a video file until the file passes
-``data_file_size_mb`` / ``video_file_size_mb``; a chunk holds ``chunk_size`` files. An episode's
-frames sit in its video file from ``videos/<key>/from_timestamp`` on, frame ``i`` at
-``from_timestamp + i / fps``; the ``timestamp`` column is ``frame_index / fps`` (the recorded
-times are kept as ``r2s2r.timestamp_s``).
-
-Videos are AV1 (SVT-AV1, LeRobot's default: crf 30, a key frame every 2 frames) or H.264;
-``lossless`` writes H.264 in RGB at qp 0 (``libx264rgb``), which decodes to the recorded pixels
-bit for bit. LeRobot has no per-dataset sampling weight: the export's README and
+LeRobot has no per-dataset sampling weight: the export's README and
 ``info.json["r2s2r"]["co_training"]`` say how to reproduce the workspace's ``sim_ratio``.
 
 The export is written into ``.OUT.partial`` beside ``OUT`` and renamed when complete, so ``OUT``
@@ -27,91 +13,51 @@ is either absent or whole. Nothing here imports rclpy, torch or LeRobot.
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
-from r2s2r_common.config import ConfigModel
 
 from .dataset import (
     CAMERA_KEYS,
-    DatasetError,
     Episode,
     EpisodeDataset,
     EpisodeMetadata,
     partial_path,
 )
-
-CODEBASE_VERSION = "v3.0"
-"""LeRobot dataset format version written (``info.json["codebase_version"]``)."""
-CHUNK_FILE = "chunk-{chunk_index:03d}/file-{file_index:03d}"
-DATA_PATH = "data/" + CHUNK_FILE + ".parquet"
-VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE + ".mp4"
-EPISODES_PATH = "meta/episodes/" + CHUNK_FILE + ".parquet"
-INFO_PATH = "meta/info.json"
-STATS_PATH = "meta/stats.json"
-TASKS_PATH = "meta/tasks.parquet"
-README_NAME = "README.md"
-QUANTILES: tuple[float, ...] = (0.01, 0.10, 0.50, 0.90, 0.99)
-"""Quantiles in the stats (LeRobot's ``q01`` ... ``q99``)."""
-
-STATE_KEY = "observation.state"
-ACTION_KEY = "action"
-RECORDED_TIME_KEY = "r2s2r.timestamp_s"
-IMAGE_FEATURE_PREFIX = "observation.images."
-_INDEX_KEYS = ("frame_index", "episode_index", "index", "task_index")
-
-Codec = Literal["av1", "h264"]
-_ENCODERS: dict[str, str] = {"av1": "libsvtav1", "h264": "libx264"}
-_DEFAULT_CRF: dict[str, int] = {"av1": 30, "h264": 23}
-
-
-class ExportError(DatasetError):
-    """The export cannot be made: its output is in the way, or the input cannot be exported."""
-
-
-class LeRobotExportConfig(ConfigModel):
-    """How ``r2s2r dataset export-lerobot`` writes a LeRobot v3.0 dataset."""
-
-    codec: Codec = Field(
-        default="av1", description="Video codec: 'av1' (SVT-AV1, LeRobot's default) or 'h264'."
-    )
-    lossless: bool = Field(
-        default=False,
-        description="Write H.264 in RGB at qp 0 (libx264rgb): frames decode bit for bit, files "
-        "are several times larger; overrides codec and crf.",
-    )
-    crf: int | None = Field(
-        default=None, ge=0, le=63, description="Constant rate factor (None: 30 for av1, 23 h264)."
-    )
-    gop_frames: int = Field(
-        default=2, ge=1, le=600, description="Frames between key frames (LeRobot uses 2)."
-    )
-    chunk_size: int = Field(default=1000, ge=1, description="Files per chunk folder.")
-    data_file_size_mb: float = Field(
-        default=100.0, gt=0.0, description="A data file is closed once it passes this size (MB)."
-    )
-    video_file_size_mb: float = Field(
-        default=200.0, gt=0.0, description="A video file is closed once it passes this size (MB)."
-    )
-    robot_type: str = Field(default="r2s2r_cell", description="info.json robot_type.")
-    sim_ratio: float | None = Field(
-        default=None,
-        ge=0.0,
-        le=1.0,
-        description="The co-training sim_ratio to spell out as per-frame weights in the export's "
-        "README and info.json (None: the formula only).",
-    )
+from .lerobot_config import LeRobotExportConfig
+from .lerobot_files import (
+    TableWriter,
+    VideoWriter,
+    arrow_column,
+    episode_row_table,
+    write_json,
+    write_tasks,
+)
+from .lerobot_format import (
+    CODEBASE_VERSION,
+    DATA_PATH,
+    EPISODES_PATH,
+    INDEX_KEYS,
+    INFO_PATH,
+    README_NAME,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    Column,
+    ExportError,
+    camera_feature,
+    column_specs,
+    episode_columns,
+    video_feature_key,
+)
+from .lerobot_stats import array_stats, histogram_stats, image_histogram, jsonable
 
 
 @dataclass
@@ -145,319 +91,6 @@ class ExportSummary:
             f"{self.frames} frames ({sources}), {self.video_codec} video, "
             f"{self.bytes_written / 1e6:.1f} MB in {self.seconds:.1f} s"
         )
-
-
-# --- stats ------------------------------------------------------------------------------------
-
-
-def _array_stats(values: np.ndarray) -> dict[str, np.ndarray]:
-    """Stats over axis 0 of a (N, ...) array (exact quantiles), LeRobot's keys."""
-    data = values.astype(np.float64)
-    stats = {
-        "min": data.min(axis=0),
-        "max": data.max(axis=0),
-        "mean": data.mean(axis=0),
-        "std": data.std(axis=0),
-        "count": np.array([data.shape[0]]),
-    }
-    quantiles = np.quantile(data, QUANTILES, axis=0)
-    for q, value in zip(QUANTILES, quantiles, strict=True):
-        stats[f"q{round(q * 100):02d}"] = value
-    return stats
-
-
-def _image_histogram(images: np.ndarray) -> np.ndarray:
-    """Per-channel 256-bin histogram of uint8 (T, H, W, 3) images: int64 (3, 256)."""
-    return np.stack(
-        [np.bincount(images[..., c].ravel(), minlength=256) for c in range(images.shape[-1])]
-    ).astype(np.int64)
-
-
-def _histogram_stats(histogram: np.ndarray, count: int) -> dict[str, np.ndarray]:
-    """Per-channel stats of pixel values in [0, 1] from (C, 256) histograms, shape (C, 1, 1).
-
-    Exact: every pixel is counted (LeRobot samples frames); quantiles are the smallest value
-    whose cumulative share reaches q. ``count`` is the number of frames, as LeRobot counts.
-    """
-    levels = np.arange(256, dtype=np.float64) / 255.0
-    totals = histogram.sum(axis=1).astype(np.float64)
-    mean = (histogram * levels).sum(axis=1) / totals
-    var = (histogram * levels**2).sum(axis=1) / totals - mean**2
-    present = histogram > 0
-    cumulative = np.cumsum(histogram, axis=1) / totals[:, None]
-    stats = {
-        "min": np.array([levels[np.argmax(row)] for row in present]),
-        "max": np.array([levels[255 - np.argmax(row[::-1])] for row in present]),
-        "mean": mean,
-        "std": np.sqrt(np.maximum(var, 0.0)),
-    }
-    for q in QUANTILES:
-        stats[f"q{round(q * 100):02d}"] = np.array(
-            [levels[int(np.searchsorted(row, q - 1e-12))] for row in cumulative]
-        )
-    shaped = {k: v.reshape(-1, 1, 1) for k, v in stats.items()}
-    shaped["count"] = np.array([count])
-    return shaped
-
-
-def _jsonable(stats: dict[str, np.ndarray]) -> dict[str, Any]:
-    return {k: np.asarray(v).tolist() for k, v in stats.items()}
-
-
-# --- features ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Column:
-    """A per-frame feature of the data files: its LeRobot name, dtype, shape and names."""
-
-    key: str
-    dtype: str
-    shape: tuple[int, ...]
-    names: list[str] | None
-
-    def spec(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": list(self.shape), "names": self.names}
-
-
-def _episode_columns(episode: Episode) -> dict[str, np.ndarray]:
-    """One episode's per-frame arrays by LeRobot feature name (no videos, no index columns)."""
-    n = episode.num_frames
-    columns: dict[str, np.ndarray] = {
-        STATE_KEY: episode.joint_pos_rad.astype(np.float32),
-        "observation.belt_speed_mps": episode.belt_speed_mps.reshape(n).astype(np.float32),
-    }
-    if episode.object_pose is not None and episode.object_pose_valid is not None:
-        columns["observation.object_pose"] = episode.object_pose.astype(np.float32)
-        columns["observation.object_pose_valid"] = episode.object_pose_valid.reshape(n).astype(
-            np.bool_
-        )
-    for key, values in sorted(episode.extra_obs.items()):
-        if values.ndim > 2:
-            raise ExportError(
-                f"obs/{key}: per-frame shape {values.shape[1:]} is not a vector (only the "
-                f"cameras {list(CAMERA_KEYS)} are exported as videos)"
-            )
-        columns[f"observation.{key}"] = (
-            values.reshape(n) if values.ndim == 2 and values.shape[1] == 1 else values
-        )
-    columns[ACTION_KEY] = episode.actions.astype(np.float32)
-    # float32: LeRobot hands every number to torch as float32 (float64 columns included).
-    columns[RECORDED_TIME_KEY] = episode.timestamps_s.astype(np.float32)
-    return columns
-
-
-def _column_specs(columns: dict[str, np.ndarray], metadata: EpisodeMetadata) -> dict[str, _Column]:
-    names: dict[str, list[str]] = {
-        STATE_KEY: list(metadata.joint_names),
-        ACTION_KEY: list(metadata.action_names),
-        "observation.object_pose": ["x_m", "y_m", "z_m", "qx", "qy", "qz", "qw"],
-    }
-    if metadata.object_track_fields:
-        names["observation.object_track"] = list(metadata.object_track_fields)
-    specs = {}
-    for key, values in columns.items():
-        shape = (1,) if values.ndim == 1 else tuple(int(d) for d in values.shape[1:])
-        specs[key] = _Column(key, str(values.dtype), shape, names.get(key))
-    return specs
-
-
-def _camera_feature(key: str, shape: tuple[int, ...], video_info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dtype": "video",
-        "shape": list(shape),
-        "names": ["height", "width", "channels"],
-        "info": video_info,
-    }
-
-
-def video_feature_key(camera_key: str) -> str:
-    """LeRobot feature name of a camera image key: ``observation.images.<camera>``."""
-    return IMAGE_FEATURE_PREFIX + camera_key.removesuffix("_rgb")
-
-
-# --- writers ----------------------------------------------------------------------------------
-
-
-def _file_position(counter: int, chunk_size: int) -> tuple[int, int]:
-    return counter // chunk_size, counter % chunk_size
-
-
-class _VideoWriter:
-    """One camera's video files: episodes encoded back to back, a new file past the size limit."""
-
-    def __init__(self, root: Path, video_key: str, fps: int, config: LeRobotExportConfig) -> None:
-        self.root = root
-        self.video_key = video_key
-        self.fps = fps
-        self.config = config
-        self.file_counter = 0
-        self._container: Any = None
-        self._stream: Any = None
-        self._path: Path | None = None
-        self._frames_in_file = 0
-        self.frame_shape: tuple[int, ...] | None = None
-
-    @property
-    def encoder(self) -> tuple[str, str, dict[str, str]]:
-        """``(encoder name, pixel format, options)``."""
-        cfg = self.config
-        if cfg.lossless:
-            return "libx264rgb", "rgb24", {"qp": "0", "g": str(cfg.gop_frames), "preset": "fast"}
-        crf = cfg.crf if cfg.crf is not None else _DEFAULT_CRF[cfg.codec]
-        options = {"crf": str(crf), "g": str(cfg.gop_frames)}
-        if cfg.codec == "av1":
-            options["preset"] = "12"
-        return _ENCODERS[cfg.codec], "yuv420p", options
-
-    def _open(self) -> None:
-        import av
-
-        chunk, index = _file_position(self.file_counter, self.config.chunk_size)
-        self._path = self.root / VIDEO_PATH.format(
-            video_key=self.video_key, chunk_index=chunk, file_index=index
-        )
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        name, pix_fmt, options = self.encoder
-        assert self.frame_shape is not None
-        height, width = self.frame_shape[:2]
-        if pix_fmt == "yuv420p" and (height % 2 or width % 2):
-            raise ExportError(
-                f"{self.video_key}: {width}x{height} px images cannot be encoded in yuv420p "
-                "(odd size); export with --lossless (RGB, any size)"
-            )
-        # SVT-AV1 prints its banner at info level unless told otherwise.
-        os.environ.setdefault("SVT_LOG", "1")
-        logging.getLogger("libav").setLevel(logging.ERROR)
-        self._container = av.open(str(self._path), "w", format="mp4")
-        stream = self._container.add_stream(name, rate=self.fps, options=options)
-        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        self._stream = stream
-        self._frames_in_file = 0
-
-    def add_episode(self, images: np.ndarray) -> dict[str, float | int]:
-        """Encode one episode's uint8 (T, H, W, 3) frames; return its episode-row entries."""
-        import av
-
-        if self.frame_shape is None:
-            self.frame_shape = tuple(int(d) for d in images.shape[1:])
-        elif tuple(images.shape[1:]) != self.frame_shape:
-            raise ExportError(
-                f"{self.video_key}: frames of shape {tuple(images.shape[1:])} after episodes of "
-                f"{self.frame_shape} (one video feature has one shape)"
-            )
-        if self._container is None:
-            self._open()
-        chunk, index = _file_position(self.file_counter, self.config.chunk_size)
-        start = self._frames_in_file
-        time_base = Fraction(1, self.fps)
-        for image in images:
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-            frame.pts = self._frames_in_file
-            frame.time_base = time_base
-            for packet in self._stream.encode(frame):
-                self._container.mux(packet)
-            self._frames_in_file += 1
-        entry: dict[str, float | int] = {
-            f"videos/{self.video_key}/chunk_index": chunk,
-            f"videos/{self.video_key}/file_index": index,
-            f"videos/{self.video_key}/from_timestamp": start / self.fps,
-            f"videos/{self.video_key}/to_timestamp": self._frames_in_file / self.fps,
-        }
-        assert self._path is not None
-        # The muxer writes nothing until the encoder's first packets: no file yet is size 0.
-        written = self._path.stat().st_size if self._path.exists() else 0
-        if written > self.config.video_file_size_mb * 1e6:
-            self.close()
-            self.file_counter += 1
-        return entry
-
-    def close(self) -> None:
-        """Flush the encoder and close the current file."""
-        if self._container is not None:
-            for packet in self._stream.encode():
-                self._container.mux(packet)
-            self._container.close()
-            self._container = None
-
-    def video_info(self) -> dict[str, Any]:
-        """LeRobot's ``features[key]["info"]`` of the first file, read back from it."""
-        import av
-
-        path = self.root / VIDEO_PATH.format(video_key=self.video_key, chunk_index=0, file_index=0)
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            return {
-                "video.height": stream.height,
-                "video.width": stream.width,
-                "video.codec": stream.codec.canonical_name,
-                "video.pix_fmt": stream.pix_fmt,
-                "video.is_depth_map": False,
-                "video.fps": self.fps,
-                "video.channels": 3,
-                "has_audio": False,
-            }
-
-
-class _TableWriter:
-    """Rows into parquet files of one kind (data or episodes), a new file past the size limit."""
-
-    def __init__(self, root: Path, template: str, max_mb: float, chunk_size: int) -> None:
-        self.root = root
-        self.template = template
-        self.max_bytes = max_mb * 1e6
-        self.chunk_size = chunk_size
-        self.file_counter = 0
-        self._writer: Any = None
-        self._bytes = 0
-
-    def position(self) -> tuple[int, int]:
-        """``(chunk_index, file_index)`` the next rows go to."""
-        return _file_position(self.file_counter, self.chunk_size)
-
-    def write(self, table: Any) -> None:
-        import pyarrow.parquet as pq
-
-        if self._writer is not None and not self._writer.schema.equals(table.schema):
-            raise ExportError(
-                f"{self.template}: rows with columns {table.schema.names} after rows with "
-                f"{self._writer.schema.names} (every episode must have the same features)"
-            )
-        if self._writer is None:
-            chunk, index = self.position()
-            path = self.root / self.template.format(chunk_index=chunk, file_index=index)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(str(path), table.schema, compression="snappy")
-            self._bytes = 0
-        self._writer.write_table(table)
-        self._bytes += int(table.nbytes)
-        if self._bytes > self.max_bytes:
-            self.close()
-            self.file_counter += 1
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-def _arrow_column(values: np.ndarray) -> Any:
-    """Return a per-frame array as an Arrow column: scalars, or fixed-size lists for vectors."""
-    import pyarrow as pa
-
-    if values.ndim == 1:
-        return pa.array(values)
-    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-    return pa.FixedSizeListArray.from_arrays(flat, int(np.prod(values.shape[1:])))
-
-
-def _episode_row_table(row: dict[str, Any]) -> Any:
-    import pyarrow as pa
-
-    return pa.table({key: [value] for key, value in row.items()})
-
-
-# --- export -----------------------------------------------------------------------------------
 
 
 def _integer_fps(metadata: EpisodeMetadata, where: str) -> int:
@@ -529,7 +162,7 @@ def _readme(info: dict[str, Any], source: Path, episodes_per_source: dict[str, i
         "```",
         "",
         "Features: "
-        + ", ".join(f"`{k}`" for k in info["features"] if k not in ("timestamp", *_INDEX_KEYS))
+        + ", ".join(f"`{k}`" for k in info["features"] if k not in ("timestamp", *INDEX_KEYS))
         + ". `timestamp` is `frame_index / fps`; the recorded times are `r2s2r.timestamp_s`.",
         "",
         "## Co-training weights",
@@ -636,10 +269,10 @@ def _write(
 ) -> tuple[int, int, str, dict[str, int]]:
     fps = _integer_fps(dataset.metadata(0), dataset.where(0))
     video_keys = {camera: video_feature_key(camera) for camera in CAMERA_KEYS}
-    videos = {camera: _VideoWriter(root, key, fps, cfg) for camera, key in video_keys.items()}
-    data_writer = _TableWriter(root, DATA_PATH, cfg.data_file_size_mb, cfg.chunk_size)
-    episode_writer = _TableWriter(root, EPISODES_PATH, cfg.data_file_size_mb, cfg.chunk_size)
-    specs: dict[str, _Column] | None = None
+    videos = {camera: VideoWriter(root, key, fps, cfg) for camera, key in video_keys.items()}
+    data_writer = TableWriter(root, DATA_PATH, cfg.data_file_size_mb, cfg.chunk_size)
+    episode_writer = TableWriter(root, EPISODES_PATH, cfg.data_file_size_mb, cfg.chunk_size)
+    specs: dict[str, Column] | None = None
     tasks: dict[str, int] = {}
     low_dim: dict[str, list[np.ndarray]] = {}
     histograms = {camera: np.zeros((3, 256), dtype=np.int64) for camera in CAMERA_KEYS}
@@ -655,8 +288,8 @@ def _write(
                     f"{where}: control_rate_hz = {meta.control_rate_hz}, the first episode's is "
                     f"{fps} (one LeRobot dataset has one fps)"
                 )
-            columns = _episode_columns(episode)
-            episode_specs = _column_specs(columns, meta)
+            columns = episode_columns(episode)
+            episode_specs = column_specs(columns, meta)
             if specs is None:
                 specs = episode_specs
             elif episode_specs != specs:
@@ -677,7 +310,7 @@ def _write(
             import pyarrow as pa
 
             data_chunk, data_file = data_writer.position()
-            data_writer.write(pa.table({k: _arrow_column(v) for k, v in columns.items()}))
+            data_writer.write(pa.table({k: arrow_column(v) for k, v in columns.items()}))
             row: dict[str, Any] = {
                 "episode_index": index,
                 "tasks": [meta.task],
@@ -691,21 +324,21 @@ def _write(
             for camera, writer in videos.items():
                 images = episode.images[camera]
                 row.update(writer.add_episode(images))
-                histogram = _image_histogram(images)
+                histogram = image_histogram(images)
                 histograms[camera] += histogram
-                stats[video_keys[camera]] = _histogram_stats(histogram, n)
+                stats[video_keys[camera]] = histogram_stats(histogram, n)
             meta_chunk, meta_file = episode_writer.position()
             row["meta/episodes/chunk_index"] = meta_chunk
             row["meta/episodes/file_index"] = meta_file
             for name in ("source", "behavior_source", "outcome", "object_type", "world_config_id"):
                 row[f"r2s2r/{name}"] = str(getattr(meta, name))
             for key, values in columns.items():
-                stats[key] = _array_stats(values)
+                stats[key] = array_stats(values)
                 low_dim.setdefault(key, []).append(values)
             for key, feature_stats in stats.items():
                 for stat, value in feature_stats.items():
                     row[f"stats/{key}/{stat}"] = np.asarray(value).tolist()
-            episode_writer.write(_episode_row_table(row))
+            episode_writer.write(episode_row_table(row))
             total += n
             episodes_per_source[meta.source] += 1
             frames_per_source[meta.source] += n
@@ -722,17 +355,17 @@ def _write(
     global_stats: dict[str, Any] = {}
     for camera, writer in videos.items():
         assert writer.frame_shape is not None
-        features[video_keys[camera]] = _camera_feature(
+        features[video_keys[camera]] = camera_feature(
             video_keys[camera], writer.frame_shape, writer.video_info()
         )
-        global_stats[video_keys[camera]] = _jsonable(_histogram_stats(histograms[camera], total))
+        global_stats[video_keys[camera]] = jsonable(histogram_stats(histograms[camera], total))
     for key, spec in specs.items():
         features[key] = spec.spec()
     features["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
-    for key in _INDEX_KEYS:
+    for key in INDEX_KEYS:
         features[key] = {"dtype": "int64", "shape": [1], "names": None}
     for key, parts in low_dim.items():
-        global_stats[key] = _jsonable(_array_stats(np.concatenate(parts)))
+        global_stats[key] = jsonable(array_stats(np.concatenate(parts)))
     codec = str(features[video_keys[CAMERA_KEYS[0]]]["info"]["video.codec"])
     info: dict[str, Any] = {
         "codebase_version": CODEBASE_VERSION,
@@ -755,56 +388,8 @@ def _write(
             "export_config": cfg.model_dump(),
         },
     }
-    _write_json(root / INFO_PATH, info)
-    _write_json(root / STATS_PATH, global_stats)
-    _write_tasks(root / TASKS_PATH, tasks)
+    write_json(root / INFO_PATH, info)
+    write_json(root / STATS_PATH, global_stats)
+    write_tasks(root / TASKS_PATH, tasks)
     (root / README_NAME).write_text(_readme(info, source, dict(episodes_per_source)))
     return len(dataset), total, codec, dict(sorted(frames_per_source.items()))
-
-
-def _write_json(path: Path, content: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(content, indent=4) + "\n")
-
-
-def _write_tasks(path: Path, tasks: dict[str, int]) -> None:
-    """``meta/tasks.parquet`` as pandas writes a frame indexed by task with a task_index column.
-
-    LeRobot reads it with ``pandas.read_parquet``; the ``pandas`` schema metadata makes the
-    ``task`` column the frame's index, as LeRobot expects (written without pandas, which the
-    workspace does not need).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    names = list(tasks)
-    pandas_meta = {
-        "index_columns": ["task"],
-        "column_indexes": [],
-        "columns": [
-            {
-                "name": "task_index",
-                "field_name": "task_index",
-                "pandas_type": "int64",
-                "numpy_type": "int64",
-                "metadata": None,
-            },
-            {
-                "name": "task",
-                "field_name": "task",
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
-        ],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    table = pa.table(
-        {
-            "task_index": pa.array([tasks[name] for name in names], type=pa.int64()),
-            "task": pa.array(names, type=pa.string()),
-        }
-    ).replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, str(path))

@@ -6,13 +6,10 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from r2s2r_recorder.bag_to_dataset import (
-    BagConverter,
-    EpisodesPresentError,
-    bag_content_hash,
-    convert_bags,
-)
+from r2s2r_recorder.bag_converter import BagConverter
+from r2s2r_recorder.bag_to_dataset import bag_content_hash, convert_bags
 from r2s2r_recorder.config import ConversionConfig
+from r2s2r_recorder.conversion_summary import EpisodesPresentError
 from r2s2r_recorder.dataset import (
     DATA_GROUP,
     EpisodeDataset,

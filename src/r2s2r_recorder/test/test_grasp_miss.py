@@ -15,7 +15,7 @@ from r2s2r_common.topics import OBJECT_TRACKS
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_recorder.bag_format import EpisodeInfo
 from r2s2r_recorder.bag_writer import EpisodeBagWriter
-from r2s2r_recorder.demos import TakeRecord, with_grasp_misses
+from r2s2r_recorder.demos_takes import TakeRecord, with_grasp_misses
 from r2s2r_recorder.grasp_miss import (
     CLOSURE_JOINTS,
     GraspMiss,

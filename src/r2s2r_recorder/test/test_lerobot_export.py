@@ -19,13 +19,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from r2s2r_recorder.dataset import CAMERA_KEYS, EpisodeDataset, partial_path
-from r2s2r_recorder.lerobot_export import (
-    CODEBASE_VERSION,
-    ExportError,
-    LeRobotExportConfig,
-    export_lerobot,
-    video_feature_key,
-)
+from r2s2r_recorder.lerobot_config import LeRobotExportConfig
+from r2s2r_recorder.lerobot_export import export_lerobot
+from r2s2r_recorder.lerobot_format import CODEBASE_VERSION, ExportError, video_feature_key
 from r2s2r_testing.episodes import TRACK_FIELDS, synthetic_episode, write_episodes
 
 LEROBOT_PYTHON_ENV = "R2S2R_LEROBOT_PYTHON"

@@ -6,13 +6,9 @@ from pathlib import Path
 
 import pytest
 from r2s2r_common.config import ConfigError, parse_config
-from r2s2r_recorder.demos import (
-    RecordDemosConfig,
-    TakeRecord,
-    recording_identity,
-    take_summary,
-    takes_to_convert,
-)
+from r2s2r_recorder.demos import recording_identity
+from r2s2r_recorder.demos_config import RecordDemosConfig
+from r2s2r_recorder.demos_takes import TakeRecord, take_summary, takes_to_convert
 
 
 def _config(**values: object) -> RecordDemosConfig:

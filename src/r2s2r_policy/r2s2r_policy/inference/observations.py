@@ -9,7 +9,7 @@ Two clocks: every value keeps the engine-clock time it was *received* (freshness
 its *source stamp*, the cell time it was taken (a message's ``header.stamp``; the receive time
 when none is given). Source stamps say which camera frame an input belongs to: a datasets'
 observation at tick ``t`` holds, per stream, the latest sample stamped at or before ``t``
-(``r2s2r_recorder.bag_to_dataset``), so the engine waits until the tracker's output for the
+(``r2s2r_recorder.bag_converter``), so the engine waits until the tracker's output for the
 newest frame has arrived before it infers (:meth:`ObservationBuffer.tracks_caught_up`).
 """
 

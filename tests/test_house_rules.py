@@ -1,0 +1,296 @@
+"""The tree's house rules, read from the source: each fails when a change breaks it again.
+
+- no module of a package over :data:`MAX_MODULE_LINES` lines (split by concern instead);
+- no ``sys.path`` edit anywhere (packages are installed, or put on ``PYTHONPATH`` by
+  ``scripts/env.sh``);
+- every rclpy QoS profile is built in ``r2s2r_common.ros.qos`` (a profile two nodes must agree
+  on is then written once);
+- the ROS-free cores import no rclpy: only the ROS edges (:func:`is_ros_edge`) do, and a core
+  module never imports an edge;
+- the package graph drawn in ``docs/architecture.md`` is the code's.
+
+Each check is a function over files, run on the workspace and, in its own test, on a planted
+violation, so a rule that stopped finding anything would fail too.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+from test_import_graph import imported_names, imported_packages, modules, packages
+
+REPO = Path(__file__).resolve().parents[1]
+
+MAX_MODULE_LINES = 800
+"""Longest module of a package (lines)."""
+
+ROS_RUNTIME = ("rclpy", "launch", "launch_ros", "tf2_ros", "rosbag2_py")
+"""Top-level modules that need a running ROS: only the edges import them."""
+
+QOS_HOME = "r2s2r_common.ros.qos"
+"""The one module that builds QoS profiles."""
+
+
+def package_modules() -> Iterator[tuple[str, Path]]:
+    """(dotted module, file) of every module of every package (tests are not modules)."""
+    for name, folder in packages().items():
+        yield from modules(name, folder).items()
+
+
+def python_sources() -> list[Path]:
+    """Every Python file of the workspace: packages, their tests, tests/, bench/, scripts/."""
+    roots = [REPO / "r2s2r", REPO / "tests", REPO / "bench", REPO / "scripts"]
+    roots += sorted(path for path in (REPO / "src").iterdir() if path.is_dir())
+    return sorted(path for root in roots for path in root.rglob("*.py"))
+
+
+def long_modules(files: Iterable[tuple[str, Path]], limit: int) -> list[str]:
+    """``module (N lines)`` for each file longer than ``limit`` lines."""
+    found = []
+    for module, path in files:
+        count = len(path.read_text(encoding="utf-8").splitlines())
+        if count > limit:
+            found.append(f"{module} ({count} lines)")
+    return found
+
+
+def sys_path_edits(paths: Iterable[Path]) -> list[str]:
+    """``file:line`` of each statement that changes ``sys.path`` (insert, append, assign, ...)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            target = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                target = node.func.value  # sys.path.insert(...), sys.path.append(...)
+            elif isinstance(node, ast.Assign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                target = next(iter(targets))
+                if isinstance(target, ast.Subscript):
+                    target = target.value  # sys.path[:0] = [...]
+            if target is not None and ast.unparse(target) == "sys.path":
+                found.append(f"{path.relative_to(path.parents[1])}:{node.lineno}")
+    return found
+
+
+def qos_constructions(files: Iterable[tuple[str, Path]]) -> list[str]:
+    """``module:line`` of each ``QoSProfile(...)`` call outside :data:`QOS_HOME`."""
+    found = []
+    for module, path in files:
+        if module == QOS_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                if name == "QoSProfile" or name.endswith(".QoSProfile"):
+                    found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def is_ros_edge(module: str) -> bool:
+    """A module that talks ROS: a node, a ROS helper, a command line, the bring-up, test kit."""
+    parts = module.split(".")
+    return (
+        parts[0] in ("r2s2r", "r2s2r_testing")
+        or "nodes" in parts
+        or "ros" in parts
+        or parts[-1] in ("node", "ros", "cli")
+    )
+
+
+def cores_importing_ros(files: Iterable[tuple[str, Path]], workspace: set[str]) -> list[str]:
+    """``module imports X`` for each core module importing the ROS runtime or a ROS edge."""
+    files = list(files)
+    edges = {module for module, _ in files if is_ros_edge(module)}
+    found = []
+    for module, path in files:
+        if is_ros_edge(module):
+            continue
+        for target in imported_names(module, path, path.name == "__init__.py"):
+            top = target.split(".")[0]
+            if top in ROS_RUNTIME:
+                found.append(f"{module} imports {target}")
+            elif top in workspace and any(
+                target == edge or target.startswith(edge + ".") for edge in edges
+            ):
+                found.append(f"{module} imports the ROS edge {target}")
+    return sorted(set(found))
+
+
+GRAPH_BLOCK = re.compile(
+    r"Today's graph \(imports read from the source\):\n\n  ```\n(.*?)\n  ```", re.S
+)
+
+
+def drawn_graph(architecture: str) -> dict[str, set[str]]:
+    """Package -> the packages it imports, as the architecture's graph draws them.
+
+    A line ``a + b ← c ← d`` says c imports a and b, and d imports c; lines without an arrow
+    (the bring-up, the test kit, imports by name) draw no edge.
+    """
+    block = GRAPH_BLOCK.search(architecture)
+    if block is None:
+        raise AssertionError("docs/architecture.md: the import graph block was not found")
+    graph: dict[str, set[str]] = {}
+    for line in block.group(1).splitlines():
+        if "←" not in line:
+            continue
+        stages = [[name.strip() for name in part.split("+")] for part in line.split("←")]
+        for lower, upper in itertools.pairwise(stages):
+            for importer in upper:
+                graph.setdefault(importer, set()).update(lower)
+            for imported in lower:
+                graph.setdefault(imported, set())
+    return graph
+
+
+def closure(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Every package each package reaches through imports."""
+    reached: dict[str, set[str]] = {}
+    for start in graph:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(graph.get(name, ()))
+        reached[start] = seen
+    return reached
+
+
+def graph_differences(drawn: dict[str, set[str]], code: dict[str, set[str]]) -> list[str]:
+    """Arrows drawn that no import makes, and dependencies the drawing does not imply."""
+    found = [
+        f"drawn: {imported} ← {importer}, but {importer} does not import {imported}"
+        for importer, targets in sorted(drawn.items())
+        for imported in sorted(targets)
+        if imported not in code.get(importer, set())
+    ]
+    drawn_reach, code_reach = closure(drawn), closure(code)
+    for name in sorted(code):
+        missing = code_reach[name] - drawn_reach.get(name, set())
+        if missing:
+            found.append(f"{name} depends on {sorted(missing)}, which the drawing does not show")
+    return found
+
+
+def code_graph() -> dict[str, set[str]]:
+    """Package -> the workspace packages it imports (the bring-up and the test kit left out)."""
+    left_out = {"r2s2r", "r2s2r_testing"}
+    return {
+        name: imported_packages(name, folder) - left_out
+        for name, folder in packages().items()
+        if name not in left_out
+    }
+
+
+# -- the workspace keeps the rules ------------------------------------------------------------
+
+
+def test_no_module_is_over_the_limit() -> None:
+    found = long_modules(package_modules(), MAX_MODULE_LINES)
+    assert not found, f"over {MAX_MODULE_LINES} lines, split by concern: {found}"
+
+
+def test_nothing_edits_sys_path() -> None:
+    found = sys_path_edits(python_sources())
+    assert not found, f"sys.path edited (install the package, or use scripts/env.sh): {found}"
+
+
+def test_qos_profiles_are_built_in_one_module() -> None:
+    found = qos_constructions(package_modules())
+    assert not found, f"QoSProfile built outside {QOS_HOME} (add it there): {found}"
+
+
+def test_the_ros_free_cores_import_no_ros_runtime() -> None:
+    found = cores_importing_ros(package_modules(), set(packages()))
+    assert not found, f"core modules reaching ROS (move the ROS part to a node): {found}"
+
+
+def test_the_architecture_draws_the_code_graph() -> None:
+    drawn = drawn_graph((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    found = graph_differences(drawn, code_graph())
+    assert not found, f"docs/architecture.md's package graph is not the code's: {found}"
+
+
+# -- each rule finds a planted violation ------------------------------------------------------
+
+
+def test_a_long_module_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "big.py"
+    module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    small = tmp_path / "small.py"
+    small.write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules([("pkg.big", module), ("pkg.small", small)], MAX_MODULE_LINES) == [
+        f"pkg.big ({MAX_MODULE_LINES + 1} lines)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "sys.path.insert(0, 'x')",
+        "sys.path.append('x')",
+        "sys.path[:0] = ['x']",
+        "sys.path += ['x']",
+        "sys.path = ['x']",
+    ],
+)
+def test_a_sys_path_edit_is_found(tmp_path: Path, statement: str) -> None:
+    (tmp_path / "pkg").mkdir()
+    planted = tmp_path / "pkg" / "bad.py"
+    planted.write_text(f"import sys\n{statement}\n")
+    fine = tmp_path / "pkg" / "fine.py"
+    fine.write_text("import os, sys\nos.pathsep.join(sys.path)\n")
+    assert sys_path_edits([planted, fine]) == ["pkg/bad.py:2"]
+
+
+def test_a_qos_profile_outside_its_home_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "node.py"
+    planted.write_text(
+        "import rclpy.qos\nfrom rclpy.qos import QoSProfile\n"
+        "A = QoSProfile(depth=1)\nB = rclpy.qos.QoSProfile(depth=2)\n"
+    )
+    assert qos_constructions([("pkg.nodes.node", planted), (QOS_HOME, planted)]) == [
+        "pkg.nodes.node:3",
+        "pkg.nodes.node:4",
+    ]
+
+
+def test_a_core_reaching_ros_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "nodes").mkdir(parents=True)
+    for path in (package / "__init__.py", package / "nodes" / "__init__.py"):
+        path.write_text("")
+    (package / "nodes" / "talker.py").write_text("import rclpy\n")
+    (package / "algorithm.py").write_text("def f():\n    from rclpy.node import Node\n")
+    (package / "helper.py").write_text("from pkg.nodes.talker import thing\n")
+    (package / "clean.py").write_text("import numpy\nfrom pkg import algorithm\n")
+    assert cores_importing_ros(modules("pkg", package).items(), {"pkg"}) == [
+        "pkg.algorithm imports rclpy.node",
+        "pkg.algorithm imports rclpy.node.Node",
+        "pkg.helper imports the ROS edge pkg.nodes.talker",
+        "pkg.helper imports the ROS edge pkg.nodes.talker.thing",
+    ]
+
+
+def test_a_drawing_that_differs_from_the_code_is_found() -> None:
+    text = (
+        "Today's graph (imports read from the source):\n\n  ```\n"
+        "  a ← b ← c\n  a + b ← d\n  e: imported by name\n  ```"
+    )
+    drawn = drawn_graph(text)
+    assert drawn == {"a": set(), "b": {"a"}, "c": {"b"}, "d": {"a", "b"}}
+    code = {"a": set(), "b": {"a"}, "c": {"b", "a"}, "d": {"a", "b"}}
+    assert graph_differences(drawn, code) == []
+    # An arrow no import makes, and an import the drawing misses.
+    code_changed = {"a": set(), "b": set(), "c": {"b", "e"}, "d": {"a", "b"}, "e": set()}
+    assert graph_differences(drawn, code_changed) == [
+        "drawn: a ← b, but b does not import a",
+        "c depends on ['e'], which the drawing does not show",
+    ]
