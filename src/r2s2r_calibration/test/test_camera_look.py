@@ -54,6 +54,20 @@ def test_a_cameras_white_balance_is_measured_and_given_to_the_grounded_world() -
     assert record.look.not_measured == list(NOT_MEASURED)
 
 
+def test_a_measured_white_balance_survives_the_artifact_file(tmp_path: Path) -> None:
+    """Written, read back and applied: the grounded world's camera has the measured gains."""
+    from r2s2r_calibration.artifact import load_artifact, save_artifact
+    from r2s2r_world.grounding import load_cell_world
+
+    overrides, record = grounded_head(LOOK)
+    path = tmp_path / "artifact.yaml"
+    save_artifact(GroundingArtifact(cameras={"head": record}), path)
+    assert load_artifact(path).cameras["head"].look == record.look
+    world = load_cell_world(NOMINAL, path)
+    gains = overrides["appearance"]["white_balance_rgb"]
+    assert world.cameras.head.appearance.white_balance_rgb == pytest.approx(tuple(gains))
+
+
 def test_a_neutral_camera_leaves_the_grounded_world_as_it_was() -> None:
     overrides, record = grounded_head(None)
     assert "appearance" not in overrides

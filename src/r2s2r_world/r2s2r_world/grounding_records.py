@@ -283,6 +283,22 @@ class DistortionOverride(ConfigModel):
     k3: float = 0.0
 
 
+class AppearanceOverride(ConfigModel):
+    """``world_overrides.cameras.<c>.appearance``: what grounding measured of a camera's look."""
+
+    white_balance_rgb: Vec3 = Field(
+        description="Per-channel gains on linear light (each 0.25..4), from the board's white "
+        "squares (r2s2r_calibration.camera_look)."
+    )
+
+    @field_validator("white_balance_rgb")
+    @classmethod
+    def _check_gains(cls, value: Vec3) -> Vec3:
+        if any(not math.isfinite(v) or not 0.25 <= v <= 4.0 for v in value):
+            raise ValueError(f"expected gains within [0.25, 4], got {value}")
+        return value
+
+
 class CameraOverride(ConfigModel):
     """``world_overrides.cameras.<head|hand>``: what grounding recovered of one camera."""
 
@@ -294,6 +310,7 @@ class CameraOverride(ConfigModel):
     cy_px: float | None = Field(None, description="Principal point y (px).")
     distortion: DistortionOverride | None = None
     blur_sigma_px: float | None = Field(None, ge=0.0, description="Blur sigma (px).")
+    appearance: AppearanceOverride | None = None
     pose: PoseOverride | None = None
 
 
