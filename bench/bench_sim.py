@@ -15,8 +15,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import benchlib
 import mujoco
 import numpy as np
+from r2s2r_description.cameras import CAMERA_NAMES
 from r2s2r_sim.backend import ObjectInstance
-from r2s2r_sim.mujoco_backend import CAMERA_NAMES, MujocoBackend
+from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
 
 REPO = Path(__file__).resolve().parents[1]

@@ -53,6 +53,7 @@ def write_synthetic(
     measured does not depend on it). Written to a temporary name and renamed: a dataset is
     there whole or not at all.
     """
+    from r2s2r_common.files import move_into_place
     from r2s2r_testing.episodes import write_robot_dataset
 
     partial = path.with_name(f".{path.name}.partial")
@@ -66,11 +67,12 @@ def write_synthetic(
         images="blocks",
         progress=True,
     )
-    partial.replace(path)
+    move_into_place(partial, path)
 
 
 def first_episodes(dataset: str, episodes: int, out: Path) -> None:
     """Copy the first ``episodes`` episodes of ``dataset`` to a new dataset at ``out``."""
+    from r2s2r_common.files import move_into_place
     from r2s2r_recorder.dataset import EpisodeDataset, EpisodeWriter
 
     reader = EpisodeDataset(Path(dataset))
@@ -81,7 +83,7 @@ def first_episodes(dataset: str, episodes: int, out: Path) -> None:
         for index in range(episodes):
             writer.append(reader.episode(index))
     reader.close()
-    partial.replace(out)
+    move_into_place(partial, out)
 
 
 def child(mode: str, real: str, sim: str, px: int, steps: int, batch: int, folder: str) -> dict:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from r2s2r_common.files import write_atomic
 
 VALIDATION_BASE_SEED = 20_000
 """First validation seed: disjoint from the evaluation's 10000 + i (at most 10000 trials)."""
@@ -68,10 +68,8 @@ def counts_of(items: list[str] | None) -> dict[str, int]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON whole or not at all (temp file + rename)."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=1))
-    os.replace(temporary, path)
+    """Write JSON whole or not at all (:func:`r2s2r_common.files.write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 def checkpoint_step(path: Path) -> int:

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from r2s2r_common.disk import DiskSpaceError, is_disk_full
+from r2s2r_common.errors import ExitCode
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
 from r2s2r_datagen.ledger import Ledger
 from r2s2r_datagen.runner import check_disk_space, estimate_episode_bytes
-from r2s2r_datagen.summary import EXIT_INCOMPLETE
 from r2s2r_datagen.worker import WRITE_FAILED, WorkerSetup, WorkerState
 from r2s2r_testing.generation import OVERRIDES, write_configurations
 
@@ -206,4 +206,4 @@ def test_incomplete_run_exit_code() -> None:
         ]
     )
     assert item.unfinished == 2  # one lost to the write, one never run
-    assert EXIT_INCOMPLETE != 0
+    assert ExitCode.INCOMPLETE != 0

@@ -7,7 +7,14 @@
   on is then written once);
 - the ROS-free cores import no rclpy: only the ROS edges (:func:`is_ros_edge`) do, and a core
   module never imports an edge;
-- the package graph drawn in ``docs/architecture.md`` is the code's.
+- the package graph drawn in ``docs/architecture.md`` is the code's;
+- the cell's camera and frame names are spelled only in their homes (:data:`NAME_HOMES`):
+  every other module imports them (``r2s2r_description.cameras``, ``.frames``);
+- every exit code is a member of ``r2s2r_common.errors.ExitCode`` (no ``EXIT_*`` constant, no
+  ``sys.exit(3)`` or ``raise SystemExit(1)`` elsewhere), and ``docs/architecture.md`` lists
+  every member with its number;
+- files are renamed into place only by ``r2s2r_common.files`` (the one crash-safe writer),
+  except the moves of :data:`RENAME_ALLOWED`.
 
 Each check is a function over files, run on the workspace and, in its own test, on a planted
 violation, so a rule that stopped finding anything would fail too.
@@ -22,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from r2s2r_common.errors import ExitCode
 from test_import_graph import imported_names, imported_packages, modules, packages
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +43,41 @@ ROS_RUNTIME = ("rclpy", "launch", "launch_ros", "tf2_ros", "rosbag2_py")
 QOS_HOME = "r2s2r_common.ros.qos"
 """The one module that builds QoS profiles."""
 
+EXIT_CODE_HOME = "r2s2r_common.errors"
+"""The one module that defines exit codes (:class:`~r2s2r_common.errors.ExitCode`)."""
+
+WRITER_HOME = "r2s2r_common.files"
+"""The one module that renames files into place (``write_atomic``, ``move_into_place``)."""
+
+RENAME_ALLOWED = {
+    # A failed grounding artifact set aside as <name>.failed.yaml: a move of a finished file.
+    ("r2s2r.pipeline.stages", "stage.output.replace"),
+    # WorkerPool.replace(slot) restarts a worker; no file is renamed.
+    ("r2s2r_datagen.runner", "pool.replace"),
+    # The trace the policy node wrote (whole, synced: write_npz) gets the trial's name: a move.
+    ("r2s2r_policy.evaluation.ros", "(trace_dir / new[-1]).replace"),
+}
+"""(module, renaming call) pairs allowed outside :data:`WRITER_HOME`, each with its reason."""
+
+CELL_NAMES = frozenset(
+    {
+        *(
+            f"{camera}{suffix}"
+            for camera in ("head_camera", "hand_camera")
+            for suffix in ("", "_rgb", "_link", "_optical_frame")
+        ),
+        "base_link",
+        "palm_link",
+    }
+)
+"""Camera names, their image keys and frames, and the addressed robot frames: the cell's names."""
+
+NAME_HOMES = frozenset(
+    {"r2s2r_common.topics", "r2s2r_description.cameras", "r2s2r_description.frames"}
+)
+"""The modules that spell :data:`CELL_NAMES` (the camera names are topic namespaces, so they
+live with the topics, below the description; the descriptors and frames in the description)."""
+
 
 def package_modules() -> Iterator[tuple[str, Path]]:
     """(dotted module, file) of every module of every package (tests are not modules)."""
@@ -47,6 +90,14 @@ def python_sources() -> list[Path]:
     roots = [REPO / "r2s2r", REPO / "tests", REPO / "bench", REPO / "scripts"]
     roots += sorted(path for path in (REPO / "src").iterdir() if path.is_dir())
     return sorted(path for root in roots for path in root.rglob("*.py"))
+
+
+def checked_sources() -> Iterator[tuple[str, Path]]:
+    """Package modules as (dotted module, file); bench/ and scripts/ files as (path, file)."""
+    yield from package_modules()
+    for root in (REPO / "bench", REPO / "scripts"):
+        for path in sorted(root.rglob("*.py")):
+            yield str(path.relative_to(REPO)), path
 
 
 def long_modules(files: Iterable[tuple[str, Path]], limit: int) -> list[str]:
@@ -91,6 +142,35 @@ def qos_constructions(files: Iterable[tuple[str, Path]]) -> list[str]:
     return found
 
 
+def spelled_cell_names(files: Iterable[tuple[str, Path]], homes: Iterable[str]) -> list[str]:
+    """``module:line 'name'`` of each string constant in :data:`CELL_NAMES` outside ``homes``.
+
+    Docstrings (string expression statements) and comments may mention the names; an f-string
+    built from an imported name (``f"{camera.name}/image_raw"``) spells none.
+    """
+    homes = set(homes)
+    found = []
+    for module, path in files:
+        if module in homes:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and node.value in CELL_NAMES
+                and id(node) not in docstrings
+            ):
+                found.append(f"{module}:{node.lineno} {node.value!r}")
+    return sorted(
+        found, key=lambda entry: (entry.split(":")[0], int(entry.split(":")[1].split()[0]))
+    )
+
+
 def is_ros_edge(module: str) -> bool:
     """A module that talks ROS: a node, a ROS helper, a command line, the bring-up, test kit."""
     parts = module.split(".")
@@ -119,6 +199,89 @@ def cores_importing_ros(files: Iterable[tuple[str, Path]], workspace: set[str]) 
             ):
                 found.append(f"{module} imports the ROS edge {target}")
     return sorted(set(found))
+
+
+def _is_exit_literal(node: ast.expr) -> bool:
+    """An int literal other than 0 (``True``/``False`` are not exit codes)."""
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value != 0
+
+
+def exit_code_literals(files: Iterable[tuple[str, Path]]) -> list[str]:
+    """``module:line ...`` of each ``EXIT_*`` constant and literal exit code outside its home.
+
+    Found: an assignment to a name ``EXIT_...``, and ``sys.exit(N)`` / ``SystemExit(N)`` with
+    an int literal N other than 0 (a message or an ``ExitCode`` member is fine).
+    """
+    found = []
+    for module, path in files:
+        if module == EXIT_CODE_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.startswith("EXIT_"):
+                    found.append(f"{module}:{node.lineno} defines {target.id}")
+            if (
+                isinstance(node, ast.Call)
+                and node.args
+                and _is_exit_literal(node.args[0])
+                and ast.unparse(node.func) in ("sys.exit", "SystemExit", "exit")
+            ):
+                found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def file_renames(files: Iterable[tuple[str, Path]]) -> list[str]:
+    """``module:line call`` of each rename outside :data:`WRITER_HOME` and the allow-list.
+
+    A rename: ``os.replace``, ``os.rename``, ``os.renames``, or ``X.replace(Y)`` /
+    ``X.rename(Y)`` with one argument (``Path.replace``; ``str.replace`` takes two).
+    """
+    found = []
+    for module, path in files:
+        if module == WRITER_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            name = ast.unparse(node.func)
+            renames = name in ("os.replace", "os.rename", "os.renames") or (
+                node.func.attr in ("replace", "rename")
+                and len(node.args) == 1
+                and not node.keywords
+            )
+            if renames and (module, name) not in RENAME_ALLOWED:
+                found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+EXIT_TABLE_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([A-Z_]+)`\s*\|", re.M)
+
+
+def documented_exit_codes(architecture: str) -> dict[str, int]:
+    """Name -> number of each row of the architecture's exit-code table."""
+    section = architecture.partition("## 9. Exit codes")[2].partition("\n## ")[0]
+    if not section:
+        raise AssertionError("docs/architecture.md: the section '9. Exit codes' was not found")
+    return {name: int(number) for number, name in EXIT_TABLE_ROW.findall(section)}
+
+
+def exit_code_table_differences(documented: dict[str, int], codes: type[ExitCode]) -> list[str]:
+    """Members the table misses or numbers wrongly, and rows that name no member."""
+    found = [
+        f"{member.name} ({member.value}) is not in the table"
+        if member.name not in documented
+        else f"{member.name}: the table says {documented[member.name]}, the code {member.value}"
+        for member in codes
+        if documented.get(member.name) != member.value
+    ]
+    members = {member.name for member in codes}
+    found += [f"{name}: in the table, not a member" for name in documented if name not in members]
+    return found
 
 
 GRAPH_BLOCK = re.compile(
@@ -207,6 +370,14 @@ def test_qos_profiles_are_built_in_one_module() -> None:
     assert not found, f"QoSProfile built outside {QOS_HOME} (add it there): {found}"
 
 
+def test_the_cell_names_are_spelled_only_in_their_homes() -> None:
+    found = spelled_cell_names(package_modules(), NAME_HOMES)
+    assert not found, (
+        "camera or frame name spelled outside its home (import it from "
+        f"r2s2r_description.cameras / r2s2r_description.frames): {found}"
+    )
+
+
 def test_the_ros_free_cores_import_no_ros_runtime() -> None:
     found = cores_importing_ros(package_modules(), set(packages()))
     assert not found, f"core modules reaching ROS (move the ROS part to a node): {found}"
@@ -218,7 +389,80 @@ def test_the_architecture_draws_the_code_graph() -> None:
     assert not found, f"docs/architecture.md's package graph is not the code's: {found}"
 
 
+def test_exit_codes_come_from_one_enum() -> None:
+    found = exit_code_literals(checked_sources())
+    assert not found, f"exit codes outside {EXIT_CODE_HOME} (use ExitCode): {found}"
+
+
+def test_the_architecture_lists_every_exit_code() -> None:
+    architecture = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    found = exit_code_table_differences(documented_exit_codes(architecture), ExitCode)
+    assert not found, f"docs/architecture.md's exit-code table is not ExitCode: {found}"
+
+
+def test_files_are_renamed_into_place_by_one_writer() -> None:
+    found = file_renames(checked_sources())
+    assert not found, (
+        f"files renamed outside {WRITER_HOME} (use write_atomic or move_into_place, or add a "
+        f"move to RENAME_ALLOWED with its reason): {found}"
+    )
+
+
 # -- each rule finds a planted violation ------------------------------------------------------
+
+
+def test_exit_code_literals_are_found(tmp_path: Path) -> None:
+    planted = tmp_path / "cli.py"
+    planted.write_text(
+        "import sys\nfrom r2s2r_common.errors import ExitCode\n"
+        "EXIT_SHORT = 3\nEXIT_OK: int = 0\n"
+        "def main():\n    sys.exit(2)\n"
+        "def other():\n    raise SystemExit(1)\n"
+        "def fine(code):\n    sys.exit(0)\n    sys.exit(ExitCode.FAILED)\n"
+        "    raise SystemExit('a message')\n    sys.exit(code)\n"
+    )
+    assert exit_code_literals([("pkg.cli", planted), (EXIT_CODE_HOME, planted)]) == [
+        "pkg.cli:3 defines EXIT_SHORT",
+        "pkg.cli:4 defines EXIT_OK",
+        "pkg.cli:6 sys.exit(2)",
+        "pkg.cli:8 SystemExit(1)",
+    ]
+
+
+def test_a_table_that_differs_from_the_exit_codes_is_found() -> None:
+    text = (
+        "## 9. Exit codes\n\n| Code | Name | Meaning |\n| --- | --- | --- |\n"
+        "| 0 | `OK` | Done. |\n| 2 | `FAILED` | Wrong number. |\n| 7 | `GONE` | No member. |\n"
+        "\n## 10. Next\n\n| 3 | `NOTHING_DONE` | Another section's row. |\n"
+    )
+    documented = documented_exit_codes(text)
+    assert documented == {"OK": 0, "FAILED": 2, "GONE": 7}
+    found = exit_code_table_differences(documented, ExitCode)
+    assert "FAILED: the table says 2, the code 1" in found
+    assert "NOTHING_DONE (3) is not in the table" in found
+    assert "GONE: in the table, not a member" in found
+    assert not [line for line in found if line.startswith("OK")]
+    with pytest.raises(AssertionError, match="Exit codes"):
+        documented_exit_codes("# no such section\n")
+
+
+def test_a_rename_outside_the_writer_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "store.py"
+    planted.write_text(
+        "import os\nfrom pathlib import Path\n"
+        "os.replace('a.tmp', 'a')\nos.rename('b.tmp', 'b')\n"
+        "Path('c.tmp').replace(Path('c'))\nPath('d.tmp').rename('d')\n"
+        "'text'.replace('x', 'y')\npool.replace(slot)\n"
+    )
+    assert file_renames([("pkg.store", planted), (WRITER_HOME, planted)]) == [
+        "pkg.store:3 os.replace('a.tmp', 'a')",
+        "pkg.store:4 os.rename('b.tmp', 'b')",
+        "pkg.store:5 Path('c.tmp').replace(Path('c'))",
+        "pkg.store:6 Path('d.tmp').rename('d')",
+        "pkg.store:8 pool.replace(slot)",
+    ]
+    # An allowed move is allowed in its own module only.
+    assert "pool.replace(slot)" not in " ".join(file_renames([("r2s2r_datagen.runner", planted)]))
 
 
 def test_a_long_module_is_found(tmp_path: Path) -> None:
@@ -259,6 +503,26 @@ def test_a_qos_profile_outside_its_home_is_found(tmp_path: Path) -> None:
     assert qos_constructions([("pkg.nodes.node", planted), (QOS_HOME, planted)]) == [
         "pkg.nodes.node:3",
         "pkg.nodes.node:4",
+    ]
+
+
+def test_a_cell_name_outside_its_home_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "node.py"
+    planted.write_text(
+        '"""Publishes ``head_camera`` images in ``base_link``."""\n'
+        "from r2s2r_description.cameras import HEAD\n"
+        "# frame: 'palm_link'\n"
+        "TOPIC = f'/{HEAD.name}/image_raw'\n"
+        "FRAME = 'base_link'\n"
+        "def f(name='hand_camera'):\n"
+        '    """Look ``palm_link`` up."""\n'
+        "    return {'head_camera_rgb': name, 'key': ('x', \"palm_link\")}\n"
+    )
+    assert spelled_cell_names([("pkg.node", planted), ("pkg.home", planted)], ["pkg.home"]) == [
+        "pkg.node:5 'base_link'",
+        "pkg.node:6 'hand_camera'",
+        "pkg.node:8 'head_camera_rgb'",
+        "pkg.node:8 'palm_link'",
     ]
 
 

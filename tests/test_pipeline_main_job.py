@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from r2s2r_common.errors import ExitCode
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config
-from r2s2r_datagen.summary import EXIT_NOTHING_RAN
 
-from r2s2r.pipeline.commands import EXIT_TIMEOUT, command_runner
+from r2s2r.pipeline.commands import command_runner
 from r2s2r.pipeline.main_job import prepare_prerequisites, run_main_job
 from r2s2r.pipeline.stages import ground_argv, runnable
 
@@ -188,7 +188,7 @@ def test_failed_demos_are_reported_and_mimicgen_not_run(
         tmp_path, configurations_file, configurations=["nominal_mimicgen"], prepare_demos=True
     )
     summary = run_main_job(config, log=lambda _: None, runner=FakeRunner(code=1), commit="")
-    assert summary.exit_code == EXIT_NOTHING_RAN
+    assert summary.exit_code == ExitCode.NOTHING_DONE
     (note,) = [n for n in summary.notes if n.startswith("prerequisite demos")]
     assert "failed (exit code 1)" in note and "no episode converted" in note
     assert note.endswith(
@@ -233,9 +233,9 @@ def test_grounding_runs_ground_with_the_cell_and_sets_a_partial_artifact_aside(
     assert (artifact.parent / "artifact.failed.yaml").is_file()  # set aside, not used
 
     summary = run_main_job(
-        config, log=lambda _: None, runner=FakeRunner(code=EXIT_TIMEOUT), commit=""
+        config, log=lambda _: None, runner=FakeRunner(code=ExitCode.TIMEOUT), commit=""
     )
-    assert summary.exit_code == EXIT_NOTHING_RAN
+    assert summary.exit_code == ExitCode.NOTHING_DONE
     (note,) = [n for n in summary.notes if n.startswith("prerequisite grounding")]
     assert "failed (timed out)" in note
     assert any(n.startswith("grounded_planner: not run: ") for n in summary.notes)

@@ -30,8 +30,7 @@ from typing import Any, ClassVar
 import click
 from r2s2r_common.errors import (
     DEBUG_ENV,
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
+    ExitCode,
     Terminated,
     debug_enabled,
     describe,
@@ -135,7 +134,9 @@ def _stop_line(text: str, stop: BaseException) -> str:
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI; every error becomes one line on stderr and an exit code.
 
-    Exit codes: 0 done, 1 failed run (or a bug), 2 bad input, 130 interrupted, 143 SIGTERM.
+    Exit codes (:class:`r2s2r_common.errors.ExitCode`; docs/architecture.md lists them): 0 done,
+    1 failed run (or a bug), 2 bad input, 130 interrupted, 143 SIGTERM; a verb may also end
+    with 3 (nothing done) or 4 (incomplete).
     """
     watch_owner(terminate_self)
     try:
@@ -146,18 +147,18 @@ def main(argv: list[str] | None = None) -> Any:
             return cli.main(args=argv, prog_name="r2s2r", standalone_mode=False)
     except click.exceptions.Abort as aborted:
         click.echo(_stop_line("r2s2r: aborted", aborted), err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as error:
         click.echo(_click_error_line(error), err=True)
-        sys.exit(EXIT_BAD_INPUT if error.exit_code in (1, 2) else error.exit_code)
+        sys.exit(ExitCode.BAD_INPUT if error.exit_code in (1, 2) else error.exit_code)
     except Terminated as stopped:
         click.echo(_stop_line(f"r2s2r: stopped by {stopped.signal_name}", stopped), err=True)
         sys.exit(stopped.code)
     except KeyboardInterrupt as interrupted:
         click.echo(_stop_line("r2s2r: interrupted", interrupted), err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except Exception as error:
         code, line = describe(error)
         if debug_enabled():

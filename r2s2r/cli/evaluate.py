@@ -305,6 +305,7 @@ def evaluate_command(
     json_path, png_path = report.save(out_dir, name)
     click.echo(report.table())
     click.echo(f"wall time {report.wall_s:.0f} s; wrote {json_path} and {png_path}")
+    report.raise_for_policy_faults(str(json_path))
     not_run = report.not_run
     if not_run:
         from r2s2r_policy.evaluation.ros import HarnessError

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from r2s2r_common.errors import ExitCode
 
 from r2s2r.experiment.config import PRESETS
 from r2s2r.experiment.options import config_from_options, config_options, reproduce_command
@@ -104,4 +105,4 @@ def experiment_command(
         shutil.copyfile(Path(out_dir) / "results.png", target / f"{stem}.png")
         click.echo(f"published {target / stem}.json and .png")
     if not any(p.ran for p in policies):
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.FAILED)

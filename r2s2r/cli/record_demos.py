@@ -36,7 +36,7 @@ from r2s2r.pipeline.demos import record_demos_on_twin
     "--max-attempts",
     type=click.IntRange(min=1),
     default=None,
-    help="With --successes: the most takes to try (default: twice --successes). Exit code 3 "
+    help="With --successes: the most takes to try (default: twice --successes). Exit code 4 "
     "when fewer succeeded.",
 )
 @click.option(
@@ -118,7 +118,7 @@ def record_demos_command(
     Runs the record_demos graph (one bag per trial), then writes OUT/dataset.hdf5: either
     --episodes N takes, or takes until --successes N succeeded (at most --max-attempts).
     A re-run with the same counts, seed, condition and twin configuration reuses the dataset.
-    Exit code 1 when no episode was converted, 3 when fewer than --successes succeeded.
+    Exit code 3 when no episode was converted, 4 when fewer than --successes succeeded.
     """
     if (episodes is None) == (successes is None):
         raise click.UsageError("give exactly one of --episodes N and --successes N")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+from r2s2r_common.files import move_into_place
 from r2s2r_policy.evaluation.report import SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL
 
@@ -316,7 +316,7 @@ def write_report(
     (partial / "table.txt").write_text(table + "\n")
     if final.exists():
         shutil.rmtree(final)
-    os.replace(partial, final)
+    move_into_place(partial, final)
     session.log(table)
     session.log(f"report: {final}")
     return data

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from r2s2r_common.config import read_yaml
 from r2s2r_common.console import progress_reporter
+from r2s2r_common.files import move_into_place, write_atomic
 from r2s2r_policy.evaluation.report import SHIFTED
 from r2s2r_policy.evaluation.stats import wilson_interval
 from r2s2r_policy.evaluation.trials import (
@@ -114,12 +114,6 @@ def capped_protocol(protocol: EvaluationConfig, trials: int | None) -> Evaluatio
     return capped
 
 
-def _write_whole(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
 def _recorded(folder: Path, trial: TrialSpec, policy: Any) -> dict[str, Any] | None:
     """Return the record of a trial already recorded by ``policy`` in ``folder``, else None."""
     from r2s2r_policy.evaluation.rollouts import load_rollout
@@ -146,7 +140,7 @@ def _renumber(source: Path, target: Path, index: int) -> None:
     partial = target.with_name(f".{target.name}.partial")
     with open(partial, "wb") as stream:
         np.savez_compressed(stream, **arrays)
-    os.replace(partial, target)
+    move_into_place(partial, target)
     source.unlink()
 
 
@@ -187,7 +181,7 @@ def record_diagnostic_rollouts(
 
     def keep(record: TrialRecord, index: int) -> None:
         data = {**dataclasses.replace(record, index=index).to_dict(), "policy": fingerprint}
-        _write_whole((folder / trace_file_name(index)).with_suffix(".json"), json.dumps(data))
+        write_atomic((folder / trace_file_name(index)).with_suffix(".json"), json.dumps(data))
         records[index] = data
         done["n"] += 1
         done["ok"] += bool(record.success)
@@ -437,7 +431,7 @@ def run_diagnostic(
                 "pinch_share": (share["share"], *share["ci95"]),
             }
     _plot(figure, intervals)
-    _write_whole(out / REPORT_FILE, json.dumps(data, indent=1, default=float))
+    write_atomic(out / REPORT_FILE, json.dumps(data, indent=1, default=float))
     say("")
     say(table)
     say(f"wrote {out / REPORT_FILE} and {figure.name}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -276,7 +277,8 @@ def plot_translation(
         axes.bar(positions, rates, width, yerr=[lows, highs], capsize=2, label=group)
     axes.set_xticks(range(len(policies)))
     axes.set_xticklabels(
-        [_label(p.name, plan, config).replace(" + ", "\n+ ") for p in policies], fontsize=7
+        ["\n".join(textwrap.wrap(_label(p.name, plan, config), 18)) for p in policies],
+        fontsize=7,
     )
     axes.set_ylabel("success (%)")
     axes.set_ylim(0, 100)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any
 
 from r2s2r_common.console import duration_text
 from r2s2r_common.errors import Terminated, raise_if_stop_requested
+from r2s2r_common.files import write_atomic
 
 STAGE_RECORD = "stage.json"
 PENDING_RECORD = "stage.pending"
@@ -306,7 +306,7 @@ class StageRunner:
         folder.mkdir(parents=True, exist_ok=True)
         record_path = folder / STAGE_RECORD
         record_path.unlink(missing_ok=True)
-        _write_synced(pending, resume_hash)
+        write_atomic(pending, resume_hash)
         notes = [note] if note else []
         if resuming and any(p.name != PENDING_RECORD for p in folder.iterdir()):
             notes.append("resuming")
@@ -336,7 +336,7 @@ class StageRunner:
             commit=self.commit,
             sittings=clock.sittings,
         )
-        _write_synced(record_path, json.dumps(record.to_dict(), indent=2))
+        write_atomic(record_path, json.dumps(record.to_dict(), indent=2))
         (folder / CLOCK_RECORD).unlink(missing_ok=True)
         self.ran.append(name)
         self.log(f"[{name}] done in {duration_text(record.wall_s)}")
@@ -378,7 +378,7 @@ class StageClock:
     def _write(self) -> None:
         data = {"resume_hash": self._tag, "wall_s": self.total_s(), "sittings": self.sittings}
         with contextlib.suppress(OSError):
-            _write_synced(self.path, json.dumps(data))
+            write_atomic(self.path, json.dumps(data))
 
     def _tick(self) -> None:
         while not self._stop.wait(CLOCK_PERIOD_S):
@@ -397,13 +397,3 @@ class StageClock:
         if self._thread is not None:
             self._thread.join()
         self._write()
-
-
-def _write_synced(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all, on disk before it is named (a killed machine)."""
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)

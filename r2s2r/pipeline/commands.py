@@ -8,7 +8,7 @@ warnings and errors (one line each, ``[stage] WARN: text``, no ROS timestamp) an
 runs, a progress line with the elapsed time and the command's last line (on a terminal, or
 drawn by the parent supervisor, see :mod:`r2s2r_common.console`). On timeout the command's
 process group gets SIGINT (a graph shuts down cleanly), then SIGKILL after 20 s; the code is
-then :data:`EXIT_TIMEOUT`. The command dies with this process
+then ``ExitCode.TIMEOUT`` (124). The command dies with this process
 (:func:`r2s2r_common.process.spawn_owned`), and when this process is interrupted while it
 runs, its group is stopped first.
 """
@@ -26,13 +26,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from r2s2r_common.console import PROGRESS_ENV, parse_line, progress_reporter
+from r2s2r_common.errors import ExitCode
 from r2s2r_common.process import spawn_owned, stop_process_group
 from r2s2r_common.ros_domain import private_environment, release_domain
 
 CommandRunner = Callable[[list[str], float, Path], tuple[int, str]]
 """``(command, timeout_s, log_path) -> (exit code, last lines of output)``; 124 on timeout."""
 
-EXIT_TIMEOUT = 124
 _TAIL_LINES = 15
 _STOP_GRACE_S = 20.0
 # Log file stem -> the stage its command is (the console's [stage] label).
@@ -122,7 +122,7 @@ def command_runner(
                 bar.close()
                 with contextlib.suppress(ValueError):  # the private domain, claimed for it
                     release_domain(int(env.get("ROS_DOMAIN_ID", "")))
-        code = EXIT_TIMEOUT if timed_out else int(process.returncode)
+        code = ExitCode.TIMEOUT if timed_out else int(process.returncode)
         return code, "\n".join(tail)
 
     return run

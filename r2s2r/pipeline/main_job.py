@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from r2s2r_common.config import resolve_config_path
+from r2s2r_common.errors import ExitCode
 from r2s2r_datagen.config import DatagenConfig, GenerateConfig, bundled_configurations_path
 from r2s2r_datagen.configurations import load_datagen_config, with_inputs
 from r2s2r_datagen.prerequisites import (
@@ -42,7 +43,7 @@ from r2s2r_datagen.runner import ProgressCallback, run_generation
 from r2s2r_datagen.summary import RunSummary
 
 from r2s2r.pipeline.cache import StageRecord, StageRunner, content_hash, current_commit
-from r2s2r.pipeline.commands import EXIT_TIMEOUT, CommandRunner, command_runner
+from r2s2r.pipeline.commands import CommandRunner, command_runner
 from r2s2r.pipeline.stages import (
     DEMOS,
     GROUNDING,
@@ -117,7 +118,7 @@ def _prepare(
         outcome = run_command_stage(stages, stage, runner, what, clear_stale=False)
     except CommandStageError as failure:
         wall = time.monotonic() - started
-        if failure.code == EXIT_TIMEOUT:
+        if failure.code == ExitCode.TIMEOUT:
             why = "timed out"
         elif failure.code is None:
             why = f"cannot run: {failure.summary}"

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2s2r_common.errors import ExitCode
+from r2s2r_description.cameras import CAMERA_NAMES
+
 from r2s2r.pipeline.cache import StageError, StageOutcome, StageRunner
-from r2s2r.pipeline.commands import EXIT_TIMEOUT, CommandRunner, cli_command
+from r2s2r.pipeline.commands import CommandRunner, cli_command
 
 DEMOS = "demos"
 GROUNDING = "grounding"
@@ -37,7 +40,7 @@ class CommandStageError(StageError):
     Attributes:
         why: ``exited with N``, ``ran past N s``, ``exited with 0 but did not write F`` or
             ``cannot run: ...``.
-        code: Its exit code (:data:`EXIT_TIMEOUT` when it timed out; None when it could not
+        code: Its exit code (``ExitCode.TIMEOUT`` when it timed out; None when it could not
             start).
         summary: What failed, from its last lines of output.
         set_aside: Where a partial output was moved ('' if none).
@@ -169,7 +172,7 @@ def grounded_cell_arguments(artifact: Path, export_dir: Path) -> dict[str, str]:
 
     written = export_artifact(artifact, export_dir)
     arguments = {"grounding_artifact": str(artifact), "tracker_anchor_to_belt": "false"}
-    for camera in ("head_camera", "hand_camera"):
+    for camera in CAMERA_NAMES:
         if camera in written:
             arguments[f"{camera}_info"] = str(written[camera])
     return arguments
@@ -219,7 +222,7 @@ def run_command_stage(
             lines = [line.strip() for line in tail.splitlines() if line.strip()]
             info = {"command": shlex.join(stage.command), "output_tail": lines[-5:]}
             return {stage.output_key: str(stage.output)}, info
-        if code == EXIT_TIMEOUT:
+        if code == ExitCode.TIMEOUT:
             why = f"ran past {stage.timeout_s:.0f} s"
         elif code == 0:
             why = f"exited with 0 but did not write {stage.output}"

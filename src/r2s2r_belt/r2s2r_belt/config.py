@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_description.cameras import HEAD
 from r2s2r_world.grounding import grounded_roller_radius_m, load_world_overrides
 
 
@@ -114,7 +115,7 @@ class VisionConfig(ConfigModel):
         "the configured image_to_belt_homography/roi_px/camera_matrix/distortion are ignored.",
     )
     camera_frame: str = Field(
-        default="head_camera_optical_frame",
+        default=HEAD.optical_frame,
         description="Optical frame of the head camera (used when the image has no frame_id).",
     )
     belt_frame: str = Field(

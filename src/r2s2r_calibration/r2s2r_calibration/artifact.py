@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 from r2s2r_common.config import ConfigError, dump_yaml
+from r2s2r_description.frames import WORLD_FRAME
 from r2s2r_description.transforms import invert_transform
 from r2s2r_world.grounding import CHECK_OVERRIDES as CHECK_OVERRIDES
 from r2s2r_world.grounding import GroundingArtifact as GroundingArtifact
@@ -300,7 +301,7 @@ def scene_record(
     """Artifact record of a registered element, expressed in ``world``."""
     T_world_element = np.asarray(T_world_base, dtype=float) @ registration.T_base_element
     return ScenePoseRecord(
-        pose=pose_value(T_world_element, "world", child_frame or f"{registration.name}_link"),
+        pose=pose_value(T_world_element, WORLD_FRAME, child_frame or f"{registration.name}_link"),
         fitness=registration.fitness,
         inlier_rmse_m=registration.inlier_rmse_m,
         observability=registration.observability,

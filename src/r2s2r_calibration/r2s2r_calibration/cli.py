@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import click
-from r2s2r_common.errors import Terminated, sigterm_as_flag
+from r2s2r_common.errors import ExitCode, Terminated, sigterm_as_flag
 
 
 @click.command("ground")
@@ -129,7 +129,7 @@ def ground_command(
 def _fail(message: str) -> None:
     """One line on stderr, exit code 1 (a failed run)."""
     click.echo(f"r2s2r ground: error: {message}", err=True)
-    raise SystemExit(1)
+    raise SystemExit(ExitCode.FAILED)
 
 
 def _fail_steps(failures: dict[str, str], output: str) -> None:

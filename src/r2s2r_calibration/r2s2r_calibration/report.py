@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 from r2s2r_common.config import dump_yaml
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_world.world import WorldParams, apply_grounding
+from r2s2r_world.world import WorldParams, apply_grounding, camera_params
 from scipy.spatial import cKDTree
 
 from r2s2r_calibration.belt_model import fit_belt_track
@@ -237,7 +237,7 @@ def board_error(run: GroundingRun, nominal: WorldParams) -> AxisFigure:
     after: list[float] = []
     counts = []
     for camera, result in sorted(run.intrinsics.items()):
-        params = nominal.cameras.head if camera == "head_camera" else nominal.cameras.hand
+        params = camera_params(nominal, camera)
         K_nominal = np.array(
             [[params.fx_px, 0.0, params.cx_px], [0.0, params.fy_px, params.cy_px], [0, 0, 1.0]]
         )

@@ -34,6 +34,7 @@ from r2s2r_common.topics import (
     camera_image,
     camera_info,
 )
+from r2s2r_description.cameras import camera as cell_camera
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
@@ -209,7 +210,7 @@ class RecordingCellClient:
         K = np.asarray(model.camera_matrix, dtype=float)
         P = np.hstack([K, np.zeros((3, 1))]).reshape(-1)
         msg = _CameraInfo(
-            _header(0.0, f"{camera}_optical_frame"), model.height_px, model.width_px,
+            _header(0.0, cell_camera(camera).optical_frame), model.height_px, model.width_px,
             "plumb_bob", np.asarray(model.distortion, dtype=float), K.reshape(-1),
             np.eye(3).reshape(-1), P, 0, 0, _Roi(0, 0, 0, 0, False),
         )  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from r2s2r_description.frames import WORLD_FRAME
 from r2s2r_sim.cell_runtime import SimCell
 
 from r2s2r_calibration.cell_client import BoardOperator, CameraModel
@@ -147,9 +148,9 @@ class SimCellClient:
             parents[transform.child] = (transform.parent, matrix)
         pose = np.eye(4)
         current = frame
-        while current != "world":
+        while current != WORLD_FRAME:
             if current not in parents:
-                raise KeyError(f"frame {frame!r} is not connected to 'world' in /tf_static")
+                raise KeyError(f"frame {frame!r} is not connected to {WORLD_FRAME!r} in /tf_static")
             parent, matrix = parents[current]
             pose = matrix @ pose
             current = parent

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from r2s2r_description.cameras import HEAD
 from r2s2r_description.cell import build_description
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_description.model import ShapeKind
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_description.transforms import invert_transform
@@ -99,11 +101,11 @@ def head_camera(
     camera, note = camera_intrinsics(client, artifact, "head")
     notes = [note] if note else []
     record = artifact.cameras.get("head")
-    T_world_base = client.frame_pose("base_link")
+    T_world_base = client.frame_pose(BASE_LINK)
     if record is not None and record.pose is not None:
         T_world_optical = record.pose.pose.matrix() @ T_LINK_OPTICAL
     else:
-        T_world_optical = client.frame_pose("head_camera_optical_frame")
+        T_world_optical = client.frame_pose(HEAD.optical_frame)
         notes.append("head camera pose from /tf_static (uncalibrated)")
     return camera, invert_transform(T_world_base) @ T_world_optical, notes
 

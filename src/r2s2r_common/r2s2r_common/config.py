@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
 from r2s2r_common.errors import BadInputError
+from r2s2r_common.files import write_yaml_atomic
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -225,15 +226,15 @@ def flatten(nested: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def dump_yaml(data: Any, path: str | Path) -> None:
-    """Write ``data`` (a model or plain data) as YAML atomically (temp file + rename)."""
+    """Write ``data`` (a model or plain data) as YAML, creating its folder, whole or not at all.
+
+    (:func:`r2s2r_common.files.write_yaml_atomic`: temp file, fsync, rename.)
+    """
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        yaml.safe_dump(data, stream, sort_keys=False)
-    tmp.replace(target)
+    write_yaml_atomic(target, data)
 
 
 def resolve_config_path(path: str | Path, package: str = "r2s2r") -> Path:

@@ -4,12 +4,15 @@ Library code raises typed errors whose message names the thing (file, key, value
 expected and what to do. An entry point (the ``r2s2r`` command line) turns each of them into
 one line on stderr and an exit code:
 
-- :data:`EXIT_BAD_INPUT` (2): the input is wrong and the user can fix it (a file, key, value,
-  path or argument): :class:`BadInputError` and its subclasses (``ConfigError`` is one), the
-  workspace's own ``ValueError``/``LookupError`` subclasses, and missing or misplaced files;
-- :data:`EXIT_FAILED` (1): the input was accepted but the run failed (a node died, a cell did
-  not answer, the disk filled): :class:`RunFailedError`, the workspace's other errors;
+- :attr:`ExitCode.BAD_INPUT` (2): the input is wrong and the user can fix it (a file, key,
+  value, path or argument): :class:`BadInputError` and its subclasses (``ConfigError`` is one),
+  the workspace's own ``ValueError``/``LookupError`` subclasses, and missing or misplaced files;
+- :attr:`ExitCode.FAILED` (1): the input was accepted but the run failed (a node died, a cell
+  did not answer, the disk filled): :class:`RunFailedError`, the workspace's other errors;
 - anything else is a bug: one line naming the exception type, exit 1.
+
+:class:`ExitCode` is every exit code the workspace's commands and nodes end with, one meaning
+per number (the table in ``docs/architecture.md`` lists them for users).
 
 With ``R2S2R_DEBUG=1`` (or ``r2s2r --debug``) the traceback is printed as well.
 
@@ -23,13 +26,43 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from enum import IntEnum
 from typing import Any
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
+
+class ExitCode(IntEnum):
+    """The exit codes of the workspace's commands and nodes: one meaning per number."""
+
+    OK = 0
+    """Done: the command did all it was asked."""
+
+    FAILED = 1
+    """The input was accepted but the run failed (a node died, a cell did not answer, the disk
+    filled, a bag or dataset is damaged), or a bug (an unexpected error); stderr says which."""
+
+    BAD_INPUT = 2
+    """Refused before any work: the input is wrong and the user can fix it (an argument, a
+    parameter, a configuration file, a path); stderr names it."""
+
+    NOTHING_DONE = 3
+    """The command ran but had nothing to do or produced nothing: no requested generator
+    configuration can run here (``r2s2r generate``), no recorded episode was converted
+    (``r2s2r record-demos``)."""
+
+    INCOMPLETE = 4
+    """Fewer than asked: episodes of a generation run are left without a result (the same
+    command again resumes them), or ``record-demos --successes`` recorded fewer successful
+    takes than wanted within its attempts."""
+
+    TIMEOUT = 124
+    """A stage command ran past its time limit and was stopped (as ``timeout(1)`` reports)."""
+
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C (SIGINT); the same command again resumes where it can."""
+
+    TERMINATED = 143
+    """Stopped by SIGTERM; the same command again resumes where it can."""
+
 
 DEBUG_ENV = "R2S2R_DEBUG"
 """Environment variable that makes the command line print tracebacks (any non-empty value
@@ -61,7 +94,7 @@ class Terminated(SystemExit):
     """Raised in the main thread by a SIGTERM handler so that ``finally`` blocks clean up."""
 
     def __init__(self, signal_name: str = "SIGTERM") -> None:
-        super().__init__(EXIT_TERMINATED)
+        super().__init__(ExitCode.TERMINATED)
         self.signal_name = signal_name
 
 
@@ -134,17 +167,19 @@ def exit_code_for(error: BaseException) -> int | None:
 
     """
     if isinstance(error, BadInputError):
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     if isinstance(error, RunFailedError):
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if _is_workspace_error(error):
-        return EXIT_BAD_INPUT if isinstance(error, ValueError | LookupError) else EXIT_FAILED
+        return (
+            ExitCode.BAD_INPUT if isinstance(error, ValueError | LookupError) else ExitCode.FAILED
+        )
     if isinstance(error, _INPUT_OS_ERRORS):
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     if type(error).__name__ == "ValidationError" and isinstance(error, ValueError):
-        return EXIT_BAD_INPUT  # pydantic: a value given to a schema
+        return ExitCode.BAD_INPUT  # pydantic: a value given to a schema
     if isinstance(error, OSError):
-        return EXIT_FAILED  # disk full, I/O error: the run failed, the input may be fine
+        return ExitCode.FAILED  # disk full, I/O error: the run failed, the input may be fine
     return None
 
 
@@ -182,7 +217,7 @@ def describe(error: BaseException) -> tuple[int, str]:
     text = one_line(str(error)) or type(error).__name__
     if code is None:
         hint = "" if debug_enabled() else f" (run with {DEBUG_ENV}=1 or --debug for the traceback)"
-        return EXIT_FAILED, f"internal error: {type(error).__name__}: {text}{hint}"
+        return ExitCode.FAILED, f"internal error: {type(error).__name__}: {text}{hint}"
     if isinstance(error, FileNotFoundError) and error.filename and str(error.filename) not in text:
         text = f"{error.filename}: {text}"
     return code, text

@@ -32,4 +32,4 @@ def test_a_stop_lost_in_a_finalizer_is_raised_again(monkeypatch: pytest.MonkeyPa
     gc.collect()
     with pytest.raises(errors.Terminated) as raised:
         errors.raise_if_stop_requested()
-    assert raised.value.signal_name == "SIGTERM" and raised.value.code == errors.EXIT_TERMINATED
+    assert raised.value.signal_name == "SIGTERM" and raised.value.code == errors.ExitCode.TERMINATED

@@ -6,6 +6,8 @@ context, as a node's ``main`` does (the runner initialises and shuts it down).
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -13,13 +15,11 @@ from typing import Any
 import pytest
 import rclpy
 from r2s2r_common.config import ConfigError
-from r2s2r_common.ros.runner import (
-    EXIT_BAD_CONFIGURATION,
-    run_lifecycle_node,
-    run_node,
-)
+from r2s2r_common.errors import ExitCode
+from r2s2r_common.ros.runner import run_lifecycle_node, run_node
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.node import Node
+from std_msgs.msg import String
 
 TICK_PERIOD_S = 0.01
 
@@ -189,7 +189,7 @@ def test_a_config_error_is_one_message_and_exit_2(capsys: pytest.CaptureFixture[
         raise ConfigError("workers: 0 is below the minimum 1")
 
     code = run_node(broken, args=[], finish=finished.append)
-    assert code == EXIT_BAD_CONFIGURATION == 2
+    assert code == ExitCode.BAD_INPUT == 2
     err = capsys.readouterr().err
     assert err == "[ERROR] invalid configuration: workers: 0 is below the minimum 1\n"
     assert finished == []  # no node, nothing to finish
@@ -217,7 +217,7 @@ def test_a_failed_autostart_exits_before_spinning(failed_exit_code: int | None) 
     built = Built(lambda: StartingNode(autostart=True, succeeds=False))
     if failed_exit_code is None:  # the default: a dead node, as for bad parameters
         code = run_lifecycle_node(built, args=[], finish=record_finish)
-        assert code == EXIT_BAD_CONFIGURATION
+        assert code == ExitCode.BAD_INPUT
     else:
         code = run_lifecycle_node(
             built, args=[], finish=record_finish, autostart_failed_exit_code=failed_exit_code
@@ -257,3 +257,26 @@ def test_a_config_error_in_autostart_is_the_same_one_message_and_exit_2(
     assert code == 2
     assert capsys.readouterr().err == "[ERROR] invalid configuration: fps: must be > 0\n"
     assert_destroyed_and_shut_down(built.node)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_leaves_the_context_valid_for_finish(signum: int) -> None:
+    """SIGTERM/Ctrl-C end the spin; ``finish`` still publishes (a policy's last hold)."""
+
+    def signal_self(node: TickingNode) -> None:
+        if node.ticks == 2:
+            os.kill(os.getpid(), signum)
+
+    published: list[bool] = []
+
+    def finish(node: TickingNode) -> None:
+        publisher = node.create_publisher(String, "/runner_test/last_words", 1)
+        publisher.publish(String(data="hold"))  # raised RCLError when rclpy handled the signal
+        published.append(rclpy.ok())
+
+    before = signal.getsignal(signum)
+    built = Built(lambda: TickingNode(signal_self))
+    assert run_node(built, args=[], finish=finish, interrupted_exit_code=143) == 143
+    assert published == [True]
+    assert_destroyed_and_shut_down(built.node)
+    assert signal.getsignal(signum) is before  # the process's own handler is back

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from r2s2r_common.config import ConfigError
 from r2s2r_common.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
     BadInputError,
+    ExitCode,
     RunFailedError,
     describe,
     exit_code_for,
@@ -121,15 +120,15 @@ def test_owned_child_stops_on_sigint_though_its_owner_ignores_it(from_thread: bo
 
 
 def test_exit_codes_of_the_error_boundary() -> None:
-    assert exit_code_for(ConfigError("x")) == EXIT_BAD_INPUT
-    assert exit_code_for(BadInputError("x")) == EXIT_BAD_INPUT
-    assert exit_code_for(RunFailedError("x")) == EXIT_FAILED
-    assert exit_code_for(FileNotFoundError(2, "No such file", "a.yaml")) == EXIT_BAD_INPUT
-    assert exit_code_for(_LibraryError("x")) == EXIT_FAILED
-    assert exit_code_for(OSError(28, "No space left on device")) == EXIT_FAILED
+    assert exit_code_for(ConfigError("x")) == ExitCode.BAD_INPUT
+    assert exit_code_for(BadInputError("x")) == ExitCode.BAD_INPUT
+    assert exit_code_for(RunFailedError("x")) == ExitCode.FAILED
+    assert exit_code_for(FileNotFoundError(2, "No such file", "a.yaml")) == ExitCode.BAD_INPUT
+    assert exit_code_for(_LibraryError("x")) == ExitCode.FAILED
+    assert exit_code_for(OSError(28, "No space left on device")) == ExitCode.FAILED
     assert exit_code_for(KeyError("x")) is None  # a bug, not an input problem
     code, line = describe(ZeroDivisionError("division by zero"))
-    assert code == EXIT_FAILED and line.startswith("internal error: ZeroDivisionError")
+    assert code == ExitCode.FAILED and line.startswith("internal error: ZeroDivisionError")
     assert "R2S2R_DEBUG=1" in line
 
 

@@ -4,7 +4,7 @@ import pytest
 import rclpy
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel
-from r2s2r_common.ros.params import declare_config
+from r2s2r_common.ros.params import LENIENT_ENV, declare_config
 from rcl_interfaces.msg import ParameterType
 from rclpy.parameter import Parameter
 
@@ -73,3 +73,32 @@ def test_runtime_changes_validated_or_refused(ros_context: rclpy.Context) -> Non
     assert "width_px" in refused.reason
     assert node.get_parameter("camera.width_px").value == 128
     node.destroy_node()
+
+
+def test_an_unknown_parameter_is_refused_with_the_closest_name(
+    ros_context: rclpy.Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in a parameter file (``rate_hzz``) is refused, not silently replaced by a default."""
+    monkeypatch.setattr("sys.argv", ["node", "--ros-args", "--params-file", "/cfg/node.yaml"])
+    typo = rclpy.create_node(
+        "params_typo",
+        context=ros_context,
+        parameter_overrides=[
+            Parameter("rate_hzz", value=5.0),
+            Parameter("use_sim_time", value=True),
+        ],
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown parameter 'rate_hzz' \(did you mean 'rate_hz'\?\) in /cfg/node.yaml",
+    ):
+        declare_config(typo, Example)
+    typo.destroy_node()
+    monkeypatch.setenv(LENIENT_ENV, "1")
+    lenient = rclpy.create_node(
+        "params_lenient",
+        context=ros_context,
+        parameter_overrides=[Parameter("rate_hzz", value=5.0)],
+    )
+    assert declare_config(lenient, Example) == Example()  # warned, default kept
+    lenient.destroy_node()

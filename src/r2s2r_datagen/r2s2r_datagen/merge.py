@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
+from r2s2r_common.files import move_into_place
 from r2s2r_recorder.dataset import (
     DATA_GROUP,
     EPISODE_PREFIX,
@@ -163,6 +164,6 @@ def _merge_into(
             total += int(data[episode_group(index)].attrs[NUM_SAMPLES_ATTR])
         data.attrs[TOTAL_ATTR] = total
         result.episodes, result.frames = len(kept), total
-    tmp.replace(output)
+    move_into_place(tmp, output)
     result.missing = sorted(wanted - seen)
     return result

@@ -14,7 +14,6 @@ configurations unavailable (reported by the runner), and nothing is ever faked.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from typing import Any, Literal
 from r2s2r_common.console import (
     duration_text,
 )
+from r2s2r_common.files import write_json_atomic
 
 from r2s2r_datagen.config import DatagenConfig, GenerateConfig
 
@@ -107,9 +107,7 @@ class PrerequisitesReport:
         """Write :meth:`as_dict` as JSON (atomically)."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(target)
+        write_json_atomic(target, self.as_dict())
 
 
 def selected_configurations(config: GenerateConfig, datagen: DatagenConfig) -> list[Any]:

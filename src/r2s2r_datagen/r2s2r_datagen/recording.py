@@ -47,6 +47,7 @@ from typing import Any
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.cameras import HEAD
 from r2s2r_description.controllers import CONTROLLER_JOINTS
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
@@ -283,7 +284,7 @@ class RecordingBackend:
                 self._frames[key].append(None)
                 continue
             image, native, camera_depth = self._render_camera(camera)
-            if camera == "head_camera":
+            if camera == HEAD.name:
                 head_native, depth = native, camera_depth
             self._frames[key].append(image)
         rendered = time.perf_counter()
@@ -310,7 +311,7 @@ class RecordingBackend:
     ) -> tuple[NDArray[np.uint8], NDArray[np.uint8], NDArray[np.float32] | None]:
         """Render a camera now: (dataset-size RGB, native RGB, native depth for perception)."""
         depth = None
-        if camera == "head_camera" and self._perception is not None:
+        if camera == HEAD.name and self._perception is not None:
             native, depth = self._render_rgbd(camera)
         else:
             native = np.asarray(self.inner.render(camera), dtype=np.uint8)
@@ -555,7 +556,7 @@ class RecordingBackend:
         if not self.deferred:
             self._start_perception()
             if isinstance(self.inner, SceneSnapshots):
-                live = {"head_camera"} if self._perception is not None else set()
+                live = {HEAD.name} if self._perception is not None else set()
                 self._later_keys = tuple(k for k, c in CAMERAS.items() if c not in live)
         self._object_name = self._object_name_arg or (objects[0].name if objects else None)
         self._base_inverse = np.asarray(

@@ -53,7 +53,8 @@ from r2s2r_common.disk import (
     is_disk_full,
     size_text,
 )
-from r2s2r_common.errors import raise_if_stop_requested
+from r2s2r_common.errors import ExitCode, raise_if_stop_requested
+from r2s2r_common.files import write_json_atomic
 from r2s2r_sim.backend import BackendUnavailableError
 from r2s2r_sim.backend_config import check_backend_available
 
@@ -77,8 +78,6 @@ from r2s2r_datagen.pool import (
 )
 from r2s2r_datagen.prerequisites import PrerequisitesReport
 from r2s2r_datagen.summary import (
-    EXIT_INCOMPLETE,
-    EXIT_NOTHING_RAN,
     ConfigurationSummary,
     RunSummary,
     low_yield_diagnosis,
@@ -172,9 +171,7 @@ def _check_run_dir(run_dir: Path, identity: dict[str, Any], resume: bool) -> Non
                 )
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_file.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(run_file)
+    write_json_atomic(run_file, identity)
 
 
 def _start_session(run_dir: Path, config: GenerateConfig) -> int:
@@ -516,12 +513,12 @@ def run_generation(
     summary.elapsed_s = prerequisites.wall_s() + time.monotonic() - started
     _summarise(summary, prepared, ledger, reports, config, run_dir, source_checks)
     if not any(entry.world is not None for entry in prepared):
-        summary.exit_code = EXIT_NOTHING_RAN
+        summary.exit_code = ExitCode.NOTHING_DONE
         summary.notes.append("no requested configuration can run here: nothing was generated")
     else:
         unfinished = sum(c.unfinished for c in summary.configurations if not c.unavailable)
         if unfinished:
-            summary.exit_code = EXIT_INCOMPLETE
+            summary.exit_code = ExitCode.INCOMPLETE
             summary.notes.append(
                 f"{unfinished} episodes have no result (lost to a failed write, crash or "
                 "timeout, or not run); run again to resume them"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Iterable
@@ -10,14 +9,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r2s2r_datagen.ledger import is_interrupted
+from r2s2r_common.errors import ExitCode
+from r2s2r_common.files import write_json_atomic
 
-EXIT_OK = 0
-EXIT_NOTHING_RAN = 3
-"""Exit code when no requested configuration could run (generators or artifact missing)."""
-EXIT_INCOMPLETE = 4
-"""Exit code when episodes are left without a result (lost to a failed write, a crash or a
-timeout, or not run): a resume runs them."""
+from r2s2r_datagen.ledger import is_interrupted
 
 LOW_YIELD_FRACTION = 0.10
 """A configuration's yield (successes per attempt) below this is far below usual: on the
@@ -174,7 +169,9 @@ class RunSummary:
         executor: ``process`` or ``ray``.
         configurations: Per-configuration summaries.
         notes: Messages for the user (unavailable generators, lost episodes...).
-        exit_code: 0, :data:`EXIT_NOTHING_RAN` or :data:`EXIT_INCOMPLETE`.
+        exit_code: ``ExitCode.OK``; ``NOTHING_DONE`` when no requested configuration could
+            run (generators or artifact missing); ``INCOMPLETE`` when episodes are left
+            without a result (a failed write, a crash, a timeout, not run): a resume runs them.
         jobs_elapsed_s: Wall time from the first job handed out to the last one finished
             (throughput without worker start-up and merge).
 
@@ -187,7 +184,7 @@ class RunSummary:
     executor: str
     configurations: list[ConfigurationSummary] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    exit_code: int = EXIT_OK
+    exit_code: int = ExitCode.OK
     jobs_elapsed_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -206,14 +203,7 @@ class RunSummary:
 
     def save(self, path: str | Path) -> None:
         """Write the summary as JSON (atomically)."""
-        target = Path(path)
-        tmp = target.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(json.dumps(self.as_dict(), indent=2) + "\n", encoding="utf-8")
-            tmp.replace(target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a full disk: no partial summary is left
-            raise
+        write_json_atomic(path, self.as_dict())  # a full disk: no partial summary is left
 
     def table(self) -> Any:
         """Build a :class:`rich.table.Table` of the configurations."""

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import cv2
 from r2s2r_common.disk import disk_full_message, is_disk_full
+from r2s2r_common.files import move_into_place
+from r2s2r_description.cameras import CAMERA_NAMES
 from r2s2r_recorder.dataset import EpisodeWriter
 from r2s2r_sim.backend_config import SimBackendConfig, make_backend
 
@@ -155,7 +157,7 @@ def write_episode(path: Path, episode: Any, compression_level: int) -> None:
     try:
         with EpisodeWriter(partial, compression_level=compression_level) as writer:
             writer.append(episode)
-        os.replace(partial, path)
+        move_into_place(partial, path)
     except BaseException:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
@@ -251,7 +253,7 @@ class WorkerState:
         if job is None:
             return
         self.backend.reset(job.world, job.seed, job.plan.objects)
-        for camera in ("head_camera", "hand_camera"):
+        for camera in CAMERA_NAMES:
             self.backend.render(camera)
 
     def run(self, job: EpisodeJob) -> JobReport:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from r2s2r_description.cameras import HEAD
+from r2s2r_description.frames import BASE_LINK, WORLD_FRAME
 from r2s2r_description.model import Description, Joint, Link, LinkKind, Shape, ShapeKind
 from r2s2r_description.robot import OPTICAL_FROM_LINK, arm_links_and_joints, hand_links_and_joints
 from r2s2r_description.transforms import Pose
@@ -117,7 +119,7 @@ def cell_links_and_joints(layout: CellLayout) -> tuple[list[Link], list[Joint]]:
     table_x, table_y = TABLE_SIZE_M
     links = [
         Link(
-            "world",
+            WORLD_FRAME,
             LinkKind.CELL,
             (
                 Shape(ShapeKind.BOX, (6.0, 6.0, 0.02), Pose((0, 0, -0.01)), _FLOOR, "floor"),
@@ -151,7 +153,7 @@ def cell_links_and_joints(layout: CellLayout) -> tuple[list[Link], list[Joint]]:
             ),
         ),
         Link(
-            "head_camera_link",
+            HEAD.link,
             LinkKind.CELL,
             (
                 Shape(
@@ -163,21 +165,23 @@ def cell_links_and_joints(layout: CellLayout) -> tuple[list[Link], list[Joint]]:
                 ),
             ),
         ),
-        Link("head_camera_optical_frame", LinkKind.CELL, camera="head_camera"),
+        Link(HEAD.optical_frame, LinkKind.CELL, camera=HEAD.name),
     ]
     joints = [
-        Joint("world_belt_joint", "world", "belt_link", layout.belt_pose),
-        Joint("world_head_camera_joint", "world", "head_camera_link", layout.head_camera_pose),
+        Joint("world_belt_joint", WORLD_FRAME, "belt_link", layout.belt_pose),
         Joint(
-            "head_camera_optical_joint",
-            "head_camera_link",
-            "head_camera_optical_frame",
+            f"{WORLD_FRAME}_{HEAD.name}_joint", HEAD.mount_frame, HEAD.link, layout.head_camera_pose
+        ),
+        Joint(
+            f"{HEAD.name}_optical_joint",
+            HEAD.link,
+            HEAD.optical_frame,
             OPTICAL_FROM_LINK,
         ),
     ]
     for name, pose in layout.bin_poses.items():
         links.append(Link(f"{name}_link", LinkKind.CELL, _bin_shapes(name)))
-        joints.append(Joint(f"world_{name}_joint", "world", f"{name}_link", pose))
+        joints.append(Joint(f"world_{name}_joint", WORLD_FRAME, f"{name}_link", pose))
     return links, joints
 
 
@@ -195,10 +199,10 @@ def build_description(layout: CellLayout = NOMINAL_LAYOUT) -> Description:
     cell_links, cell_joints = cell_links_and_joints(layout)
     arm_links, arm_joints = arm_links_and_joints()
     hand_links, hand_joints = hand_links_and_joints(layout.hand_camera_pose)
-    base_joint = Joint("world_base_joint", "world", "base_link", layout.base_pose)
+    base_joint = Joint("world_base_joint", WORLD_FRAME, BASE_LINK, layout.base_pose)
     return Description(
         name="r2s2r_cell",
-        root="world",
+        root=WORLD_FRAME,
         links=tuple(cell_links + arm_links + hand_links),
         joints=tuple([*cell_joints, base_joint, *arm_joints, *hand_joints]),
     )

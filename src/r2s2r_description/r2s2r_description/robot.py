@@ -13,6 +13,8 @@ object in front of the palm.
 
 from __future__ import annotations
 
+from r2s2r_description.cameras import HAND
+from r2s2r_description.frames import BASE_LINK, PALM_LINK
 from r2s2r_description.model import (
     Joint,
     JointLimits,
@@ -143,7 +145,7 @@ def arm_links_and_joints() -> tuple[list[Link], list[Joint]]:
     half_pi = _PI / 2.0
     links = [
         Link(
-            "base_link",
+            BASE_LINK,
             LinkKind.ARM,
             (_cyl(0.075, 0.09, Pose((0.0, 0.0, 0.045)), _ARM_GREY),),
         ),
@@ -188,7 +190,7 @@ def arm_links_and_joints() -> tuple[list[Link], list[Joint]]:
     joints = [
         _revolute(
             "shoulder_pan_joint",
-            "base_link",
+            BASE_LINK,
             "shoulder_link",
             Pose((0.0, 0.0, UR5E_D1_M)),
             (0.0, 0.0, 1.0),
@@ -274,7 +276,7 @@ def hand_links_and_joints(hand_camera_pose: Pose) -> tuple[list[Link], list[Join
     palm_x, palm_y, palm_z = PALM_SIZE_M
     links = [
         Link(
-            "palm_link",
+            PALM_LINK,
             LinkKind.HAND,
             (
                 Shape(
@@ -289,7 +291,7 @@ def hand_links_and_joints(hand_camera_pose: Pose) -> tuple[list[Link], list[Join
         ),
         Link("thumb_base_link", LinkKind.HAND, ()),
         Link(
-            "hand_camera_link",
+            HAND.link,
             LinkKind.HAND,
             (
                 Shape(
@@ -301,20 +303,20 @@ def hand_links_and_joints(hand_camera_pose: Pose) -> tuple[list[Link], list[Join
                 ),
             ),
         ),
-        Link("hand_camera_optical_frame", LinkKind.HAND, camera="hand_camera"),
+        Link(HAND.optical_frame, LinkKind.HAND, camera=HAND.name),
     ]
     joints = [
-        Joint("flange_palm_joint", "flange", "palm_link", Pose((0.0, 0.0, FLANGE_TO_PALM_M))),
-        Joint("hand_camera_joint", "palm_link", "hand_camera_link", hand_camera_pose),
+        Joint("flange_palm_joint", "flange", PALM_LINK, Pose((0.0, 0.0, FLANGE_TO_PALM_M))),
+        Joint(f"{HAND.name}_joint", HAND.mount_frame, HAND.link, hand_camera_pose),
         Joint(
-            "hand_camera_optical_joint",
-            "hand_camera_link",
-            "hand_camera_optical_frame",
+            f"{HAND.name}_optical_joint",
+            HAND.link,
+            HAND.optical_frame,
             OPTICAL_FROM_LINK,
         ),
         _revolute(
             "thumb_rot_joint",
-            "palm_link",
+            PALM_LINK,
             "thumb_base_link",
             Pose((0.0, THUMB_BASE_Y_M, 0.0)),
             (0.0, 0.0, 1.0),
@@ -334,7 +336,7 @@ def hand_links_and_joints(hand_camera_pose: Pose) -> tuple[list[Link], list[Join
     for finger, base_x in zip(FINGER_NAMES, FINGER_BASE_X_M, strict=True):
         finger_links, finger_joints = _finger_chain(
             finger,
-            "palm_link",
+            PALM_LINK,
             Pose((base_x, FINGER_BASE_Y_M, 0.0)),
             tuple(f"{finger}_{j}_joint" for j in ("mcp", "pip", "dip")),
             FINGER_SEGMENTS_M,

@@ -3,12 +3,16 @@
 import mujoco
 import numpy as np
 import pytest
+from r2s2r_description.cameras import CAMERAS, HAND, HEAD, UnknownCameraError
 from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.mjcf import body_pose, to_mjspec
 from r2s2r_description.model import Description, DescriptionError, Joint, Link, forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HAND_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_description.transforms import Pose, matrix_to_quat, quat_to_matrix, rpy_to_matrix
 from r2s2r_description.urdf import to_urdf, urdf_forward_kinematics
+
+from r2s2r_description import cameras
 
 CHECKED_FRAMES = (
     "palm_link",
@@ -86,3 +90,34 @@ def test_malformed_tree_is_rejected() -> None:
         )
     with pytest.raises(DescriptionError, match="unknown joints"):
         forward_kinematics(build_description(), {"no_such_joint": 0.0})
+
+
+def test_the_cameras_and_frames_are_the_descriptions() -> None:
+    # The names are the cell's contract (topics, datasets, world files, tf): pinned here.
+    assert [(c.name, c.world_key, c.image_key) for c in CAMERAS] == [
+        ("head_camera", "head", "head_camera_rgb"),
+        ("hand_camera", "hand", "hand_camera_rgb"),
+    ]
+    assert (HEAD.link, HEAD.optical_frame, HEAD.mount_frame) == (
+        "head_camera_link",
+        "head_camera_optical_frame",
+        "world",
+    )
+    assert (HAND.link, HAND.optical_frame, HAND.mount_frame) == (
+        "hand_camera_link",
+        "hand_camera_optical_frame",
+        "palm_link",
+    )
+    assert (WORLD_FRAME, BASE_LINK, PALM_LINK) == ("world", "base_link", "palm_link")
+    description = build_description()
+    assert description.root == WORLD_FRAME
+    links = {link.name: link for link in description.links}
+    parents = {joint.child: joint.parent for joint in description.joints}
+    assert {BASE_LINK, PALM_LINK} <= set(links)
+    for cell_camera in CAMERAS:
+        assert links[cell_camera.optical_frame].camera == cell_camera.name
+        assert parents[cell_camera.optical_frame] == cell_camera.link
+        assert parents[cell_camera.link] == cell_camera.mount_frame
+        assert cameras.camera(cell_camera.name) is cell_camera
+    with pytest.raises(UnknownCameraError, match=r"'wrist_camera'.*'head_camera', 'hand_camera'"):
+        cameras.camera("wrist_camera")

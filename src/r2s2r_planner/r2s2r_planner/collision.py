@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 from r2s2r_description.cell import CellLayout, build_description
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.mjcf import geom_type_and_size, to_mjspec
 from r2s2r_description.model import LinkKind
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
@@ -34,7 +35,7 @@ CELL_BITS = (1, 6)
 PROXIMAL_BITS = (4, 3)
 DISTAL_BITS = (2, 5)
 PROXIMAL_LINKS = ("shoulder_link", "upper_arm_link")
-FIXED_ROBOT_LINKS = ("base_link",)
+FIXED_ROBOT_LINKS = (BASE_LINK,)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class CollisionChecker:
         for geom in spec.geoms:
             if geom.contype == 0 and geom.conaffinity == 0:
                 continue
-            body = geom.parent.name or "world"
+            body = geom.parent.name or WORLD_FRAME
             kind = kinds.get(body, LinkKind.CELL)
             if body in FIXED_ROBOT_LINKS:
                 geom.contype, geom.conaffinity = 0, 0
@@ -154,7 +155,7 @@ class CollisionChecker:
 
     @staticmethod
     def _add_attached(spec: mujoco.MjSpec, attached: AttachedObject) -> None:
-        palm = spec.body("palm_link")
+        palm = spec.body(PALM_LINK)
         geom = palm.add_geom()
         geom.name = "attached_object"
         geom.type, geom.size = geom_type_and_size(object_shape(attached.object_type))

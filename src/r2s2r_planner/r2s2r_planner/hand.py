@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from r2s2r_description.cell import NOMINAL_LAYOUT
+from r2s2r_description.frames import PALM_LINK
 from r2s2r_description.model import Description, Link, LinkKind, forward_kinematics
 from r2s2r_description.robot import (
     FINGER_RADIUS_M,
@@ -115,7 +116,7 @@ class PinchHand:
         poses = forward_kinematics(
             self._description, dict(zip(HAND_JOINT_NAMES, map(float, hand_q), strict=True))
         )
-        palm_inv = np.linalg.inv(poses["palm_link"])
+        palm_inv = np.linalg.inv(poses[PALM_LINK])
         return {
             link: (palm_inv @ poses[link] @ np.array([0.0, 0.0, length - radius, 1.0]))[:3]
             for link, (length, radius) in TIP_LINKS.items()

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, parse_config, read_yaml
+from r2s2r_common.files import move_into_place
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save_file
 
@@ -147,7 +148,7 @@ def save_checkpoint(
         torch.save(training_state, tmp / TRAINING_STATE_FILE)
     if target.exists():
         shutil.rmtree(target)
-    tmp.rename(target)
+    move_into_place(tmp, target)
     return target
 
 

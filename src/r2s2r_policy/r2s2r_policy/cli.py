@@ -19,6 +19,7 @@ import click
 from r2s2r_common.config import load_config, parse_config
 from r2s2r_common.console import progress_reporter
 from r2s2r_common.errors import one_line
+from r2s2r_common.files import write_atomic
 
 from .training import train
 from .training_config import TrainConfig
@@ -115,10 +116,7 @@ def train_command(
             "world_size": result.world_size,
             "losses": result.losses,
         }
-        target = Path(losses_out)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
-        temporary.replace(target)  # whole or not at all
+        write_atomic(losses_out, json.dumps(record) + "\n")  # whole or not at all
     click.echo(f"rank {result.rank}/{result.world_size} finished {json.dumps(summary)}")
 
 

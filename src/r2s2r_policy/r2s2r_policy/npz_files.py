@@ -9,12 +9,12 @@ file or none, never a half-written one.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.files import move_into_place
 
 HEADER = "header"
 """Name of the JSON header entry."""
@@ -35,9 +35,7 @@ def write_npz(
     try:
         with open(partial, "wb") as stream:
             save(stream, **payload)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(partial, path)
+        move_into_place(partial, path)
     finally:
         partial.unlink(missing_ok=True)
     return path

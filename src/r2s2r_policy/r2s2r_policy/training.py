@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from r2s2r_common.errors import raise_if_stop_requested
+from r2s2r_common.files import write_atomic
 from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -152,9 +153,7 @@ def _validation_until(run_path: Path, step: int, rewrite: bool) -> list[dict[str
             if isinstance(entry, dict) and float(entry.get("step", step + 1)) <= step:
                 entries.append(entry)
     if rewrite and path.is_file():
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
-        os.replace(temporary, path)
+        write_atomic(path, "".join(json.dumps(entry) + "\n" for entry in entries))
     return entries
 
 

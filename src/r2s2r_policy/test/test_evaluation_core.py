@@ -155,3 +155,41 @@ def test_in_process_trials_start_after_the_settle_with_frames_locked_to_the_star
             assert since_start == pytest.approx(round(since_start, 1), abs=1e-6)
             assert sent_s - image_s == pytest.approx(delay_s, abs=0.0021)
             assert times_s[0] == pytest.approx(0.1 - (sent_s - image_s), abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason", "stop"),
+    [("saturating", "safety_stop", "saturation"), ("nan", "no_action", "no_action")],
+)
+def test_a_misbehaving_policy_is_recorded_as_a_fault_and_fails_the_evaluation(
+    tmp_path: Path, fault: str, reason: str, stop: str
+) -> None:
+    """A diverged checkpoint (saturating) or one that never acts is not a plain miss."""
+    from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
+    from r2s2r_policy.evaluation.report import PolicyFaultError
+    from r2s2r_policy.inference.engine import InferenceConfig
+    from r2s2r_policy.inference.safety_layer import SafetyLayerConfig
+
+    torch.set_num_threads(1)
+    policy = untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=3)
+    chunk = np.tile([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES], (4, 1))
+    if fault == "saturating":
+        chunk[:, [ALL_JOINT_NAMES.index(name) for name in ARM_JOINT_NAMES]] = 7.0
+    else:
+        chunk[:] = np.nan
+    policy.predict_chunk_and_latent = lambda observation: (  # type: ignore[method-assign]
+        chunk.astype(np.float32),
+        np.zeros(1, dtype=np.float32),
+    )
+    report = evaluate_in_process(
+        policy,
+        EvaluationConfig(trials_per_condition={"nominal": 1}),
+        twin_config_path=short_twin(tmp_path, 2.0),
+        inference=InferenceConfig(safety=SafetyLayerConfig(dropped_chunks_to_stop=5)),
+    )
+    (record,) = report.records
+    assert not record.success and record.reason == reason
+    assert stop in record.safety_stop
+    assert report.summary()["nominal"].failure_reasons == {reason: 1}
+    with pytest.raises(PolicyFaultError, match=f"1 of 1 trials with a policy fault \\({reason} 1"):
+        report.raise_for_policy_faults("report.json")

@@ -89,6 +89,7 @@ class ScriptedHarness:
         self.script = script
         self.dies_at = dies_at
         self.trials = 0
+        self.safety_stop = ""
 
     def run_trial(
         self,

@@ -31,6 +31,7 @@ from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 MEASURED = np.array([HOME_POSITIONS[n] for n in ALL_JOINT_NAMES]) + 0.02
@@ -311,3 +312,49 @@ def test_an_index_of_other_weights_refuses_configure(checkpoint: Path, tmp_path:
             node.last_error
         )
         assert "real_likeness_monitor false" in node.last_error and node.engine is None
+
+
+def test_a_truncated_index_refuses_configure_naming_it(checkpoint: Path, tmp_path: Path) -> None:
+    """A latent index cut short inside the checkpoint: one line naming the file, not 'see above'."""
+    from r2s2r_policy.analysis.index import LATENT_INDEX_FILE, LatentIndex
+
+    copy = _with_index(checkpoint, tmp_path, True)
+    latent = _sensed_latent(checkpoint)
+    LatentIndex(latent[None], latent[None], k=1, fingerprint="0123456789abcdef").save(copy)
+    index = copy / LATENT_INDEX_FILE
+    index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    for node, _, _ in make_graph(copy):
+        assert not node.autostart()
+        assert f"{LATENT_INDEX_FILE}: not a latent index (BadZipFile" in node.last_error
+
+
+def test_a_second_commander_stops_the_policy_until_rearmed(graph: Graph) -> None:
+    """Another publisher on the arm's topic: one hold, ERROR on /diagnostics, ~/rearm resumes."""
+    node, sensors, spin_until = graph
+    assert node.autostart()
+    assert spin_until(lambda: len(sensors.received["arm"]) >= 2)
+    intruder = sensors.node.create_publisher(
+        JointTrajectory, "/arm_controller/joint_trajectory", RELIABLE_QOS
+    )
+    assert spin_until(lambda: len(sensors.received["arm"][-1].points) == 1, timeout_s=3.0)
+    assert node.engine is not None and node.engine.safety_stop is not None
+    assert node.engine.safety_stop.cause.value == "second_commander"
+
+    def error_named() -> bool:
+        return any(
+            status.level == DiagnosticStatus.ERROR and "second_commander" in status.message
+            for array in sensors.diagnostics
+            for status in array.status
+        )
+
+    assert spin_until(error_named, timeout_s=3.0)
+    count = len(sensors.received["arm"])
+    spin_until(lambda: False, timeout_s=0.5)
+    assert len(sensors.received["arm"]) == count  # held: nothing more
+    sensors.node.destroy_publisher(intruder)
+    client = sensors.node.create_client(Trigger, "/policy_inference/rearm")
+    assert client.wait_for_service(timeout_sec=2.0)
+    future = client.call_async(Trigger.Request())
+    assert spin_until(future.done)
+    assert future.result().success and "second_commander" in future.result().message
+    assert spin_until(lambda: len(sensors.received["arm"][-1].points) == 4)  # commanding again

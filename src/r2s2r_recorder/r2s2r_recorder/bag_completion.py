@@ -13,18 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from r2s2r_common.files import write_yaml_atomic
 from r2s2r_common.topics import BELT_SPEED, TRIAL_OUTCOME
 from rosbags.typesys.store import Typestore
 
 from .bag_format import CUSTOM_DATA_KEY, SIDECAR_NAME, EpisodeInfo
 from .bag_reading import BagReadError, open_reader, read_episode_info
 from .msg_types import deserialize, make_typestore
-
-
-def _write_yaml_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    tmp.replace(path)
 
 
 @dataclass(frozen=True)
@@ -110,12 +105,12 @@ def write_episode_info(bag_dir: str | Path, info: EpisodeInfo) -> None:
     custom = section.get("custom_data") or {}
     custom[CUSTOM_DATA_KEY] = info.model_dump_json()
     section["custom_data"] = custom
-    _write_yaml_atomic(meta_path, meta)
+    write_yaml_atomic(meta_path, meta)
     sidecar = root / SIDECAR_NAME
     if sidecar.is_file():
         data = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
         data["episode"] = info.model_dump(mode="json")
-        _write_yaml_atomic(sidecar, data)
+        write_yaml_atomic(sidecar, data)
 
 
 def complete_bag_metadata(bag_dir: str | Path, typestore: Typestore | None = None) -> EpisodeInfo:

@@ -15,11 +15,8 @@ Written by :class:`~r2s2r_recorder.bag_writer.EpisodeBagWriter`, read by
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
 from rosbags.interfaces import (
@@ -99,13 +96,3 @@ class EpisodeInfo(ConfigModel):
     behavior_source: Literal["demo", "mimicgen", "planner"] = Field(
         default="demo", description="What produced the motion."
     )
-
-
-def write_yaml_atomic(path: Path, data: Any) -> None:
-    """Write YAML through a temporary file, fsync, and rename over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        yaml.safe_dump(data, stream, sort_keys=False)
-        stream.flush()
-        os.fsync(stream.fileno())
-    tmp.replace(path)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from r2s2r_common.files import write_yaml_atomic
 from r2s2r_common.topics import TRIAL_OUTCOME
 from rosbags.rosbag2 import StoragePlugin
 
@@ -31,7 +32,6 @@ from .bag_format import (
     SIDECAR_NAME,
     EpisodeInfo,
     qos_for_profile,
-    write_yaml_atomic,
 )
 from .bag_reading import BagReadError, inspect_bag, mcap_file_of, opened_bag, read_episode_info
 from .bag_writer import BagWriteError

@@ -32,14 +32,13 @@ A conversion never leaves a file that reads as complete when it is not
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import h5py
+from r2s2r_common.files import move_into_place
 
 from .bag_converter import BagConverter
 from .bag_format import SIDECAR_NAME
@@ -180,19 +179,6 @@ def _open_partial(
     return EpisodeWriter(partial, compression_level)
 
 
-def _publish(partial: Path, final: Path) -> None:
-    """Make the complete partial file durable and rename it to its final name (atomic)."""
-    with partial.open("rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(partial, final)
-    with contextlib.suppress(OSError):
-        directory = os.open(final.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-
-
 def convert_bags(
     bag_dirs: Sequence[str | Path],
     output: str | Path,
@@ -279,7 +265,7 @@ def convert_bags(
         partial.unlink(missing_ok=True)  # no empty shard, no rewrite of an unchanged one
         summary.written = final.exists()
         return summary
-    _publish(partial, final)
+    move_into_place(partial, final)  # synced, renamed (atomic), its folder synced
     summary.written = True
     return summary
 

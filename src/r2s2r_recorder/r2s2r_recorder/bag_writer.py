@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.files import write_yaml_atomic
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.errors import WriterError
 from rosbags.typesys.store import Typestore
@@ -37,7 +38,6 @@ from .bag_format import (
     SIDECAR_NAME,
     EpisodeInfo,
     qos_for_profile,
-    write_yaml_atomic,
 )
 from .mcap_crc import ChecksummedWriter
 from .msg_types import ensure_type, has_header_first, header_stamp_ns, make_typestore

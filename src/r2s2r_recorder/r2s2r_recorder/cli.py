@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from r2s2r_common.config import load_config
+from r2s2r_common.errors import ExitCode
 
 from .bag_reading import inspect_bag
 from .bag_repair import repair
@@ -73,7 +74,7 @@ def bag2dataset(
             "see above)" + ("" if summary.written else f"; {output} not written"),
             err=True,
         )
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 @cli.command("dataset-info")
@@ -94,7 +95,7 @@ def dataset_info_cmd(path: Path) -> None:
             ),
             err=True,
         )
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 @cli.command("contact-sheet")
@@ -141,7 +142,7 @@ def inspect_bag_cmd(bag: Path) -> None:
             f"`r2s2r bag repair {result.bag_dir}` keeps the intact part",
             err=True,
         )
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 @cli.command("repair-bag")

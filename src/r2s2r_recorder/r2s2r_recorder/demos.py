@@ -48,6 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from r2s2r_common.errors import ExitCode
+from r2s2r_common.files import write_json_atomic
+
 from .bag_completion import complete_bag
 from .bag_format import EpisodeInfo
 from .bag_reading import BagReadError
@@ -71,12 +74,6 @@ from .demos_graph import (
 from .demos_takes import TakeRecord, take_summary, takes_to_convert, with_grasp_misses
 from .grasp_miss import miss_lines
 from .msg_types import make_typestore
-
-EXIT_OK = 0
-EXIT_NOTHING_CONVERTED = 1
-EXIT_REFUSED = 2
-EXIT_SHORT = 3
-"""Exit code when fewer than the wanted successful takes were recorded within max_attempts."""
 
 
 def file_sha256(path: str | Path) -> str:
@@ -108,12 +105,6 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 @dataclass
 class RecordDemosResult:
     """What :func:`record_demos` did.
@@ -125,7 +116,9 @@ class RecordDemosResult:
         conversion: The conversion summary (None when reused).
         graph: How the recording graph ended (None when reused).
         metadata_errors: ``(bag, message)`` for bags whose metadata could not be completed.
-        exit_code: 0 when at least one episode is in the dataset, else 1.
+        exit_code: ``ExitCode.OK`` when at least one episode is in the dataset, else
+            ``NOTHING_DONE`` (3); ``INCOMPLETE`` (4) when fewer than the wanted successful
+            takes were converted within ``max_attempts``.
 
     """
 
@@ -135,7 +128,7 @@ class RecordDemosResult:
     conversion: ConversionSummary | None = None
     graph: GraphRun | None = None
     metadata_errors: list[tuple[Path, str]] = field(default_factory=list)
-    exit_code: int = EXIT_OK
+    exit_code: int = ExitCode.OK
 
     def format(self) -> str:
         """Readable summary (what was recorded, converted and skipped, and why)."""
@@ -185,9 +178,9 @@ class RecordDemosResult:
             lines.append(f"  metadata not completed for {bag}: {message}")
         if self.conversion is not None:
             lines.append(self.conversion.format())
-        if self.exit_code == EXIT_NOTHING_CONVERTED:
+        if self.exit_code == ExitCode.NOTHING_DONE:
             lines.append("record-demos: no episode converted; the dataset is empty")
-        elif self.exit_code == EXIT_SHORT:
+        elif self.exit_code == ExitCode.INCOMPLETE:
             lines.append(
                 f"record-demos: SHORT: {m.get('converted', 0)} successful takes converted, "
                 f"{identity['successes']} wanted (at most {identity['max_attempts']} attempts)"
@@ -245,7 +238,7 @@ def record_demos(
         log_root: Folder for the per-node logs (default ``<out_dir>/logs``).
 
     Returns:
-        The result; ``exit_code`` 1 when nothing was converted.
+        The result; ``exit_code`` ``ExitCode.NOTHING_DONE`` when nothing was converted.
 
     Raises:
         RecordDemosError: Existing files that no manifest of ours accounts for (without force),
@@ -283,7 +276,7 @@ def record_demos(
     config.bags_path.mkdir(parents=True)
     config.dataset.parent.mkdir(parents=True, exist_ok=True)
     # Written first, so that an interrupted run's bags are known to be ours on the next run.
-    _write_json_atomic(
+    write_json_atomic(
         config.manifest_path,
         {"identity": identity, "dataset": str(config.dataset), "complete": False},
     )
@@ -336,12 +329,12 @@ def record_demos(
         ),
     )
     # A rerun may resume the episodes an interrupted conversion had written (``resumed``).
-    exit_code = EXIT_OK if conversion.written else EXIT_NOTHING_CONVERTED
+    exit_code = ExitCode.OK if conversion.written else ExitCode.NOTHING_DONE
     summary = take_summary(config, takes)
     if config.until_successes:
         complete = graph.ok and len(conversion.converted) >= config.successes
         if conversion.converted and not complete:
-            exit_code = EXIT_SHORT
+            exit_code = ExitCode.INCOMPLETE
     else:
         complete = graph.ok and len(bags) == config.episodes and bool(conversion.converted)
     result_manifest: dict[str, Any] = {
@@ -366,7 +359,7 @@ def record_demos(
         "timed_out": graph.timed_out,
         "log_dir": str(graph.log_dir),
     }
-    _write_json_atomic(config.manifest_path, result_manifest)
+    write_json_atomic(config.manifest_path, result_manifest)
     return RecordDemosResult(
         config.dataset,
         reused=False,

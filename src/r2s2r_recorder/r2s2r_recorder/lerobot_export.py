@@ -13,7 +13,6 @@ is either absent or whole. Nothing here imports rclpy, torch or LeRobot.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.files import move_into_place
 
 from .dataset import (
     CAMERA_KEYS,
@@ -239,7 +239,7 @@ def export_lerobot(
             check_output(out_path)
             if out_path.is_dir():
                 out_path.rmdir()
-            os.replace(staging, out_path)
+            move_into_place(staging, out_path)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -14,19 +14,21 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.cameras import HAND, HEAD
+from r2s2r_description.frames import PALM_LINK, WORLD_FRAME
 
 from r2s2r_sim.backend import FloatArray
 
 BOARD_BODY = "operator_calibration_board"
 """MuJoCo mocap body of the operator's calibration board."""
 
-BOARD_FRAMES_ATTACHED: tuple[str, ...] = ("flange", "palm_link")
+BOARD_FRAMES_ATTACHED: tuple[str, ...] = ("flange", PALM_LINK)
 """Board frames that move with the robot (the board is clamped to the hand)."""
 
 BOARD_FRAMES_PLACED: tuple[str, ...] = (
-    "world",
-    "head_camera_optical_frame",
-    "hand_camera_optical_frame",
+    WORLD_FRAME,
+    HEAD.optical_frame,
+    HAND.optical_frame,
 )
 """Board frames where the operator puts the board down (it stays put in the world)."""
 

@@ -31,10 +31,12 @@ import numpy as np
 from pydantic import Field
 from r2s2r_common.camera_info import CameraCalibration
 from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_description.cameras import CAMERA_NAMES, HEAD
 from r2s2r_description.controllers import CONTROLLER_JOINTS
+from r2s2r_description.frames import WORLD_FRAME
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_multiply
-from r2s2r_world.world import WorldParams, apply_shift
+from r2s2r_world.world import WorldParams, apply_shift, camera_params
 
 from r2s2r_sim.backend import FloatArray, SimBackend, belt_encoder_angle_rad
 from r2s2r_sim.board import (
@@ -49,13 +51,9 @@ from r2s2r_sim.pacing import CostAccount, RateSchedule
 from r2s2r_sim.published import (
     StaticTransform,
     camera_calibration,
-    camera_params,
     static_transforms,
 )
 from r2s2r_sim.task import TrialRunner, sample_trial
-
-CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
-"""Cameras of the cell; ``head_camera`` also gives registered depth."""
 
 NOMINAL_CONDITIONS: tuple[str, ...] = ("", "nominal")
 """Trial conditions that mean "the world as it is" (no evaluation shift)."""
@@ -429,9 +427,9 @@ class SimCell:
         rotation = pose[:3, :3]
         if pose.shape != (4, 4) or not np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-6):
             raise ValueError("T_frame_board: expected a rigid 4x4 pose (orthonormal rotation)")
-        if frame in BOARD_FRAMES_PLACED and frame != "world":
+        if frame in BOARD_FRAMES_PLACED and frame != WORLD_FRAME:
             pose = self.backend.body_pose(frame) @ pose
-            frame = "world"
+            frame = WORLD_FRAME
         self._board_placement = (frame, pose)
         self._pose_board()
 
@@ -450,7 +448,7 @@ class SimCell:
     def _pose_board(self) -> None:
         assert self.board is not None and self._board_placement is not None
         frame, pose = self._board_placement
-        if frame != "world":
+        if frame != WORLD_FRAME:
             pose = self.backend.body_pose(frame) @ pose
         body = pose @ np.linalg.inv(board_body_from_board(self.board))
         quat = matrix_to_quat(body[:3, :3])
@@ -459,7 +457,7 @@ class SimCell:
     def _capture(self, camera_name: str, time_s: float) -> CameraFrame:
         rgb = self.backend.render(camera_name)
         depth = None
-        if camera_name == "head_camera" and self.config.render_depth and self.depth_demand:
+        if camera_name == HEAD.name and self.config.render_depth and self.depth_demand:
             depth = self.backend.render_depth(camera_name)
         return CameraFrame(camera_name, time_s, rgb, depth)
 

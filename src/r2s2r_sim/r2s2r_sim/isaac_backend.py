@@ -73,6 +73,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.cameras import CAMERA_NAMES, camera
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
@@ -83,7 +84,7 @@ from r2s2r_description.robot import (
 )
 from r2s2r_description.transforms import Vector, matrix_to_quat, quat_to_matrix
 from r2s2r_description.urdf import to_urdf
-from r2s2r_world.world import CameraParams, WorldParams
+from r2s2r_world.world import CameraParams, WorldParams, camera_params
 
 from r2s2r_sim.backend import (
     BackendError,
@@ -97,9 +98,6 @@ from r2s2r_sim.camera_appearance import camera_image
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics
 from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import park_position
-
-CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
-"""Cameras of the cell; each is rendered from the ``<name>_optical_frame`` link."""
 
 NO_RT_CORE_GPUS: tuple[str, ...] = (
     "A100", "A30", "A800", "H100", "H200", "H800", "H20", "GH200",
@@ -183,14 +181,6 @@ def isaac_unavailable_reason() -> str | None:
     """
     problems = [p for p in (_import_problem(), _gpu_problem()) if p is not None]
     return "; ".join(problems) if problems else None
-
-
-def _camera_params(world: WorldParams, camera_name: str) -> CameraParams:
-    if camera_name == "head_camera":
-        return world.cameras.head
-    if camera_name == "hand_camera":
-        return world.cameras.hand
-    raise BackendError(f"unknown camera {camera_name!r}; expected one of {CAMERA_NAMES}")
 
 
 def _pose_matrix(position: Any, quat_wxyz: Any) -> FloatArray:
@@ -420,7 +410,7 @@ class IsaacSimBackend:
         """Add an ideal pinhole at the optical frame link; :class:`ImageWarp` does the rest."""
         from isaacsim.sensors.camera import Camera
 
-        params = _camera_params(world, name)
+        params = camera_params(world, name)
         warp = ImageWarp(
             Intrinsics(
                 params.width_px,
@@ -433,7 +423,7 @@ class IsaacSimBackend:
             params.distortion.as_array(),
         )
         sensor = Camera(
-            prim_path=f"{self._link_path(f'{name}_optical_frame')}/r2s2r_{name}",
+            prim_path=f"{self._link_path(camera(name).optical_frame)}/r2s2r_{name}",
             name=name,
             resolution=(params.width_px, params.height_px),
         )

@@ -27,6 +27,7 @@ import mujoco
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.cell import build_description
+from r2s2r_description.frames import BASE_LINK, PALM_LINK
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.tf_tree import JointStateError, check_joint_state
@@ -35,9 +36,6 @@ from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import BackendError, FloatArray, ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
-
-PALM_LINK = "palm_link"
-BASE_LINK = "base_link"
 
 
 class MirrorError(ValueError):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.cameras import CAMERA_NAMES
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
@@ -18,7 +19,7 @@ from r2s2r_description.robot import (
     JOINT_LIMITS,
 )
 from r2s2r_description.transforms import Vector
-from r2s2r_world.world import CameraParams, WorldParams
+from r2s2r_world.world import CameraParams, WorldParams, camera_params
 
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
 from r2s2r_sim.camera_appearance import camera_image
@@ -33,23 +34,6 @@ from r2s2r_sim.scene import (
     build_model,
     park_position,
 )
-
-CAMERA_NAMES: tuple[str, ...] = ("head_camera", "hand_camera")
-"""Cameras of the cell (MuJoCo camera names; ROS frames ``<name>_optical_frame``)."""
-
-
-def camera_params(world: WorldParams, camera_name: str) -> CameraParams:
-    """Return the world's parameters of ``head_camera`` or ``hand_camera``.
-
-    Raises:
-        BackendError: For another name.
-
-    """
-    if camera_name == "head_camera":
-        return world.cameras.head
-    if camera_name == "hand_camera":
-        return world.cameras.hand
-    raise BackendError(f"unknown camera {camera_name!r}; expected one of {CAMERA_NAMES}")
 
 
 def camera_intrinsics(params: CameraParams) -> Intrinsics:

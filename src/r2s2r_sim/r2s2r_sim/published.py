@@ -65,8 +65,3 @@ def static_transforms(world: WorldParams) -> list[StaticTransform]:
             )
         )
     return transforms
-
-
-def camera_params(world: WorldParams, camera_name: str) -> CameraParams:
-    """Return the intrinsics of ``head_camera`` or ``hand_camera`` in ``world``."""
-    return world.cameras.head if camera_name == "head_camera" else world.cameras.hand

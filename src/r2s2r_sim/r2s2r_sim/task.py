@@ -21,11 +21,12 @@ from r2s2r_description.cell import (
     BIN_WALL_HEIGHT_M,
     BIN_WALL_THICKNESS_M,
 )
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import FloatArray, ObjectInstance, SimBackend
 
-ROBOT_BODY_PREFIXES = ("base_link", "shoulder", "upper_arm", "forearm", "wrist", "flange")
+ROBOT_BODY_PREFIXES = (BASE_LINK, "shoulder", "upper_arm", "forearm", "wrist", "flange")
 HAND_BODY_MARKERS = ("palm", "thumb", "index", "middle", "ring")
 
 

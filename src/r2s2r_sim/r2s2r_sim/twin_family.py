@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from r2s2r_common.config import (
     ConfigError,
     parse_config,
     resolve_config_path,
 )
+from r2s2r_common.files import write_yaml_atomic
 from r2s2r_description.transforms import wrap_angle
 from r2s2r_world.world import WorldParams, load_world
 
@@ -533,10 +533,7 @@ def write_twin(twin: WorldParams, path: str | Path, header: str) -> None:
     for name in ("head", "hand"):
         if getattr(twin.cameras, name).appearance.is_identity():
             del data["cameras"][name]["appearance"]  # today's look: the file as it always was
-    body = yaml.safe_dump(data, sort_keys=False)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(comment + body, encoding="utf-8")
-    tmp.replace(target)
+    write_yaml_atomic(target, data, header=comment)
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -28,6 +28,7 @@ from r2s2r_common.topics import (
 from r2s2r_description.controllers import ARM as ARM_CONTROLLER
 from r2s2r_description.controllers import HAND as HAND_CONTROLLER
 from r2s2r_description.controllers import controller_name
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_recorder.bag_format import EpisodeInfo
 from r2s2r_recorder.bag_writer import EpisodeBagWriter
 from r2s2r_recorder.msg_types import make_typestore
@@ -107,7 +108,7 @@ def tracks_bytes(typestore: Any, t_ns: int) -> bytes:
     )
     msg = T["r2s2r_interfaces/msg/ObjectTrackArray"](
         header=T["std_msgs/msg/Header"](
-            stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec), frame_id="base_link"
+            stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec), frame_id=BASE_LINK
         ),
         tracks=[track],
     )

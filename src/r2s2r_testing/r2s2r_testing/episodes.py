@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from r2s2r_recorder.dataset import Episode, EpisodeMetadata, EpisodeWriter, object_track_fields
+from r2s2r_recorder.dataset import (
+    CAMERA_KEYS,
+    HAND_CAMERA_KEY,
+    HEAD_CAMERA_KEY,
+    Episode,
+    EpisodeMetadata,
+    EpisodeWriter,
+    object_track_fields,
+)
 
 JOINTS = ["arm_1", "arm_2", "hand_1", "hand_2"]
 """Joints (and actions) of the tiny episodes."""
@@ -60,8 +68,8 @@ def make_episode(seed: int, frames: int = 20, image_px: int = IMAGE_PX) -> dict[
         hand[t, : image_px // 2, :, 0] = int((target[2] + 1.0) * 100)
         hand[t, image_px // 2 :, :, 2] = int((target[3] + 1.0) * 100)
     return {
-        "head_camera_rgb": head,
-        "hand_camera_rgb": hand,
+        HEAD_CAMERA_KEY: head,
+        HAND_CAMERA_KEY: hand,
         "joint_pos_rad": joint_pos,
         "belt_speed_mps": np.full(frames, 0.1 + 0.01 * seed, dtype=np.float32),
         "object_track": np.tile(
@@ -116,8 +124,8 @@ def synthetic_episode(
         metadata=metadata,
         timestamps_s=np.arange(frames) * 0.1,
         images={
-            "head_camera_rgb": arrays["head_camera_rgb"],
-            "hand_camera_rgb": arrays["hand_camera_rgb"],
+            HEAD_CAMERA_KEY: arrays[HEAD_CAMERA_KEY],
+            HAND_CAMERA_KEY: arrays[HAND_CAMERA_KEY],
         },
         joint_pos_rad=arrays["joint_pos_rad"],
         belt_speed_mps=arrays["belt_speed_mps"],
@@ -202,8 +210,7 @@ def write_robot_dataset(
                     ),
                     timestamps_s=np.arange(frames) * 0.1,
                     images={
-                        key: robot_images(rng, frames, image_px, images)
-                        for key in ("head_camera_rgb", "hand_camera_rgb")
+                        key: robot_images(rng, frames, image_px, images) for key in CAMERA_KEYS
                     },
                     joint_pos_rad=trajectory[:-1],
                     belt_speed_mps=np.full(frames, 0.1, dtype=np.float32),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from r2s2r_datagen.mimicgen.annotation import bin_poses_in_base
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_recorder.dataset import Episode, EpisodeMetadata
+from r2s2r_recorder.dataset import HAND_CAMERA_KEY, HEAD_CAMERA_KEY, Episode, EpisodeMetadata
 
 if TYPE_CHECKING:
     from r2s2r_world.world import WorldParams
@@ -83,7 +83,7 @@ def pick_demonstration(
     return Episode(
         metadata=metadata,
         timestamps_s=times,
-        images={"head_camera_rgb": image, "hand_camera_rgb": image.copy()},
+        images={HEAD_CAMERA_KEY: image, HAND_CAMERA_KEY: image.copy()},
         joint_pos_rad=actions.astype(np.float32),
         belt_speed_mps=np.full(FRAMES, 0.1, dtype=np.float32),
         actions=actions.astype(np.float32),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from numpy.typing import NDArray
+from r2s2r_common.files import move_into_place
 from r2s2r_policy.data.chunks import resize_image
 from safetensors.numpy import load_file, save_file
 
@@ -171,10 +171,7 @@ def save_translator(
     save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(staging / WEIGHTS_FILE))
     full = {"format": FORMAT, "version": VERSION, **meta}
     (staging / META_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
-    for name in (WEIGHTS_FILE, META_FILE):
-        with (staging / name).open("rb") as handle:
-            os.fsync(handle.fileno())
-    staging.rename(target)
+    move_into_place(staging, target)  # both files synced, then renamed
     return target
 
 

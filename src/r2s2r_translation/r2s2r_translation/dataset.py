@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from r2s2r_common.files import move_into_place
 from r2s2r_recorder.dataset.hdf5 import EpisodeDataset, EpisodeWriter, partial_path
 
 from .checkpoint import Translator
@@ -94,5 +95,5 @@ def translate_dataset(
             )
             if progress is not None:
                 progress(index + 1, total)
-    partial.rename(target)
+    move_into_place(partial, target)
     return target

@@ -40,6 +40,7 @@ import rerun as rr
 import rerun.blueprint as rrb
 from r2s2r_common.image_conversion import ImageConversionError, image_fields_to_array
 from r2s2r_common.topics import HAND_CAMERA, HEAD_CAMERA
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_description.transforms import (
     FloatArray,
@@ -52,12 +53,8 @@ from r2s2r_description.urdf import UrdfJoint, parse_urdf_joints, parse_urdf_visu
 TIMELINE = "ros_time"
 """The timeline every message is logged on, at its header stamp."""
 
-FIXED_FRAME = "world"
+FIXED_FRAME = WORLD_FRAME
 """The 3D view's frame (rviz's Fixed Frame in config/r2s2r.rviz)."""
-BASE_FRAME = "base_link"
-"""The robot base: the frame of the chunk's palm path."""
-PALM_FRAME = "palm_link"
-"""The hand frame whose path a chunk draws."""
 
 CAMERA_ENTITIES: dict[str, str] = {HEAD_CAMERA: "cameras/head", HAND_CAMERA: "cameras/hand"}
 """Camera name -> entity of its image."""
@@ -154,8 +151,8 @@ class _PalmChain:
     def of(joints: Sequence[UrdfJoint]) -> _PalmChain | None:
         by_child = {joint.child: joint for joint in joints}
         chain: list[UrdfJoint] = []
-        link = PALM_FRAME
-        while link != BASE_FRAME:
+        link = PALM_LINK
+        while link != BASE_LINK:
             joint = by_child.get(link)
             if joint is None:
                 return None
@@ -324,7 +321,7 @@ class CellLogger:
         self._at(stamp_ns(msg.header))
         self.recording.log(
             OBJECTS_ENTITY,
-            rr.CoordinateFrame(str(msg.header.frame_id).lstrip("/") or BASE_FRAME),
+            rr.CoordinateFrame(str(msg.header.frame_id).lstrip("/") or BASE_LINK),
             rr.Boxes3D(
                 centers=centers,
                 half_sizes=[[half, half, half]] * len(centers),
@@ -370,7 +367,7 @@ class CellLogger:
             self._at(start_ns)
             self.recording.log(
                 f"{CHUNK_ENTITY}/{controller}",
-                rr.CoordinateFrame(BASE_FRAME),
+                rr.CoordinateFrame(BASE_LINK),
                 rr.LineStrips3D([palm], colors=[CHUNK_COLOR], radii=[0.006]),
                 rr.Points3D(palm, colors=[CHUNK_COLOR], radii=[0.01]),
             )

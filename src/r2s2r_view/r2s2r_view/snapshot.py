@@ -12,7 +12,6 @@ import asyncio
 import base64
 import io
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from r2s2r_common.errors import BadInputError, RunFailedError
+from r2s2r_common.files import write_atomic
 from r2s2r_common.process import spawn_owned, stop_process_group
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
@@ -221,15 +221,6 @@ def screenshot(
 
 
 def write_png_atomic(data: bytes, path: Path) -> None:
-    """Write PNG bytes to ``path`` through a temporary name (whole or not at all)."""
+    """Write PNG bytes to ``path``, creating its folder, whole or not at all (``write_atomic``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)

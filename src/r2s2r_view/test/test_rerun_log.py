@@ -8,17 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 from r2s2r_description.cell import build_description
+from r2s2r_description.frames import BASE_LINK, PALM_LINK
 from r2s2r_description.model import ShapeKind, forward_kinematics
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_description.transforms import invert_transform
 from r2s2r_description.urdf import UrdfError, parse_urdf_visuals, to_urdf
 from r2s2r_view.rerun_log import (
-    BASE_FRAME,
     BELT_SPEED_ENTITY,
     CAMERA_ENTITIES,
     CHUNK_ENTITY,
     OBJECTS_ENTITY,
-    PALM_FRAME,
     REAL_LIKENESS_ENTITY,
     REAL_LIKENESS_MEAN_ENTITY,
     ROBOT_ENTITY,
@@ -149,7 +148,7 @@ def test_tracks_are_boxes_in_the_header_frame(logged: tuple[CellLogger, Recordin
     logger.log_tracks(NS(header=header(3, "base_link"), tracks=[track]))
     [(archetypes, _, _)] = spy.at(OBJECTS_ENTITY)
     frame, boxes = archetypes
-    assert values(frame.frame) == [BASE_FRAME]
+    assert values(frame.frame) == [BASE_LINK]
     assert np.allclose(values(boxes.centers), [[0.5, -0.2, 0.1]])
     assert values(boxes.labels) == ["cube #7"]
 
@@ -173,11 +172,11 @@ def test_arm_chunk_draws_the_palm_path_by_forward_kinematics(
     [(archetypes, _, time)] = spy.at(f"{CHUNK_ENTITY}/arm")
     assert time == np.datetime64(5_000_000_000, "ns")  # unstamped: sent "now"
     frame, strips, _points = archetypes
-    assert values(frame.frame) == [BASE_FRAME]
+    assert values(frame.frame) == [BASE_LINK]
     [path] = values(strips.strips)
     for drawn, target in zip(path, targets, strict=True):
         poses = forward_kinematics(description, dict(zip(ARM_JOINT_NAMES, target, strict=True)))
-        expected = (invert_transform(poses[BASE_FRAME]) @ poses[PALM_FRAME])[:3, 3]
+        expected = (invert_transform(poses[BASE_LINK]) @ poses[PALM_LINK])[:3, 3]
         assert np.allclose(drawn, expected, atol=1e-5)
     scheduled = spy.at(f"plots/chunk/{ARM_JOINT_NAMES[0]}")
     assert [t for *_, t in scheduled] == [

@@ -38,6 +38,8 @@ import numpy as np
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from r2s2r_common.camera_info import CameraCalibration, YamlMatrix
 from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yaml
+from r2s2r_description.cameras import CAMERAS
+from r2s2r_description.frames import WORLD_FRAME
 
 from r2s2r_world.grounding_records import (
     CAMERA_POSE_PARENTS,
@@ -53,7 +55,7 @@ from r2s2r_world.world import WorldParams, apply_grounding, load_world
 ARTIFACT_SCHEMA_VERSION = 1
 """The artifact schema version: what the calibration package writes and every reader accepts."""
 
-CAMERA_KEYS: dict[str, str] = {"head_camera": "head", "hand_camera": "hand"}
+CAMERA_KEYS: dict[str, str] = {camera.name: camera.world_key for camera in CAMERAS}
 """Camera name on the cell (topics, frames) -> key under ``world_overrides.cameras``."""
 
 
@@ -208,10 +210,10 @@ def derive_world_overrides(artifact: GroundingArtifact) -> dict[str, Any]:
             overrides.setdefault("cameras", {})[name] = entry
     for name, record in artifact.scene.items():
         if name == "belt":
-            _require_parent(record.pose, "world", "scene.belt.pose")
+            _require_parent(record.pose, WORLD_FRAME, "scene.belt.pose")
             overrides.setdefault("belt", {})["pose"] = record.pose.world_value()
         elif name.startswith("bin"):
-            _require_parent(record.pose, "world", f"scene.{name}.pose")
+            _require_parent(record.pose, WORLD_FRAME, f"scene.{name}.pose")
             overrides.setdefault("bins", {})[name] = {"pose": record.pose.world_value()}
     if artifact.belt is not None:
         belt = overrides.setdefault("belt", {})

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BeforeValidator, Field, field_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.cameras import CAMERAS
 from r2s2r_description.transforms import Pose
 
 FloatArray = npt.NDArray[np.float64]
@@ -24,7 +25,7 @@ FloatArray = npt.NDArray[np.float64]
 MAX_TRANSLATION_M = 10.0
 """Largest translation of a pose in the cell (m), as WorldParams bounds it."""
 
-CAMERA_POSE_PARENTS: dict[str, str] = {"head": "world", "hand": "palm_link"}
+CAMERA_POSE_PARENTS: dict[str, str] = {camera.world_key: camera.mount_frame for camera in CAMERAS}
 """Parent frame of each camera's pose in WorldParams."""
 
 

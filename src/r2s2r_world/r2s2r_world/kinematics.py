@@ -13,6 +13,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 from r2s2r_description.cell import CellLayout, build_description
+from r2s2r_description.frames import PALM_LINK
 from r2s2r_description.mjcf import to_mjspec
 from r2s2r_description.robot import ARM_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
 from r2s2r_description.transforms import FloatArray, Vector
@@ -31,7 +32,7 @@ class PalmIk:
 
     """
 
-    def __init__(self, layout: CellLayout, link: str = "palm_link"):
+    def __init__(self, layout: CellLayout, link: str = PALM_LINK):
         self.model = to_mjspec(build_description(layout)).compile()
         self.data = mujoco.MjData(self.model)
         self.body_id = self.model.body(link).id

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigError, ConfigModel, load_config, parse_config
+from r2s2r_description.cameras import camera
 from r2s2r_description.cell import CellLayout
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import Pose
@@ -422,6 +423,20 @@ class WorldParams(ConfigModel):
     def joint_gains(self) -> dict[str, tuple[float, float]]:
         """``(kp, kd)`` per joint."""
         return {name: (g.kp, g.kd) for name, g in self.controller.gains.items()}
+
+
+def camera_params(world: WorldParams, camera_name: str) -> CameraParams:
+    """Return the parameters of the cell camera ``camera_name`` (``head_camera``, ...) in ``world``.
+
+    Raises:
+        r2s2r_description.cameras.UnknownCameraError: For a name that is none of the cell's
+            cameras (a ``ValueError``; the message names them).
+
+    """
+    params = getattr(world.cameras, camera(camera_name).world_key)
+    if not isinstance(params, CameraParams):  # a world key that CamerasParams does not hold
+        raise TypeError(f"WorldParams.cameras has no camera {camera_name!r}")
+    return params
 
 
 def deep_override(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

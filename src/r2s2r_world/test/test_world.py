@@ -3,7 +3,16 @@ from pathlib import Path
 import pytest
 import yaml
 from r2s2r_common.config import ConfigError
-from r2s2r_world.world import SHIFT_NAMES, WorldParams, apply_grounding, apply_shift, load_world
+from r2s2r_description.cameras import CAMERAS
+from r2s2r_world.world import (
+    SHIFT_NAMES,
+    CamerasParams,
+    WorldParams,
+    apply_grounding,
+    apply_shift,
+    camera_params,
+    load_world,
+)
 from world_support import NOMINAL, REPO
 
 
@@ -117,3 +126,13 @@ def test_apply_grounding_is_a_validated_deep_override(nominal_world: WorldParams
         apply_grounding(nominal_world, {"cameras": {"head": {"fxx": 1.0}}})
     with pytest.raises(ConfigError, match=r"controller\.gains.*unknown joints \['elbow'\]"):
         apply_grounding(nominal_world, {"controller": {"gains": {"elbow": {"kp": 1.0, "kd": 0.0}}}})
+
+
+def test_camera_params_by_name(nominal_world: WorldParams) -> None:
+    assert camera_params(nominal_world, "head_camera") is nominal_world.cameras.head
+    assert camera_params(nominal_world, "hand_camera") is nominal_world.cameras.hand
+    assert set(CamerasParams.model_fields) == {camera.world_key for camera in CAMERAS}
+    with pytest.raises(
+        ValueError, match=r"unknown camera 'belly_camera'.*head_camera.*hand_camera"
+    ):
+        camera_params(nominal_world, "belly_camera")

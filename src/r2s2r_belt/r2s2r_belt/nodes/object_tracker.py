@@ -36,6 +36,7 @@ from r2s2r_common.topics import (
     OBJECT_TRACKS,
     TF_STATIC,
 )
+from r2s2r_description.cameras import HEAD
 from r2s2r_description.transforms import matrix_to_quat
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
@@ -344,7 +345,7 @@ class ObjectTrackerNode(Node):
             f"{self.get_name()}: object tracking",
             level,
             message,
-            "head_camera",
+            HEAD.name,
             values,
             self.get_clock().now().to_msg(),
         )

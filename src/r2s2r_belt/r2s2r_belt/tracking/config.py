@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.cameras import HEAD
+from r2s2r_description.frames import BASE_LINK
 
 SHAPES = ("box", "cylinder", "sphere")
 """Shapes the pose estimator knows."""
@@ -203,9 +205,9 @@ class TrackingConfig(ConfigModel):
 class ObjectTrackerConfig(ConfigModel):
     """Parameters of the ``object_tracker`` node."""
 
-    base_frame: str = Field(default="base_link", description="Frame of the published tracks.")
+    base_frame: str = Field(default=BASE_LINK, description="Frame of the published tracks.")
     camera_frame: str = Field(
-        default="head_camera_optical_frame",
+        default=HEAD.optical_frame,
         description="Optical frame of the head camera (used if the image has no frame_id).",
     )
     belt_frame: str = Field(default="belt_link", description="Belt frame (x = travel) in TF.")

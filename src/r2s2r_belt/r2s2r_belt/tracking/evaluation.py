@@ -19,6 +19,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_description.cameras import HEAD
 from r2s2r_description.transforms import invert_transform, quat_to_matrix
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
@@ -133,8 +134,8 @@ class TwinScene:
 
     def frame(self) -> TwinFrame:
         """Render the head camera now (RGB + registered depth) with the truth."""
-        rgb = self.backend.render("head_camera")
-        depth = self.backend.render_depth("head_camera")
+        rgb = self.backend.render(HEAD.name)
+        depth = self.backend.render_depth(HEAD.name)
         return TwinFrame(self.backend.time_s, rgb, depth, self.truth())
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import rclpy
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
-from r2s2r_common.errors import EXIT_FAILED, EXIT_OK
+from r2s2r_common.errors import ExitCode
 from r2s2r_common.ros.lifecycle import SchemaLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
 from r2s2r_world.world import load_world
@@ -204,7 +204,7 @@ def main(args: list[str] | None = None) -> None:
 
     def outcome(node: CalibrationNode) -> int:
         failed = node.error is not None or bool(node.run and node.run.failures)
-        return EXIT_FAILED if failed else EXIT_OK
+        return ExitCode.FAILED if failed else ExitCode.OK
 
     # One executor thread is enough (the procedure has its own worker thread) and the only
     # choice that keeps up with 500 Hz /joint_states: rclpy's MultiThreadedExecutor spends a
@@ -214,7 +214,7 @@ def main(args: list[str] | None = None) -> None:
             CalibrationNode,
             SingleThreadedExecutor,
             args,
-            autostart_failed_exit_code=EXIT_FAILED,
+            autostart_failed_exit_code=ExitCode.FAILED,
             until=done,
             exit_code=outcome,
         )

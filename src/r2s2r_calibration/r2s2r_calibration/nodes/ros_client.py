@@ -47,6 +47,7 @@ from r2s2r_common.topics import (
     joint_trajectory,
 )
 from r2s2r_description.controllers import controller_name
+from r2s2r_description.frames import BASE_LINK, WORLD_FRAME
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -285,7 +286,7 @@ class RosCellClient:
 
         """
         self._wait(lambda: self._positions is not None, JOINT_STATES)
-        self._wait(lambda: "base_link" in self._static, f"{TF_STATIC} (base_link)")
+        self._wait(lambda: BASE_LINK in self._static, f"{TF_STATIC} ({BASE_LINK})")
         count = self.node.count_publishers(JOINT_STATES)
         if count > 1:
             raise SecondCellError(
@@ -513,14 +514,16 @@ class RosCellClient:
             KeyError: The frame is not connected to ``world``.
 
         """
-        self._wait(lambda: "base_link" in self._static, TF_STATIC)
+        self._wait(lambda: BASE_LINK in self._static, TF_STATIC)
         with self._cond:
             parents = dict(self._static)
         pose = np.eye(4)
         current = frame
-        while current != "world":
+        while current != WORLD_FRAME:
             if current not in parents:
-                raise KeyError(f"frame {frame!r} is not connected to 'world' in {TF_STATIC}")
+                raise KeyError(
+                    f"frame {frame!r} is not connected to {WORLD_FRAME!r} in {TF_STATIC}"
+                )
             parent, matrix = parents[current]
             pose = matrix @ pose
             current = parent

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_description.transforms import invert_transform
 from r2s2r_world.world import WorldParams
 
@@ -206,7 +207,7 @@ def run_belt(
     its checks is replaced by another object's (``belt_spare_seeds``), never used.
     """
     camera, T_base_optical, _ = head_camera(client, run.artifact)
-    T_world_base = client.frame_pose("base_link")
+    T_world_base = client.frame_pose(BASE_LINK)
     belt_scene = run.artifact.scene.get("belt")
     if belt_scene is not None:
         T_world_belt = belt_scene.pose.matrix()

@@ -24,7 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from r2s2r_description.cameras import HAND, HEAD
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.transforms import invert_transform
+from r2s2r_world.grounding import CAMERA_KEYS
 from r2s2r_world.kinematics import IkError, PalmIk
 from r2s2r_world.world import WorldParams
 from scipy.spatial.transform import Rotation
@@ -66,8 +69,6 @@ from r2s2r_calibration.uncertainty import (
     jackknife_covariance,
     pose_intervals,
 )
-
-CAMERA_KEYS = {"head_camera": "head", "hand_camera": "hand"}
 
 
 def _fit_centre(
@@ -267,15 +268,15 @@ def run_head_intrinsics(
     operator = client.board_operator
     if operator is None:
         raise BoardUnavailableError("no board operator")
-    camera = client.camera_model("head_camera")
+    camera = client.camera_model(HEAD.name)
     images, stamps = [], []
     for pose in head_view_plan(camera, cfg):
-        operator.place_board("head_camera_optical_frame", pose)
-        stamp, rgb = _capture(client, "head_camera", cfg.frame_delay_s)
+        operator.place_board(HEAD.optical_frame, pose)
+        stamp, rgb = _capture(client, HEAD.name, cfg.frame_delay_s)
         images.append(rgb)
         stamps.append(stamp)
     operator.remove_board()
-    _intrinsics_and_blur(client, "head_camera", images, stamps, config, run, say)
+    _intrinsics_and_blur(client, HEAD.name, images, stamps, config, run, say)
 
 
 def _outline_fits(
@@ -448,10 +449,10 @@ def _capture_hand_views(
     operator = client.board_operator
     if operator is None:
         raise BoardUnavailableError("no board operator")
-    camera = client.camera_model("hand_camera")
+    camera = client.camera_model(HAND.name)
     layout = nominal.layout()
-    ik = PalmIk(layout, "hand_camera_optical_frame")
-    fk = PalmIk(layout, "palm_link")
+    ik = PalmIk(layout, HAND.optical_frame)
+    fk = PalmIk(layout, PALM_LINK)
     home = arm_positions(client.joint_positions())
     T_world_board, views, dropped = hand_view_plan(
         camera, cfg, lambda pose: _solve_ik(ik, pose, home) is not None
@@ -462,9 +463,9 @@ def _capture_hand_views(
             "board (nominal IK and camera model); the others are captured"
         )
     T_base_world = invert_transform(nominal.robot.base_pose.to_pose().matrix())
-    operator.place_board("world", T_world_board)
+    operator.place_board(WORLD_FRAME, T_world_board)
     images, stamps, palms = [], [], []
-    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "hand_camera", say)
+    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, HAND.name, say)
     for measured, stamp, rgb in visits:
         images.append(rgb)
         stamps.append(stamp)
@@ -488,14 +489,14 @@ def run_hand_camera(
     operator = client.board_operator
     if operator is None:
         raise BoardUnavailableError("no board operator")
-    if "hand_camera" not in run.board_views:
-        run.board_views["hand_camera"] = _capture_hand_views(client, nominal, config, cfg, say)
-    images, stamps, palms = run.board_views["hand_camera"]
-    if "hand_camera" not in run.intrinsics:
-        _intrinsics_and_blur(client, "hand_camera", images, stamps, config, run, say)
+    if HAND.name not in run.board_views:
+        run.board_views[HAND.name] = _capture_hand_views(client, nominal, config, cfg, say)
+    images, stamps, palms = run.board_views[HAND.name]
+    if HAND.name not in run.intrinsics:
+        _intrinsics_and_blur(client, HAND.name, images, stamps, config, run, say)
     if not extrinsics:
         return
-    intr = run.intrinsics["hand_camera"]
+    intr = run.intrinsics[HAND.name]
     detections, flanges = [], []
     for image, palm in zip(images, palms, strict=True):
         detection = detect_board(cfg.board, image)
@@ -508,7 +509,7 @@ def run_hand_camera(
     intervals = _mount_intervals(
         result,
         run,
-        "hand_camera",
+        HAND.name,
         True,
         config.uncertainty,
         lambda K_k, D_k: calibrate_hand_eye(flanges, detections, K_k, D_k, True, cfg.extrinsics),
@@ -523,7 +524,7 @@ def run_hand_camera(
     )
     record = run.artifact.cameras.setdefault("hand", CameraRecord())
     record.pose = CameraPoseRecord(
-        pose=pose_value(camera_link_pose(result.X), "palm_link", "hand_camera_link"),
+        pose=pose_value(camera_link_pose(result.X), HAND.mount_frame, HAND.link),
         reprojection_rms_px=result.rms_px,
         translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
         rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
@@ -621,23 +622,23 @@ def run_head_extrinsics(
     operator = client.board_operator
     if operator is None:
         raise BoardUnavailableError("no board operator")
-    intr = run.intrinsics.get("head_camera")
+    intr = run.intrinsics.get(HEAD.name)
     if intr is not None:
         K, dist = intr.camera_matrix, intr.distortion
     else:
-        published = client.camera_model("head_camera")
+        published = client.camera_model(HEAD.name)
         K, dist = published.camera_matrix, published.distortion
         say(
             "extrinsics: head intrinsics from camera_info (intrinsics step not run); no "
             "interval is reported for the mount"
         )
     T_palm_board, views = head_extrinsics_plan(nominal, cfg)
-    ik = PalmIk(nominal.layout(), "palm_link")
+    ik = PalmIk(nominal.layout(), PALM_LINK)
     T_base_world = invert_transform(nominal.robot.base_pose.to_pose().matrix())
     home = arm_positions(client.joint_positions())
-    operator.place_board("palm_link", T_palm_board)
+    operator.place_board(PALM_LINK, T_palm_board)
     detections, palms, stamps = [], [], []
-    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, "head_camera", say)
+    visits = _visit_views(client, ik, views, home, cfg, config.command_lead_s, HEAD.name, say)
     for measured, stamp, rgb in visits:
         detection = detect_board(cfg.board, rgb)
         if detection is None:
@@ -657,12 +658,12 @@ def run_head_extrinsics(
     intervals = _mount_intervals(
         result,
         run,
-        "head_camera",
+        HEAD.name,
         intr is not None,
         config.uncertainty,
         lambda K_k, D_k: calibrate_hand_eye(palms, detections, K_k, D_k, False, cfg.extrinsics),
     )
-    T_world_base = client.frame_pose("base_link")
+    T_world_base = client.frame_pose(BASE_LINK)
     provenance = Provenance(
         source=client.source,
         start_stamp_s=min(stamps),
@@ -673,7 +674,7 @@ def run_head_extrinsics(
     )
     record = run.artifact.cameras.setdefault("head", CameraRecord())
     record.pose = CameraPoseRecord(
-        pose=pose_value(camera_link_pose(T_world_base @ result.X), "world", "head_camera_link"),
+        pose=pose_value(camera_link_pose(T_world_base @ result.X), HEAD.mount_frame, HEAD.link),
         reprojection_rms_px=result.rms_px,
         translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
         rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
@@ -682,7 +683,7 @@ def run_head_extrinsics(
         rotation_interval_95_rad=intervals[1],
     )
     run.T_base_head_optical_calibrated = result.X
-    run.mount_fits["head_camera"] = result
+    run.mount_fits[HEAD.name] = result
     say(
         f"extrinsics: head camera in base_link from {result.n_views} views, rms "
         f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"

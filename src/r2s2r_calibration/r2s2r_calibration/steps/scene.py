@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from r2s2r_description.cameras import HAND, HEAD
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_description.transforms import invert_transform
 from r2s2r_world.kinematics import IkError, PalmIk
@@ -81,7 +83,7 @@ def _registered_intervals(
     head = run.artifact.cameras.get("head")
     replicates = [
         (r.camera_matrix, r.distortion, r.T_parent_optical)
-        for r in run.camera_replicates.get("head_camera", [])
+        for r in run.camera_replicates.get(HEAD.name, [])
         if r.T_parent_optical is not None
     ]
     if head is None or head.pose is None or head.intrinsics is None:
@@ -105,7 +107,7 @@ def _registered_intervals(
         for K_k, D_k, X_k in replicates:
             moved = seen(K_k, D_k, X_k)[mine]
             replicas.append(_rigid_fit(points[mine], moved) @ T)
-    mount = run.mount_fits.get("head_camera")
+    mount = run.mount_fits.get(HEAD.name)
     carried = (
         None
         if mount is None or mount.covariance_x is None
@@ -174,7 +176,7 @@ def run_registration(
         config.registration,
         camera.distortion,
     )
-    T_world_base = client.frame_pose("base_link")
+    T_world_base = client.frame_pose(BASE_LINK)
     for name, registration in outcome.registered.items():
         provenance = Provenance(
             source=client.source,
@@ -266,11 +268,11 @@ def run_bin_views(
         T_palm_link = layout.hand_camera_pose.matrix()
         say("bins: hand camera mount from the description (uncalibrated)")
     T_palm_optical = T_palm_link @ T_LINK_OPTICAL
-    T_world_base = client.frame_pose("base_link")
+    T_world_base = client.frame_pose(BASE_LINK)
     T_base_world = invert_transform(T_world_base)
     T_base_world_kinematics = invert_transform(nominal.robot.base_pose.to_pose().matrix())
-    ik = PalmIk(layout, "hand_camera_optical_frame")
-    fk = PalmIk(layout, "palm_link")
+    ik = PalmIk(layout, HAND.optical_frame)
+    fk = PalmIk(layout, PALM_LINK)
     home = np.asarray(client.joint_positions(), dtype=float)[: len(ARM_JOINT_NAMES)]
     elements = scene_elements(nominal, list(nominal.bins))
     failures: dict[str, str] = {}
@@ -302,7 +304,7 @@ def run_bin_views(
                 move_arm(client, q, board_cfg, config.command_lead_s)
                 measured = np.asarray(client.joint_positions(), dtype=float)[: len(q)]
                 stamp, image = client.capture_image(
-                    "hand_camera", client.now_s() + board_cfg.frame_delay_s
+                    HAND.name, client.now_s() + board_cfg.frame_delay_s
                 )
                 T_base_palm = T_base_world_kinematics @ fk.forward(measured)
                 views.append(RimView(image, K, D, T_base_palm @ T_palm_optical, stamp))
@@ -327,7 +329,7 @@ def run_bin_views(
             if used.fit_height:  # measured here, no longer held
                 held = [text for text in held if not text.startswith(f"translation along {name} z")]
             run.artifact.scene[name] = ScenePoseRecord(
-                pose=pose_value(T_world_base @ fit.T_base_bin, "world", f"{name}_link"),
+                pose=pose_value(T_world_base @ fit.T_base_bin, WORLD_FRAME, f"{name}_link"),
                 fitness=fit.coverage,
                 inlier_rmse_m=fit.rms_m,
                 observability=fit.observability,
@@ -354,7 +356,7 @@ def run_bin_views(
                     rim,
                     used,
                     fit,
-                    run.camera_replicates.get("hand_camera", []),
+                    run.camera_replicates.get(HAND.name, []),
                     T_palm_optical,
                     record.pose.translation_std_m,
                     record.pose.rotation_std_rad,

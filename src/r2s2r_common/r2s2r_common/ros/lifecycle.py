@@ -46,6 +46,8 @@ class SchemaLifecycleNode(LifecycleNode, Generic[ConfigT]):
 
     def __init__(self, node_name: str, schema: type[ConfigT], **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        self.last_error = ""
+        """Why the last transition failed (empty when it did not), for the runner's message."""
         self._schema = schema
         self._schema_parameters = declare_schema_parameters(self, schema)
         # Values take effect at the next configure; invalid ones are refused with the reason.
@@ -63,11 +65,17 @@ class SchemaLifecycleNode(LifecycleNode, Generic[ConfigT]):
     def autostart(self) -> bool:
         """Configure and activate (no lifecycle manager needed); False if a transition failed.
 
-        The failing transition has logged its reason.
+        The failing transition has logged its reason; an exception escaping one is logged here
+        (type and message) and kept in ``last_error``.
         """
-        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        try:
+            if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                return False
+            return bool(self.trigger_activate() == TransitionCallbackReturn.SUCCESS)
+        except Exception as error:
+            self.last_error = f"{type(error).__name__}: {error}"
+            self.get_logger().error(f"autostart: {self.last_error}")
             return False
-        return bool(self.trigger_activate() == TransitionCallbackReturn.SUCCESS)
 
     def release(self) -> None:
         """Free what configure made (publishers, timers, devices); safe to call when unconfigured.

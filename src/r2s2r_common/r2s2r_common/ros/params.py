@@ -9,8 +9,11 @@ constructor, so a lifecycle node can refuse ``configure`` with the reason.
 
 from __future__ import annotations
 
+import difflib
+import os
+import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -116,6 +119,60 @@ def _range(info: FieldInfo, descriptor_type: int) -> dict[str, Any]:
     return {}
 
 
+FRAMEWORK_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
+"""Parameters rclpy declares on every node (never unknown)."""
+FRAMEWORK_PREFIXES = ("qos_overrides.",)
+"""Parameter name prefixes rclpy reads itself."""
+LENIENT_ENV = "R2S2R_LENIENT_PARAMETERS"
+"""Set to 1 to have unknown parameters warned about instead of refused (strict by default)."""
+
+
+def parameter_files(argv: Iterable[str] | None = None) -> list[str]:
+    """Return the ``--params-file`` paths on the command line (where overrides came from)."""
+    args = list(sys.argv if argv is None else argv)
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--params-file"]
+
+
+def unknown_parameters(given: Iterable[str], known: Iterable[str]) -> list[str]:
+    """Name each given parameter the node does not declare, with the closest known one.
+
+    Args:
+        given: Names of the parameter overrides the node received (files, launch, command line).
+        known: Names the node declares.
+
+    """
+    known = list(known)
+    lines = []
+    for name in sorted(set(given) - set(known) - FRAMEWORK_PARAMETERS):
+        if name.startswith(FRAMEWORK_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        lines.append(
+            f"unknown parameter {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        )
+    return lines
+
+
+def check_parameter_overrides(node: Node, known: Iterable[str]) -> list[str]:
+    """Name each override of ``node`` that is not one of ``known``, and its files.
+
+    Empty when every override is known, or when ``R2S2R_LENIENT_PARAMETERS=1`` (each unknown
+    one is then logged as a warning).
+    """
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps a node's overrides here
+    lines = unknown_parameters(overrides, known)
+    if not lines:
+        return []
+    files = parameter_files()
+    where = f" in {', '.join(files)}" if files else ""
+    lines = [f"{line}{where}: node {node.get_name()!r} does not declare it" for line in lines]
+    if os.environ.get(LENIENT_ENV, "") == "1":
+        for line in lines:
+            node.get_logger().warning(f"{line} (ignored: {LENIENT_ENV}=1)")
+        return []
+    return lines
+
+
 def declare_schema_parameters(
     node: Node, model: type[BaseModel], defaults: BaseModel | None = None
 ) -> SchemaParameters:
@@ -127,8 +184,9 @@ def declare_schema_parameters(
         defaults: Default values (``model()`` if None).
 
     Returns:
-        The declared names and any override that ROS rejected (type or range); such a
-        parameter keeps its default and the node should refuse to configure.
+        The declared names and any override that ROS rejected (type or range) or that names
+        no parameter of the schema (a typo in a parameter file: unknown parameters are
+        refused, :func:`check_parameter_overrides`); the node should refuse to configure.
 
     """
     declared = SchemaParameters(model=model)
@@ -149,6 +207,7 @@ def declare_schema_parameters(
             declared.declaration_errors.append(f"parameter {name}: {error}")
             node.declare_parameter(name, value, descriptor, ignore_override=True)
         declared.names.append(name)
+    declared.declaration_errors += check_parameter_overrides(node, declared.names)
     return declared
 
 

@@ -14,20 +14,22 @@ graph never outlives its supervisor, whatever killed the supervisor.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import typing
 from collections.abc import Callable
+from types import FrameType
 from typing import Protocol, TypeVar
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from r2s2r_common.config import ConfigError
+from r2s2r_common.errors import ExitCode
 from r2s2r_common.process import terminate_self, watch_owner
-
-#: Exit code of a node whose parameters or configuration files are invalid.
-EXIT_BAD_CONFIGURATION = 2
 
 #: Longest wait (s) between two checks of an ``until`` condition set outside the executor
 #: (by a worker thread); a condition set by a callback is seen as soon as the callback returns.
@@ -35,9 +37,39 @@ UNTIL_POLL_S = 0.1
 
 NodeT = TypeVar("NodeT", bound=Node)
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that end a node's spin. They are handled here, not by rclpy, so that the context is
+still valid while ``finish`` runs (a policy's last hold is published; rclpy's own handlers shut
+the context down first, and every publish in ``finish`` then raised)."""
+
+
+def _stop_on_signals() -> tuple[threading.Event, Callable[[], None]]:
+    """Install SIGINT/SIGTERM handlers that set the returned event (a second one interrupts).
+
+    Returns:
+        The event, and a function that puts the previous handlers back.
+
+    """
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return requested, lambda: None  # only the main thread handles signals: ROS ends it
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt  # a second signal while finishing: stop waiting
+        requested.set()
+
+    previous = {signum: signal.signal(signum, handler) for signum in _STOP_SIGNALS}
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return requested, restore
+
 
 def end_with_owner() -> None:
-    """Shut this node down (SIGTERM to itself, as rclpy handles it) when its owner dies.
+    """Shut this node down (SIGTERM to itself, handled as Ctrl-C is) when its owner dies.
 
     The owner is the process that started it with :func:`r2s2r_common.process.spawn_owned`
     (named in the environment); a node started by hand has none and is not watched.
@@ -111,7 +143,7 @@ def run_lifecycle_node(
     executor_factory: Callable[[], Executor] = SingleThreadedExecutor,
     args: list[str] | None = None,
     *,
-    autostart_failed_exit_code: int | None = EXIT_BAD_CONFIGURATION,
+    autostart_failed_exit_code: int | None = ExitCode.BAD_INPUT,
     until: Callable[[NodeT], bool] | None = None,
     exit_code: Callable[[NodeT], int] | None = None,
     finish: Callable[[NodeT], None] | None = None,
@@ -137,12 +169,13 @@ def run_lifecycle_node(
             return None
         if typing.cast(AutostartNode, node).autostart():
             return None
+        cause = getattr(node, "last_error", "") or "the failing transition's error above"
         if autostart_failed_exit_code is None:
             node.get_logger().error(
-                "autostart failed (see the error above); waiting for lifecycle transitions"
+                f"autostart failed ({cause}); waiting for lifecycle transitions"
             )
             return None
-        node.get_logger().fatal("autostart failed (see the error above); exiting")
+        node.get_logger().fatal(f"autostart failed ({cause}); exiting")
         return autostart_failed_exit_code
 
     return _run(
@@ -174,7 +207,8 @@ def _run(
     """
     if exit_code is not None and until is None:
         raise ValueError("run_node: exit_code is taken once `until` holds; give `until` too")
-    rclpy.init(args=args)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop_requested, restore_signals = _stop_on_signals()
     end_with_owner()
     node: NodeT | None = None
     executor: Executor | None = None
@@ -184,12 +218,12 @@ def _run(
             start_code = start(node) if start is not None else None
         except ConfigError as error:
             print(f"[ERROR] invalid configuration: {error}", file=sys.stderr, flush=True)
-            return EXIT_BAD_CONFIGURATION
+            return ExitCode.BAD_INPUT
         if start_code is not None:
             return start_code
         executor = executor_factory()
         executor.add_node(node)
-        if not _spin(executor, node, until):
+        if not _spin(executor, node, until, stop_requested):
             return interrupted_exit_code
         return exit_code(node) if exit_code is not None else 0
     finally:
@@ -203,17 +237,22 @@ def _run(
                 node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+        restore_signals()
 
 
-def _spin(executor: Executor, node: NodeT, until: Callable[[NodeT], bool] | None) -> bool:
-    """Spin until ``until(node)`` holds (True) or ROS shuts down first (False)."""
+def _spin(
+    executor: Executor,
+    node: NodeT,
+    until: Callable[[NodeT], bool] | None,
+    stop_requested: threading.Event,
+) -> bool:
+    """Spin until ``until(node)`` holds (True), or a stop signal or ROS shutdown comes first."""
     try:
-        if until is None:
-            executor.spin()
-            return False
-        while rclpy.ok() and not until(node):
+        while rclpy.ok() and not stop_requested.is_set():
+            if until is not None and until(node):
+                return True
             executor.spin_once(timeout_sec=UNTIL_POLL_S)
-        return until(node)
+        return until is not None and not stop_requested.is_set() and until(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         return False
     except RuntimeError:

@@ -3,8 +3,9 @@
 Declares its parameters from :class:`r2s2r_datagen.config.GenerateConfig` (episodes per
 configuration, configurations, workers, Ray address, output dir, resume, ...), runs the job it
 is given in a worker thread, publishes progress on ``/diagnostics`` once a second, and exits
-when the job is done: 0 on success, the job's exit code when nothing could run (3), 2 on bad
-parameters, 1 when the job raised. The executable is the bring-up's
+when the job is done: 0 on success, the job's exit code when nothing could run (3) or episodes
+are left without a result (4), 2 on bad parameters, 1 when the job raised
+(:class:`r2s2r_common.errors.ExitCode`). The executable is the bring-up's
 (``r2s2r.pipeline.main_job``: the prerequisites, then generation); run as a module, the job is
 :func:`r2s2r_datagen.runner.run_generation` alone (generation from the inputs that exist).
 """
@@ -18,7 +19,7 @@ import traceback
 from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from r2s2r_common.errors import EXIT_INTERRUPTED
+from r2s2r_common.errors import ExitCode
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS
 from r2s2r_common.ros.runner import run_node
@@ -29,8 +30,6 @@ from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.runner import ProgressCallback, run_generation
 from r2s2r_datagen.summary import RunSummary
 
-EXIT_BAD_PARAMETERS = 2
-EXIT_JOB_ERROR = 1
 DIAGNOSTICS_PERIOD_S = 1.0
 
 
@@ -90,8 +89,8 @@ class SimGenerateNode(Node):
     def exit_code(self) -> int:
         """Exit code of the finished job."""
         if self.error is not None:
-            return EXIT_BAD_PARAMETERS if self.error.startswith("ConfigError") else EXIT_JOB_ERROR
-        return self.summary.exit_code if self.summary is not None else EXIT_JOB_ERROR
+            return ExitCode.BAD_INPUT if self.error.startswith("ConfigError") else ExitCode.FAILED
+        return self.summary.exit_code if self.summary is not None else ExitCode.FAILED
 
     def _publish_diagnostics(self) -> None:
         with self._lock:
@@ -129,7 +128,7 @@ def main(args: list[str] | None = None, job: GenerationJob = run_generation) -> 
             args=args,
             until=lambda node: node.done.is_set(),
             exit_code=lambda node: node.exit_code,
-            interrupted_exit_code=EXIT_INTERRUPTED,
+            interrupted_exit_code=ExitCode.INTERRUPTED,
         )
     )
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zipfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -315,8 +316,11 @@ def load_latent_index(checkpoint_dir: str | Path, policy: Policy) -> LatentIndex
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             real, sim = data["real"], data["sim"]
-    except (OSError, ValueError, KeyError) as error:
-        raise LatentIndexError(f"{path}: not a latent index ({error})") from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        # A truncated or overwritten file: zipfile's and numpy's errors, named in one line.
+        raise LatentIndexError(
+            f"{path}: not a latent index ({type(error).__name__}: {error})"
+        ) from None
     if header.get("format") != LATENT_INDEX_FORMAT:
         raise LatentIndexError(
             f"{path}: format {header.get('format')}, expected {LATENT_INDEX_FORMAT}"

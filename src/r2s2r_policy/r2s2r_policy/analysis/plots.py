@@ -1,8 +1,8 @@
 """Figures of the mixture analysis: latent maps, attribution timelines, per-policy summaries.
 
 Every function draws one small PNG (matplotlib's Agg canvas, no pyplot state; saved as a
-256-colour palette image) and writes it whole or not at all (a temporary name, then
-:func:`os.replace`); it returns the path written.
+256-colour palette image) and writes it whole or not at all
+(:func:`r2s2r_common.files.write_atomic`); it returns the path written.
 A value given as NaN is drawn as missing (a gap, or ``n/a``), never as zero. An interval is a
 ``(value, low, high)`` triple.
 
@@ -16,8 +16,8 @@ A value given as NaN is drawn as missing (a gap, or ``n/a``), never as zero. An 
 
 from __future__ import annotations
 
+import io
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 from PIL import Image
+from r2s2r_common.files import write_atomic
 
 Interval = tuple[float, float, float]
 """``(value, low, high)``; NaN bounds draw no interval, a NaN value draws ``n/a``."""
@@ -57,19 +58,14 @@ def _save(figure: Figure, path: str | Path) -> Path:
     """Write ``figure`` as a PNG at ``path`` through a temporary name."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     # A figure has few colours: a 256-colour palette keeps a map of thousands of translucent
     # dots under ~150 kB where full RGBA takes more.
     image = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB").quantize(256)
-    try:
-        image.save(partial, format="PNG", optimize=True)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    os.replace(partial, target)
-    return target
+    png = io.BytesIO()
+    image.save(png, format="PNG", optimize=True)
+    return write_atomic(target, png.getvalue())
 
 
 def _vector(values: NDArray | Sequence[Any], what: str, length: int | None = None) -> NDArray:

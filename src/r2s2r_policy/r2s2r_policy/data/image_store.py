@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.files import move_into_place
 
 from ..spec import PolicySpec
 from .chunks import resize_image
@@ -216,11 +217,8 @@ def build_image_store(
                     files[image.key].write(resized.data)
                 if progress is not None:
                     progress(episode + 1, len(lengths))
-            for handle in files.values():
-                handle.flush()
-                os.fsync(handle.fileno())
         (partial / MANIFEST).write_text(json.dumps(manifest))
-        os.replace(partial, target)
+        move_into_place(partial, target)  # every file synced, then renamed
     except OSError as error:  # e.g. the disk filled: no store, one line
         shutil.rmtree(partial, ignore_errors=True)
         raise ImageStoreError(f"image store {target}: could not be built ({error})") from None

@@ -33,6 +33,7 @@ import numpy as np
 from r2s2r_belt.estimates import FusedSpeed
 from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
+from r2s2r_description.cameras import HEAD
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import IMAGE_KEY_OF_CAMERA
 from r2s2r_recorder.dataset.object_track import TrackView
@@ -51,12 +52,10 @@ from .trials import (
     EvaluationConfig,
     TrialRecord,
     TrialSpec,
+    policy_fault_reason,
     trace_file_name,
     trial_plan,
 )
-
-HEAD_CAMERA = "head_camera"
-"""The camera the belt-speed vision and the object tracker use."""
 
 
 def make_perception(
@@ -93,7 +92,7 @@ def _perceive(
     if step.encoder_angle_rad is not None:
         perception.add_encoder(step.time_s, step.encoder_angle_rad)
     for frame in step.frames:
-        if frame.camera_name == HEAD_CAMERA:
+        if frame.camera_name == HEAD.name:  # the belt-speed vision and the tracker see the head
             tracks = perception.add_head_frame(frame.time_s, frame.rgb, frame.depth_m)
             tracks_time_s = frame.time_s
     return tracks, tracks_time_s, perception.belt_speed(step.time_s)
@@ -136,6 +135,7 @@ def run_trial(
     condition = "" if trial.condition == NOMINAL else trial.condition
     cell.start_trial(trial.seed, condition)
     engine.reset()
+    engine.rearm()  # each trial starts armed: the operator re-arms between trials
     if engine.trace is not None:
         engine.trace.clear()
     names = list(ALL_JOINT_NAMES)
@@ -164,17 +164,21 @@ def run_trial(
                 engine.trace.metadata.update(
                     trial_index=trial.index, seed=trial.seed, started_at_s=trial_start_s
                 )
+            stop = engine.safety_stop
             return TrialRecord(
                 index=trial.index,
                 seed=trial.seed,
                 condition=trial.condition,
                 success=outcome.success,
-                reason=outcome.reason,
+                reason=policy_fault_reason(
+                    outcome.success, outcome.reason, commands, "" if stop is None else str(stop)
+                ),
                 object_type=outcome.object_type,
                 duration_s=outcome.duration_s,
                 wall_s=time.perf_counter() - started_wall,
                 commands_sent=commands,
                 started_at_s=outcome.time_s - outcome.duration_s,
+                safety_stop="" if stop is None else str(stop),
             )
         if step.time_s - trial_start_s > limit_s:
             raise RuntimeError(

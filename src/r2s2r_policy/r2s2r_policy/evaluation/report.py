@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r2s2r_common.errors import RunFailedError
+
 from .stats import wilson_interval
-from .trials import NOMINAL, EvaluationConfig, TrialRecord
+from .trials import NOMINAL, POLICY_FAULTS, EvaluationConfig, TrialRecord
+
+
+class PolicyFaultError(RunFailedError):
+    """Trials in which the policy misbehaved (stopped by the safety layer, or never acted)."""
+
 
 SHIFTED = "shifted"
 ALL = "all"
@@ -125,6 +132,31 @@ class EvaluationReport:
     def not_run(self) -> list[TrialRecord]:
         """Trials that did not run to an outcome."""
         return [r for r in self.records if r.not_run]
+
+    @property
+    def policy_faults(self) -> list[TrialRecord]:
+        """Trials in which the policy faulted (reasons :data:`~.trials.POLICY_FAULTS`)."""
+        return [r for r in self.records if r.reason in POLICY_FAULTS]
+
+    def raise_for_policy_faults(self, where: str) -> None:
+        """Raise :class:`PolicyFaultError` naming how many trials faulted and the first cause.
+
+        Args:
+            where: The file the full records are in (named in the message).
+
+        """
+        faults = self.policy_faults
+        if not faults:
+            return
+        counts = Counter(r.reason for r in faults)
+        first = next((r.safety_stop for r in faults if r.safety_stop), "")
+        raise PolicyFaultError(
+            f"{len(faults)} of {len(self.records)} trials with a policy fault ("
+            + ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+            + f"; records in {where})"
+            + (f": first {first}" if first else "")
+            + "; do not deploy this checkpoint unattended"
+        )
 
     def table(self) -> str:
         """Format a readable table: condition, n, success rate, 95% CI, failure reasons."""

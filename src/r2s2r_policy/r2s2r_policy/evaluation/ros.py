@@ -28,7 +28,13 @@ from r2s2r_common.config import resolve_config_path
 from r2s2r_common.ros.qos import OUTCOME_QOS, RELIABLE_QOS
 from r2s2r_common.ros.services import ServiceNoAnswerError, call_service
 from r2s2r_common.ros.time import stamp_to_s
-from r2s2r_common.topics import TRIAL_OUTCOME, TRIAL_RESET, TRIAL_START, joint_trajectory
+from r2s2r_common.topics import (
+    DIAGNOSTICS,
+    TRIAL_OUTCOME,
+    TRIAL_RESET,
+    TRIAL_START,
+    joint_trajectory,
+)
 from r2s2r_description.controllers import controller_name
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -41,6 +47,7 @@ from .trials import (
     NOT_RUN,
     EvaluationConfig,
     TrialRecord,
+    policy_fault_reason,
     trace_file_name,
     trial_plan,
 )
@@ -102,9 +109,29 @@ class EvaluationHarness:
         self.get_state: Any = (
             self.node.create_client(GetState, f"/{policy_node}/get_state") if policy_node else None
         )
+        # The safety layer: re-armed by the operator (this harness) at each trial's start; a
+        # stop during the trial is read from the node's /diagnostics (ERROR, 'safety stop').
+        self.rearm_client: Any = (
+            self.node.create_client(Trigger, f"/{policy_node}/rearm") if policy_node else None
+        )
+        self.safety_stop = ""
+        self._policy_status_name = f"{policy_node}: policy"
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.node.create_subscription(
+            DiagnosticArray, DIAGNOSTICS, self._on_diagnostics, RELIABLE_QOS
+        )
 
     def _on_outcome(self, msg: Any) -> None:
         self.outcomes[int(msg.trial_id)] = msg
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.name != self._policy_status_name:
+                continue
+            values = {item.key: item.value for item in status.values}
+            if values.get("safety_stop") and not self.safety_stop:
+                self.safety_stop = str(status.message)
 
     def _on_arm_trajectory(self, msg: Any) -> None:
         if len(msg.points) > 1:
@@ -232,6 +259,9 @@ class EvaluationHarness:
             raise HarnessError(f"{TRIAL_START} refused: {started.message}")
         trial_id = int(started.trial_id)
         self.chunks_seen = 0
+        if self.rearm_client is not None and self.rearm_client.service_is_ready():
+            self._call(self.rearm_client, Trigger.Request(), "rearm")
+        self.safety_stop = ""
         self.set_policy_active(True)
         checked = [time.monotonic()]
 
@@ -332,12 +362,15 @@ def run_protocol(
                 seed=trial.seed,
                 condition=trial.condition,
                 success=bool(outcome.success),
-                reason=str(outcome.reason),
+                reason=policy_fault_reason(
+                    bool(outcome.success), str(outcome.reason), chunks, harness.safety_stop
+                ),
                 object_type=str(outcome.object_type),
                 duration_s=float(outcome.duration_s),
                 wall_s=time.perf_counter() - trial_started,
                 commands_sent=chunks,
                 started_at_s=stamp_to_s(outcome.header.stamp) - float(outcome.duration_s),
+                safety_stop=harness.safety_stop,
             )
         report.records.append(record)
         if progress is not None:

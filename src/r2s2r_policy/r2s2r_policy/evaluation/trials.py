@@ -134,6 +134,9 @@ class TrialRecord:
         not_run: Why the trial did not run to the cell's judgement (the outcome never came,
             a node of the graph died, the graph stopped answering); empty when it did. Such a
             trial says nothing about the policy and counts in no rate.
+        safety_stop: The safety layer's stop during the trial (its cause and reason), empty
+            when it never stopped the policy; a failed trial with a stop has reason
+            :data:`SAFETY_STOP`.
 
     """
 
@@ -148,10 +151,36 @@ class TrialRecord:
     commands_sent: int = -1
     started_at_s: float = -1.0
     not_run: str = ""
+    safety_stop: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
         return asdict(self)
+
+
+SAFETY_STOP = "safety_stop"
+"""Failure reason of a trial in which the safety layer stopped the policy."""
+NO_ACTION = "no_action"
+"""Failure reason of a trial in which the policy sent no command at all (it never moved)."""
+POLICY_FAULTS = (SAFETY_STOP, NO_ACTION)
+"""Failure reasons that say the policy misbehaved, not that it missed: counted apart, and an
+evaluation with any of them exits non-zero."""
+
+
+def policy_fault_reason(success: bool, reason: str, commands_sent: int, safety_stop: str) -> str:
+    """Return the reason a trial is recorded with: the cell's, unless the policy faulted.
+
+    A trial the cell judged a failure is a :data:`NO_ACTION` when the policy sent no command
+    (whether or not the safety layer then stopped it), else a :data:`SAFETY_STOP` when the
+    safety layer stopped the policy during it.
+    """
+    if success:
+        return reason
+    if commands_sent == 0:
+        return NO_ACTION
+    if safety_stop:
+        return SAFETY_STOP
+    return reason
 
 
 def trace_file_name(index: int) -> str:

@@ -36,6 +36,13 @@ from .safety import (
     clamp_positions,
     limit_velocities,
 )
+from .safety_layer import (
+    PalmWorkspace,
+    SafetyLayerConfig,
+    SafetyStop,
+    SafetyWatchdog,
+    StopCause,
+)
 from .trace import InferenceTrace
 
 _LOG = logging.getLogger(__name__)
@@ -89,6 +96,11 @@ class InferenceConfig(ConfigModel):
         le=10.0,
         description="temporal_ensemble: m of the weights exp(-m·i), i = 0 the oldest chunk.",
     )
+    safety: SafetyLayerConfig = Field(
+        default_factory=SafetyLayerConfig,
+        description="The safety layer: the palm's box, the watchdog, the stop "
+        "(r2s2r_policy.inference.safety_layer).",
+    )
     trigger: Literal["images", "timer"] = Field(
         default="images",
         description="images: infer as soon as every camera delivered a new frame and the "
@@ -107,6 +119,7 @@ class StepStatus(StrEnum):
     HOLD = "hold"  # inputs went stale: the hold command was sent
     HOLDING = "holding"  # still stale, hold already sent: nothing sent
     DROPPED = "dropped"  # non-finite action or inference error: nothing sent
+    SAFETY_STOP = "safety_stop"  # the safety layer stopped the policy: one hold, then nothing
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,8 @@ class EngineStats:
         latency_p99_s: 99th percentile.
         observation_age_s: Age of each input at the last step.
         last_error: Last inference error message.
+        safety_stop: The safety layer's stop in force (cause and reason), empty when armed.
+        safety_stop_cause: Its cause (:class:`StopCause` value), empty when armed.
 
     """
 
@@ -164,6 +179,8 @@ class EngineStats:
     latency_p99_s: float = 0.0
     observation_age_s: dict[str, float] = field(default_factory=dict)
     last_error: str = ""
+    safety_stop: str = ""
+    safety_stop_cause: str = ""
 
 
 class InferenceEngine:
@@ -235,6 +252,8 @@ class InferenceEngine:
         """When set, every step that ran the policy or held is recorded in it."""
         self.monitor: LatentMonitor | None = None
         """When set, judges each commanded step's latent after its command is sent."""
+        self.workspace = PalmWorkspace(self.config.safety, self.spec.action_names)
+        self.watchdog = SafetyWatchdog(self.config.safety)
 
     # -- observations (any thread) --------------------------------------------------------
     # ``stamp_s``: the value's source stamp (cell time it was taken; see ``.observations``).
@@ -295,6 +314,8 @@ class InferenceEngine:
         self._holding = False
         self._last_chunk_time_s = None
         self.ensemble.clear()
+        with self._publish_lock:
+            self.watchdog.restart()
 
     def _chunk_due(self, now_s: float) -> bool:
         """Receding horizon: whether the chunk in force has run its executed steps.
@@ -340,8 +361,51 @@ class InferenceEngine:
             hold=True,
         )
 
+    # -- the safety layer ---------------------------------------------------------------------
+    @property
+    def safety_stop(self) -> SafetyStop | None:
+        """The safety layer's stop in force, or None while armed."""
+        return self.watchdog.stop
+
+    def trip_safety_stop(self, cause: StopCause, detail: str) -> SafetyStop:
+        """Stop the policy from outside (e.g. the node saw a second commander); holds next step.
+
+        The hold is sent at once when the measured position is known.
+        """
+        with self._publish_lock:
+            stop = self.watchdog.trip(cause, detail, self.clock())
+        self._hold_for_stop()
+        return stop
+
+    def rearm(self) -> SafetyStop | None:
+        """Clear a safety stop (an operator's explicit act); returns the stop cleared, if any."""
+        with self._publish_lock:
+            cleared = self.watchdog.rearm()
+        self._holding = False
+        self._last_chunk_time_s = None
+        self.ensemble.clear()
+        if cleared is not None:
+            _LOG.warning("re-armed after %s", cleared)
+        return cleared
+
+    def _hold_for_stop(self) -> ActionCommand | None:
+        """Send the stop's one hold (once per stop); returns it when sent now."""
+        with self._publish_lock:
+            if self.watchdog.stop is None or self.watchdog.hold_sent:
+                return None
+            hold = self.hold_command()
+            if hold is None:
+                return None
+            self.watchdog.hold_sent = True
+        _LOG.error("%s: holding", self.watchdog.stop)
+        self._send(hold)
+        return hold
+
     def filter_chunk(self, chunk: np.ndarray, current_rad: np.ndarray) -> np.ndarray | None:
         """Apply the safety filter to a raw chunk; None when it must be dropped (counted).
+
+        The result ends before the first point that would put the palm outside the
+        workspace; a chunk whose first point does is dropped and stops the policy.
 
         Args:
             chunk: ``(H, A)`` raw policy output (rad).
@@ -358,6 +422,30 @@ class InferenceEngine:
         limited, n_velocity = limit_velocities(clamped, start, self.dt_s, self.limits)
         if n_velocity:
             self._count(InterventionKind.VELOCITY_CLAMP)
+        violation = self.workspace.first_violation(limited)
+        if violation is not None:
+            # The chunk ends before its first point outside the box (the arm holds the last
+            # one inside if nothing replaces it); outside at its next target: stop.
+            index, where = violation
+            self._count(InterventionKind.WORKSPACE_LIMIT)
+            if index == 0:
+                with self._publish_lock:
+                    self.watchdog.trip(
+                        StopCause.WORKSPACE,
+                        f"the next target puts palm_link at ({where[0]:+.3f}, {where[1]:+.3f}, "
+                        f"{where[2]:+.3f}) m, outside the workspace "
+                        f"{self.config.safety.workspace_min_m} .. "
+                        f"{self.config.safety.workspace_max_m} or inside the belt's keep-out "
+                        f"{self.config.safety.belt_keep_out_min_m} .. "
+                        f"{self.config.safety.belt_keep_out_max_m}; not sent",
+                        self.clock(),
+                    )
+                return None
+            limited, clamped, chunk = limited[:index], clamped[:index], chunk[:index]
+        arm = self.workspace.arm_columns
+        arm_clamped = bool(np.any(clamped[:, arm] != chunk[:, arm])) if arm else n_position > 0
+        with self._publish_lock:
+            self.watchdog.chunk_sent(arm_clamped, self.clock())
         return limited
 
     def step(self) -> StepResult:
@@ -373,6 +461,10 @@ class InferenceEngine:
         with self._stats_lock:
             self._stats.steps += 1
             self._stats.observation_age_s = ages
+        with self._publish_lock:
+            self.watchdog.tick(now_s)
+        if self.watchdog.stop is not None:
+            return self._stopped_result(now_s, values, ages)
         missing = [key for key in self.buffer.required_keys if key not in values]
         if missing:
             return StepResult(StepStatus.WAITING, detail=f"no {missing} yet")
@@ -401,21 +493,21 @@ class InferenceEngine:
             self._count(InterventionKind.INFERENCE_ERROR)
             with self._stats_lock:
                 self._stats.last_error = str(error)
-            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
-            return StepResult(StepStatus.DROPPED, detail=str(error))
+            return self._dropped(now_s, started, values, ages, f"inference error: {error}")
         if not chunk_is_finite(chunk):
             self._count(InterventionKind.NON_FINITE_ACTION)
-            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
-            return StepResult(StepStatus.DROPPED, detail="non-finite action")
+            return self._dropped(now_s, started, values, ages, "non-finite action")
         if self.config.execution == "temporal_ensemble":
             chunk = self.ensemble.add(image_time, chunk.astype(np.float64))
         current = values[JOINT_POS_KEY][self._action_in_state]
         safe = self.filter_chunk(chunk, current)
+        if self.watchdog.stop is not None:
+            return self._stopped_result(now_s, values, ages)
         if safe is None:
-            self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
-            return StepResult(StepStatus.DROPPED, detail="non-finite action")
+            return self._dropped(now_s, started, values, ages, "non-finite action")
         # Point k is due (k + 1)·dt after the observation; time already spent is taken off.
-        times = self._times_s - max(now_s - image_time, 0.0)
+        # The safety layer may end a chunk early (its points beyond the workspace).
+        times = self._times_s[: len(safe)] - max(now_s - image_time, 0.0)
         keep = times > 1e-6
         if not keep.any():
             keep[-1] = True
@@ -437,6 +529,31 @@ class InferenceEngine:
         return StepResult(
             StepStatus.COMMANDED, command=command, latency_s=latency_s, real_likeness=likeness
         )
+
+    def _dropped(
+        self,
+        now_s: float,
+        started: float,
+        values: dict[str, np.ndarray],
+        ages: dict[str, float],
+        reason: str,
+    ) -> StepResult:
+        """Record a chunk not sent, for the trace and the watchdog (a run of them stops)."""
+        self._trace(now_s, "dropped", time.perf_counter() - started, values, ages, None)
+        with self._publish_lock:
+            self.watchdog.chunk_dropped(reason, now_s)
+        if self.watchdog.stop is not None:
+            return self._stopped_result(now_s, values, ages)
+        return StepResult(StepStatus.DROPPED, detail=reason)
+
+    def _stopped_result(
+        self, now_s: float, values: dict[str, np.ndarray], ages: dict[str, float]
+    ) -> StepResult:
+        """Answer a step while the safety layer holds the policy stopped: one hold, then none."""
+        hold = self._hold_for_stop()
+        if hold is not None:
+            self._trace(now_s, "hold", 0.0, values, ages, hold)
+        return StepResult(StepStatus.SAFETY_STOP, command=hold, detail=str(self.watchdog.stop))
 
     def _trace(
         self,
@@ -561,6 +678,9 @@ class InferenceEngine:
                 observation_age_s=dict(self._stats.observation_age_s),
                 last_error=self._stats.last_error,
             )
+        stop = self.watchdog.stop
+        if stop is not None:
+            stats.safety_stop, stats.safety_stop_cause = str(stop), stop.cause.value
         if latencies is not None:
             stats.latency_p50_s = float(np.percentile(latencies, 50))
             stats.latency_p99_s = float(np.percentile(latencies, 99))

@@ -23,6 +23,7 @@ class InterventionKind(StrEnum):
     NON_FINITE_ACTION = "non_finite_action"
     STALE_OBSERVATION = "stale_observation"
     INFERENCE_ERROR = "inference_error"
+    WORKSPACE_LIMIT = "workspace_limit"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from r2s2r_description.cell import NOMINAL_LAYOUT
+from r2s2r_description.frames import BASE_LINK, PALM_LINK
 from r2s2r_description.model import Joint
 from r2s2r_description.robot import arm_links_and_joints, hand_links_and_joints
 from torch import nn
@@ -45,8 +46,6 @@ PALM_OBJECT_FIELDS: tuple[str, ...] = (
 )
 """Columns of the derived input (:class:`PalmObjectFeatures` output), in order."""
 
-PALM_LINK = "palm_link"
-BASE_LINK = "base_link"
 TRACK_POSITION = slice(0, 3)
 """``x_m, y_m, z_m`` of the tracked-object vector (r2s2r_recorder.dataset.object_track)."""
 TRACK_VELOCITY = slice(3, 6)

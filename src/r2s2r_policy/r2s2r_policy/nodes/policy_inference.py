@@ -14,7 +14,10 @@ activate: observations are cleared (the policy waits for fresh inputs) and the
 published as ONE JointTrajectory with several points (``time_from_start`` set, header stamp
 zero = start now) per controller on ``/arm_controller/joint_trajectory`` and
 ``/hand_controller/joint_trajectory``. Safety (joint position and velocity limits, stale inputs
--> one hold then nothing, NaN/Inf chunks dropped) is the engine's.
+-> one hold then nothing, NaN/Inf chunks dropped, and the safety layer: palm box, saturation,
+no-action and freeze watchdog) is the engine's; the node adds the one-commander check (another
+publisher on a controller's topic stops the policy). A safety stop sends one hold, says ERROR on
+``/diagnostics`` with its cause, and lasts until ``~/rearm`` (std_srvs/Trigger).
 
 deactivate: the worker stops at once and one hold at the measured position is sent. cleanup:
 the policy, subscriptions and publishers are freed. ``/diagnostics`` (1 Hz): inference latency
@@ -70,6 +73,7 @@ from r2s2r_recorder.dataset import (
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from r2s2r_interfaces.msg import ObjectTrackArray
@@ -82,6 +86,7 @@ from r2s2r_policy.analysis.index import (
 from r2s2r_policy.checkpoint import CheckpointError, load_checkpoint
 from r2s2r_policy.inference.commands import ActionCommand
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine
+from r2s2r_policy.inference.safety_layer import SafetyLayerConfig, StopCause
 from r2s2r_policy.spec import DEFAULT_IMAGE_KEYS, ImageSpec, RobotSpec, SpecMismatchError
 
 
@@ -199,6 +204,18 @@ class PolicyInferenceParams(ConfigModel):
         "latents look like its simulated training data, not its real demonstrations (running "
         "on sim-derived behavior; 0.5 = the two are indistinguishable).",
     )
+    safety: SafetyLayerConfig = Field(
+        default_factory=SafetyLayerConfig,
+        description="The safety layer (r2s2r_policy.inference.safety_layer): palm box, "
+        "watchdog; a stop holds the arm until ~/rearm.",
+    )
+    commander_check_period_s: float = Field(
+        default=0.2,
+        gt=0.0,
+        le=10.0,
+        description="Period of the check that this node is the only publisher on each "
+        "controller's command topic (a second commander stops the policy and holds).",
+    )
     autostart: bool = Field(
         default=True, description="Configure and activate at start-up (no lifecycle manager)."
     )
@@ -235,6 +252,7 @@ class PolicyInferenceParams(ConfigModel):
             execution=self.execution,
             executed_steps=self.executed_steps,
             ensemble_weight_decay=self.ensemble_weight_decay,
+            safety=self.safety,
         )
 
 
@@ -279,12 +297,14 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._pubs: dict[str, Any] = {}
         self._subs: list[Any] = []
         self._diagnostics_timer: Any = None
+        self._commander_timer: Any = None
         self._monitor: LiveLikenessMonitor | None = None
         self._likeness_guard: Any = None
         self._dropped: dict[str, int] = {}
         self._dropped_lock = threading.Lock()
         self._active = False
         self._activations = 0
+        self.create_service(Trigger, "~/rearm", self._on_rearm)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_configure(self, state: State) -> TransitionCallbackReturn:
@@ -377,6 +397,9 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         self._diagnostics_timer = self.create_timer(
             params.diagnostics_period_s, self._publish_diagnostics
         )
+        self._commander_timer = self.create_timer(
+            params.commander_check_period_s, self._check_single_commander
+        )
         # Triggered by the monitor on the inference thread; its callback publishes on the
         # executor's, so publishing never delays an inference.
         self._likeness_guard = self.create_guard_condition(self._publish_likeness)
@@ -435,9 +458,10 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         for subscription in self._subs:
             self.destroy_subscription(subscription)
         self._subs = []
-        if self._diagnostics_timer is not None:
-            self.destroy_timer(self._diagnostics_timer)
-            self._diagnostics_timer = None
+        for timer in (self._diagnostics_timer, self._commander_timer):
+            if timer is not None:
+                self.destroy_timer(timer)
+        self._diagnostics_timer = self._commander_timer = None
         self._monitor = None
         if self._likeness_guard is not None:  # after the engine stopped: nobody triggers it
             self.destroy_guard_condition(self._likeness_guard)
@@ -506,6 +530,35 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
             if publisher is not None:
                 publisher.publish(msg)
 
+    def _check_single_commander(self) -> None:
+        """Stop the policy (one hold) when another node publishes on a controller's topic."""
+        engine = self.engine
+        if engine is None or not self._active or engine.safety_stop is not None:
+            return
+        for controller in ("arm", "hand"):
+            topic = joint_trajectory(controller_name(controller))
+            others = self.count_publishers(topic) - 1
+            if others > 0:
+                stop = engine.trip_safety_stop(
+                    StopCause.SECOND_COMMANDER,
+                    f"{others} other publisher(s) on {topic} while the policy commands it; "
+                    "one commander per controller",
+                )
+                self.get_logger().error(f"{stop}: holding; call ~/rearm after removing it")
+                return
+
+    def _on_rearm(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        """``~/rearm``: clear a safety stop (an operator's explicit act)."""
+        engine = self.engine
+        if engine is None:
+            response.success, response.message = False, "not configured: nothing to re-arm"
+            return response
+        cleared = engine.rearm()
+        response.success = True
+        response.message = f"re-armed after {cleared}" if cleared else "was armed"
+        self.get_logger().warning(response.message)
+        return response
+
     def _publish_diagnostics(self) -> None:
         engine = self.engine
         if engine is None:
@@ -539,6 +592,10 @@ class PolicyInferenceNode(SchemaLifecycleNode[PolicyInferenceParams]):
         ):
             level = DiagnosticStatus.WARN
             message += " (chunks dropped)"
+        values["safety_stop"] = stats.safety_stop_cause
+        if stats.safety_stop:
+            level = DiagnosticStatus.ERROR
+            message = f"{stats.safety_stop}; holding until ~/rearm"
         array = diagnostics_array(
             f"{self.get_name()}: policy",
             level,

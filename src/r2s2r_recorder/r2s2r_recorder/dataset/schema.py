@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
+from r2s2r_description.cameras import CAMERAS, HAND, HEAD
 
 SCHEMA_VERSION = 1
 """Version of the episode schema written into every dataset file."""
@@ -39,14 +40,12 @@ SCHEMA_VERSION = 1
 # The names a dataset file spells, defined here once: the writer, the readers (the recorder's,
 # MimicGen's source reader, the policy's sources) and the policy's batch keys import them.
 # Observation keys (``obs/<key>`` in a file; the same keys name a policy's inputs):
-HEAD_CAMERA_KEY = "head_camera_rgb"
-HAND_CAMERA_KEY = "hand_camera_rgb"
-CAMERA_KEYS: tuple[str, ...] = (HEAD_CAMERA_KEY, HAND_CAMERA_KEY)
+# The camera image keys are the cameras' (:mod:`r2s2r_description.cameras`), named here too.
+HEAD_CAMERA_KEY = HEAD.image_key
+HAND_CAMERA_KEY = HAND.image_key
+CAMERA_KEYS: tuple[str, ...] = tuple(camera.image_key for camera in CAMERAS)
 """Observation keys holding camera images."""
-IMAGE_KEY_OF_CAMERA: dict[str, str] = {
-    "head_camera": HEAD_CAMERA_KEY,
-    "hand_camera": HAND_CAMERA_KEY,
-}
+IMAGE_KEY_OF_CAMERA: dict[str, str] = {camera.name: camera.image_key for camera in CAMERAS}
 """The cell's camera name (``/<camera>/image_raw``, the simulator's camera) → its image key."""
 JOINT_POS_KEY = "joint_pos_rad"
 BELT_SPEED_KEY = "belt_speed_mps"

@@ -34,6 +34,7 @@ import rclpy
 import rclpy.task
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel, resolve_config_path
+from r2s2r_common.errors import ExitCode
 from r2s2r_common.ros.params import declare_config
 from r2s2r_common.ros.qos import DEFAULT_QOS, OUTCOME_QOS, RELIABLE_QOS
 from r2s2r_common.ros.runner import run_node
@@ -81,8 +82,6 @@ RECORDED_TOPICS: tuple[str, ...] = (
     TRIAL_OUTCOME,
 )
 """What a demonstration episode needs in its bag (bag → dataset conversion and MimicGen)."""
-
-EXIT_RECORDER_FAILED = 1
 
 
 class DemonstratorNodeConfig(ConfigModel):
@@ -373,7 +372,7 @@ class DemonstratorNode(Node):
             try:
                 response = future.result()
             except Exception as error:  # rclpy raises what the transport raised
-                self._finish(EXIT_RECORDER_FAILED, f"{client.srv_name}: call failed: {error}")
+                self._finish(ExitCode.FAILED, f"{client.srv_name}: call failed: {error}")
                 return
             on_done(response)
 
@@ -411,7 +410,7 @@ class DemonstratorNode(Node):
                 if not r.successful
             ]
             if failed or len(response.results) != len(request.parameters):
-                self._finish(EXIT_RECORDER_FAILED, f"recorder refused parameters: {failed}")
+                self._finish(ExitCode.FAILED, f"recorder refused parameters: {failed}")
                 return
             on_done()
 
@@ -428,7 +427,7 @@ class DemonstratorNode(Node):
 
         def on_started(response: Any) -> None:
             if not response.success:
-                self._finish(EXIT_RECORDER_FAILED, f"start_episode failed: {response.message}")
+                self._finish(ExitCode.FAILED, f"start_episode failed: {response.message}")
                 return
             self.get_logger().info(f"episode recording: {response.message}")
             self._start_trial()
@@ -450,7 +449,7 @@ class DemonstratorNode(Node):
 
         def on_stopped(response: Any) -> None:
             if not response.success:
-                self._finish(EXIT_RECORDER_FAILED, f"stop_episode failed: {response.message}")
+                self._finish(ExitCode.FAILED, f"stop_episode failed: {response.message}")
                 return
             self.episodes_recorded.append(str(response.message))
             self.get_logger().info(f"episode stopped: {response.message}")
@@ -501,7 +500,7 @@ class DemonstratorNode(Node):
         waiting = time.monotonic() - self._stage_since
         if self.stage in _RECORDER_STAGES and waiting > self.config.recorder_timeout_s:
             self._finish(
-                EXIT_RECORDER_FAILED,
+                ExitCode.FAILED,
                 f"recorder {self.config.recorder_node!r}: no progress in stage "
                 f"{self.stage.value} for {waiting:.0f} s (recorder_timeout_s)",
             )

@@ -77,7 +77,9 @@ from r2s2r_common.topics import (
     TRIAL_START,
     joint_trajectory,
 )
+from r2s2r_description.cameras import CAMERA_NAMES, HAND, HEAD
 from r2s2r_description.controllers import controller_name
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -91,7 +93,6 @@ from trajectory_msgs.msg import JointTrajectory
 from r2s2r_interfaces.msg import ObjectTrack, ObjectTrackArray, TrialOutcome
 from r2s2r_interfaces.srv import StartTrial
 from r2s2r_sim.cell_runtime import (
-    CAMERA_NAMES,
     CommandRejected,
     ControlStep,
     SimCell,
@@ -134,7 +135,7 @@ class CellServerOptions:
     camera_calibrations: Mapping[str, CameraCalibration]
     publish_tf_static: bool = True
     publish_object_poses: bool = False
-    object_poses_frame_id: str = "base_link"
+    object_poses_frame_id: str = BASE_LINK
     board_requests: bool = False
     status_name: str = "cell"
     hardware_id: str = "sim"
@@ -173,11 +174,11 @@ class CellServer:
             ("encoder", JointState, BELT_ENCODER, SENSOR_DATA_QOS),
             ("clock", Clock, CLOCK, DEFAULT_QOS),
             ("outcome", TrialOutcome, TRIAL_OUTCOME, OUTCOME_QOS),
-            ("head_camera/image", Image, HEAD_CAMERA_IMAGE, SENSOR_DATA_QOS),
-            ("head_camera/info", CameraInfo, HEAD_CAMERA_INFO, SENSOR_DATA_QOS),
-            ("head_camera/depth", Image, HEAD_DEPTH, SENSOR_DATA_QOS),
-            ("hand_camera/image", Image, HAND_CAMERA_IMAGE, SENSOR_DATA_QOS),
-            ("hand_camera/info", CameraInfo, HAND_CAMERA_INFO, SENSOR_DATA_QOS),
+            (f"{HEAD.name}/image", Image, HEAD_CAMERA_IMAGE, SENSOR_DATA_QOS),
+            (f"{HEAD.name}/info", CameraInfo, HEAD_CAMERA_INFO, SENSOR_DATA_QOS),
+            (f"{HEAD.name}/depth", Image, HEAD_DEPTH, SENSOR_DATA_QOS),
+            (f"{HAND.name}/image", Image, HAND_CAMERA_IMAGE, SENSOR_DATA_QOS),
+            (f"{HAND.name}/info", CameraInfo, HAND_CAMERA_INFO, SENSOR_DATA_QOS),
         ]
         if options.publish_tf_static:
             topics.append(("tf_static", TFMessage, TF_STATIC, LATCHED_QOS))
@@ -282,9 +283,9 @@ class CellServer:
             cell.camera_demand[name] = any(
                 self._pubs[key].get_subscription_count() > 0 for key in streams
             )
-        head_depth = self._pubs["head_camera/depth"].get_subscription_count() > 0
+        head_depth = self._pubs[f"{HEAD.name}/depth"].get_subscription_count() > 0
         cell.depth_demand = head_depth
-        cell.camera_demand["head_camera"] = cell.camera_demand["head_camera"] or head_depth
+        cell.camera_demand[HEAD.name] = cell.camera_demand[HEAD.name] or head_depth
 
     def _publish_step(self, step: ControlStep) -> None:
         stamp = time_msg(step.time_s)

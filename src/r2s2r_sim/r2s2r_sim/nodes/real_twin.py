@@ -44,12 +44,14 @@ from r2s2r_common.camera_info import (
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
 from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.runner import run_lifecycle_node
-from r2s2r_world.world import load_world
+from r2s2r_description.cameras import CAMERA_NAMES, HAND, HEAD
+from r2s2r_description.frames import BASE_LINK
+from r2s2r_world.world import camera_params, load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
 from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
-from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
+from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from r2s2r_sim.twin_family import twin_family_warnings
@@ -101,13 +103,13 @@ class RealTwinParams(ConfigModel):
     )
     seed: int = Field(default=0, ge=0, description="Seed of the idle cell at configure/reset.")
     head_camera_frame_id: str = Field(
-        default="head_camera_optical_frame", description="frame_id of head images and depth."
+        default=HEAD.optical_frame, description="frame_id of head images and depth."
     )
     hand_camera_frame_id: str = Field(
-        default="hand_camera_optical_frame", description="frame_id of hand images."
+        default=HAND.optical_frame, description="frame_id of hand images."
     )
     base_frame_id: str = Field(
-        default="base_link", description="Frame of /twin/operator/object_poses."
+        default=BASE_LINK, description="Frame of /twin/operator/object_poses."
     )
     head_camera_info_file: str = Field(
         default="",
@@ -213,8 +215,8 @@ class RealTwinNode(ComponentLifecycleNode[RealTwinParams, CellServer]):
             max_lag_s=params.max_lag_s,
             reset_seed=params.seed,
             camera_frame_ids={
-                "head_camera": params.head_camera_frame_id,
-                "hand_camera": params.hand_camera_frame_id,
+                HEAD.name: params.head_camera_frame_id,
+                HAND.name: params.hand_camera_frame_id,
             },
             camera_calibrations=calibrations,
             publish_tf_static=params.publish_tf_static,
@@ -242,8 +244,8 @@ class RealTwinNode(ComponentLifecycleNode[RealTwinParams, CellServer]):
 
         """
         files = {
-            "head_camera": params.head_camera_info_file,
-            "hand_camera": params.hand_camera_info_file,
+            HEAD.name: params.head_camera_info_file,
+            HAND.name: params.hand_camera_info_file,
         }
         calibrations = {}
         for name in CAMERA_NAMES:
@@ -251,7 +253,7 @@ class RealTwinNode(ComponentLifecycleNode[RealTwinParams, CellServer]):
                 calibrations[name] = cell.camera_calibration(name)
                 continue
             calibration = load_camera_calibration(files[name])
-            sensor = cell.world.cameras.head if name == "head_camera" else cell.world.cameras.hand
+            sensor = camera_params(cell.world, name)
             try:  # the images the twin renders have the sensor's true size
                 calibration.check_resolution(sensor.width_px, sensor.height_px, f"{name} image")
             except CalibrationResolutionError as error:

@@ -63,7 +63,9 @@ from r2s2r_common.topics import (
     TF_STATIC,
     sim_camera_image,
 )
+from r2s2r_description.cameras import CAMERA_NAMES, HEAD, camera
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
+from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.transforms import make_transform, quat_to_matrix
 from r2s2r_world.grounding import load_cell_world
 from r2s2r_world.world import WorldParams
@@ -73,9 +75,9 @@ from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from r2s2r_interfaces.msg import ObjectTrackArray
-from r2s2r_sim.cell_runtime import CAMERA_NAMES, CellConfig, SimCell
+from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
-from r2s2r_sim.mirror import PALM_LINK, CellMirror, MirrorError, TrackInput, TransformResult
+from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
 from r2s2r_sim.mirror_check import (
     BeltGeometry,
     BeltObjectCheck,
@@ -188,7 +190,7 @@ class SimBridgeConfig(ConfigModel):
         default=5.0, gt=0.0, le=60.0, description="Mirror: rate of the /sim camera renders."
     )
     sim_image_cameras: list[str] = Field(
-        default_factory=lambda: ["head_camera"],
+        default_factory=lambda: [HEAD.name],
         description="Mirror: cameras rendered on /sim/<camera>/image_raw.",
     )
     real_time_factor: float = Field(
@@ -408,7 +410,7 @@ class _MirrorMode:
     def _compare_palm(self) -> None:
         """Compare the TF palm with the copy's palm of the same joint state (when both exist)."""
         try:
-            pose, stamp_ns = self.tf.lookup("world", PALM_LINK)
+            pose, stamp_ns = self.tf.lookup(WORLD_FRAME, PALM_LINK)
         except MirrorCheckError:
             return  # not every frame of the chain has arrived yet
         if stamp_ns is None:
@@ -445,7 +447,7 @@ class _MirrorMode:
         with self.lock:
             self.track_messages += 1
             try:
-                update = self.mirror.apply_tracks(msg.header.frame_id or "base_link", tracks)
+                update = self.mirror.apply_tracks(msg.header.frame_id or BASE_LINK, tracks)
             except MirrorError as error:
                 self.rejected_tracks += 1
                 self.last_error = str(error)
@@ -469,7 +471,7 @@ class _MirrorMode:
                     item.track_id,
                     item.object_type,
                     self.mirror.world.objects,
-                    "world",
+                    WORLD_FRAME,
                     item.position_m,
                     item.quat_wxyz,
                 )
@@ -479,7 +481,7 @@ class _MirrorMode:
                 residual.track_id,
                 residual.object_type,
                 self.mirror.world.objects,
-                "world",
+                WORLD_FRAME,
                 residual.predicted_m,
                 (1.0, 0.0, 0.0, 0.0),
                 namespace="mirror_belt",
@@ -496,7 +498,7 @@ class _MirrorMode:
         for name, publisher in self.image_pubs.items():
             with self.lock:
                 rgb = self.mirror.render(name)
-            publisher.publish(to_image_msg(rgb, "rgb8", stamp, f"{name}_optical_frame"))
+            publisher.publish(to_image_msg(rgb, "rgb8", stamp, camera(name).optical_frame))
 
     def diagnostics(self) -> DiagnosticArray:
         config = self.config
@@ -588,7 +590,7 @@ class _GenerationMode:
                 tick_rate_hz=config.tick_rate_hz,
                 max_lag_s=config.max_lag_s,
                 reset_seed=config.seed,
-                camera_frame_ids={name: f"{name}_optical_frame" for name in CAMERA_NAMES},
+                camera_frame_ids={name: camera(name).optical_frame for name in CAMERA_NAMES},
                 camera_calibrations={name: cell.camera_calibration(name) for name in CAMERA_NAMES},
                 status_name=f"{node.get_name()}: generation",
                 hardware_id="sim",
@@ -629,7 +631,7 @@ class _GenerationMode:
                     index,
                     pose.type_name,
                     object_types,
-                    "world",
+                    WORLD_FRAME,
                     pose.position_m,
                     pose.quat_wxyz,
                 )
