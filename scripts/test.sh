@@ -4,7 +4,10 @@
 # separate processes; see conftest.py). CI runs this.
 #   scripts/test.sh --fast   ruff, then the unit tier without the tests marked slow (< 1 min), on
 #                            min(cores, 4) pytest-xdist workers (R2S2R_TEST_WORKERS overrides; 0 = serial)
-# Extra arguments go to pytest, e.g. `scripts/test.sh -k launch`, `scripts/test.sh --tier node`.
+#   scripts/test.sh          everything: the unit tier on the workers, then the node and graph tiers
+#                            one test at a time
+# Extra arguments go to pytest, e.g. `scripts/test.sh -k launch`, `scripts/test.sh --tier node`
+# (then one pytest run, serial).
 set -eo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -40,6 +43,16 @@ mapfile -t PACKAGES < <(find src -mindepth 2 -maxdepth 2 -type d -name 'r2s2r_*'
 MYPYPATH="$(find src -mindepth 1 -maxdepth 1 -type d | paste -sd:):$ROOT" \
   mypy --no-error-summary "${PACKAGES[@]}" r2s2r
 
-echo "== pytest"
-python -m pytest -q tests src "$@"
+WORKERS="${R2S2R_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+if [ "$#" -gt 0 ] || [ "$WORKERS" -le 1 ]; then
+  echo "== pytest"
+  python -m pytest -q tests src "$@"
+else
+  # The unit tier shares nothing between tests: on the workers, as --fast runs it. The node
+  # and graph tiers (rclpy contexts, launched graphs, ROS traffic) run one test at a time.
+  echo "== pytest (unit tier, ${WORKERS} workers)"
+  python -m pytest -q --tier unit -n "$WORKERS" --dist loadscope tests src
+  echo "== pytest (node and graph tiers)"
+  python -m pytest -q --tier node --tier graph tests src
+fi
 echo "== tests finished in $(( $(date +%s) - STARTED )) s"
