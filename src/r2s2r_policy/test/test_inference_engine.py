@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 import torch
-from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS, JOINT_LIMITS
+from engine_fixtures import HOME, FakeClock, feed, tiny_policy
+from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
 from r2s2r_policy.inference.commands import ActionCommand, split_by_controller
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine, StepStatus
@@ -20,29 +21,10 @@ from r2s2r_policy.inference.safety import (
     limit_velocities,
 )
 
-HOME = np.array([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES])
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_s = 100.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
 
 @pytest.fixture(scope="module")
 def policy():  # type: ignore[no-untyped-def]
-    torch.set_num_threads(1)
-    return untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=1)
-
-
-def feed(engine: InferenceEngine, positions: np.ndarray = HOME, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    for key in engine.spec.image_keys:
-        engine.observe_image(key, rng.integers(0, 255, (48, 64, 3), dtype=np.uint8))
-    engine.observe_joints(list(ALL_JOINT_NAMES), positions.tolist())
-    engine.observe_belt_speed(0.1)
+    return tiny_policy()
 
 
 def test_clamp_positions_to_description_limits() -> None:

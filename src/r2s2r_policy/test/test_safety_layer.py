@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec, untrained_policy
+from engine_fixtures import HOME, FakeClock, feed, tiny_policy
+from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES
 from r2s2r_policy.inference.commands import ActionCommand
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine, StepStatus
 from r2s2r_policy.inference.safety_layer import (
@@ -15,22 +14,12 @@ from r2s2r_policy.inference.safety_layer import (
     StopCause,
 )
 
-HOME = np.array([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES])
 ARM = [ALL_JOINT_NAMES.index(name) for name in ARM_JOINT_NAMES]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_s = 100.0
-
-    def __call__(self) -> float:
-        return self.now_s
 
 
 @pytest.fixture(scope="module")
 def policy():  # type: ignore[no-untyped-def]
-    torch.set_num_threads(1)
-    return untrained_policy(robot_policy_spec(32, 4, 10.0, TINY_MODEL_PARAMS), seed=1)
+    return tiny_policy()
 
 
 def constant(policy, chunk: np.ndarray):  # type: ignore[no-untyped-def]
@@ -44,14 +33,6 @@ def constant(policy, chunk: np.ndarray):  # type: ignore[no-untyped-def]
             return chunk.astype(np.float32), np.zeros(1, dtype=np.float32)
 
     return Constant()
-
-
-def feed(engine: InferenceEngine, positions: np.ndarray) -> None:
-    rng = np.random.default_rng(0)
-    for key in engine.spec.image_keys:
-        engine.observe_image(key, rng.integers(0, 255, (48, 64, 3), dtype=np.uint8))
-    engine.observe_joints(list(ALL_JOINT_NAMES), positions.tolist())
-    engine.observe_belt_speed(0.1)
 
 
 def run_following(
@@ -119,27 +100,27 @@ def test_a_saturating_policy_is_stopped_and_the_palm_stays_in_its_box(policy) ->
     assert statuses[0] == StepStatus.COMMANDED and engine.safety_stop is not None
 
 
+def floor_under_home() -> tuple[SafetyLayerConfig, np.ndarray]:
+    """A box whose floor is 1 cm under the palm at home, and arm positions 5 cm lower."""
+    workspace = PalmWorkspace(SafetyLayerConfig(), list(ALL_JOINT_NAMES))
+    home_z = float(workspace.palm_positions(HOME[None, :])[0, 2])
+    box = SafetyLayerConfig(
+        workspace_min_m=[-2.0, -2.0, home_z - 0.01], workspace_max_m=[2.0, 2.0, 3.0]
+    )
+    for elbow in np.linspace(-0.5, 0.5, 9):
+        lowered = HOME.copy()
+        lowered[ALL_JOINT_NAMES.index("elbow_joint")] += elbow
+        if workspace.palm_positions(lowered[None, :])[0, 2] < home_z - 0.05:
+            return box, lowered
+    raise AssertionError("no elbow change lowers the palm by 5 cm")
+
+
 def test_a_chunk_leaving_the_box_is_not_sent(policy) -> None:  # type: ignore[no-untyped-def]
     sent: list[ActionCommand] = []
     clock = FakeClock()
-    # A box whose floor is just under the palm at home: any descent leaves it.
-    workspace = PalmWorkspace(SafetyLayerConfig(), list(ALL_JOINT_NAMES))
-    home_palm = workspace.palm_positions(HOME[None, :])[0]
-    box = SafetyLayerConfig(
-        workspace_min_m=[-2.0, -2.0, float(home_palm[2]) - 0.01], workspace_max_m=[2.0, 2.0, 3.0]
-    )
+    box, lowered = floor_under_home()  # any descent from home leaves the box
     engine = InferenceEngine(policy, InferenceConfig(safety=box), publish=sent.append, clock=clock)
-    lower = workspace.palm_positions(HOME[None, :])
-    down = np.tile(HOME, (4, 1))
-    for elbow in np.linspace(-0.5, 0.5, 9):  # find an arm change that lowers the palm
-        trial = HOME.copy()
-        trial[ALL_JOINT_NAMES.index("elbow_joint")] += elbow
-        lower = workspace.palm_positions(trial[None, :])
-        if lower[0, 2] < home_palm[2] - 0.05:
-            down[:] = trial
-            break
-    else:
-        pytest.fail("no elbow change lowers the palm by 5 cm")
+    down = np.tile(lowered, (4, 1))
     engine.policy = constant(policy, down)
     feed(engine, HOME)
     result = engine.step()
@@ -154,19 +135,8 @@ def test_a_chunk_ends_before_its_first_point_outside_the_box(policy) -> None:  #
     """Far chunk points leaving the box are cut; the policy goes on (a next target out stops)."""
     sent: list[ActionCommand] = []
     clock = FakeClock()
-    workspace = PalmWorkspace(SafetyLayerConfig(), list(ALL_JOINT_NAMES))
-    home_palm = workspace.palm_positions(HOME[None, :])[0]
-    box = SafetyLayerConfig(
-        workspace_min_m=[-2.0, -2.0, float(home_palm[2]) - 0.01], workspace_max_m=[2.0, 2.0, 3.0]
-    )
+    box, lowered = floor_under_home()
     engine = InferenceEngine(policy, InferenceConfig(safety=box), publish=sent.append, clock=clock)
-    lowered = HOME.copy()
-    for elbow in np.linspace(-0.5, 0.5, 9):  # an arm change that lowers the palm by 5 cm
-        trial = HOME.copy()
-        trial[ALL_JOINT_NAMES.index("elbow_joint")] += elbow
-        if workspace.palm_positions(trial[None, :])[0, 2] < home_palm[2] - 0.05:
-            lowered = trial
-            break
     chunk = np.vstack([HOME, HOME, lowered, lowered])
     engine.policy = constant(policy, chunk)
     feed(engine, HOME)
