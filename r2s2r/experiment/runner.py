@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from r2s2r_common.config import dump_yaml
+from r2s2r_common.folder_lock import hold_folder_lock
 from r2s2r_policy.evaluation.report import ALL, SHIFTED
 from r2s2r_policy.evaluation.trials import NOMINAL, EvaluationConfig
 
@@ -67,6 +68,7 @@ def open_session(
     """
     say: Log = log or (lambda text: print(text, flush=True))
     root = Path(directory).resolve()
+    hold_folder_lock(root, "r2s2r experiment")  # two runs in one folder would redo every stage
     commit = current_commit(Path(__file__).parent)
     return ExperimentSession(
         config=config,

@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_common.files import write_atomic
+from r2s2r_common.folder_lock import hold_folder_lock
 from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
@@ -213,6 +214,8 @@ def train(
             f"sources {sorted(sources)}"
         )
     run_path = Path(run_dir)
+    if int(os.environ.get("RANK", "0")) == 0:  # torchrun's other ranks share rank 0's folder
+        hold_folder_lock(run_path, "a training (r2s2r_policy.training.train)")
     device = resolve_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -333,6 +333,14 @@ def _write(
             for name in ("source", "behavior_source", "outcome", "object_type", "world_config_id"):
                 row[f"r2s2r/{name}"] = str(getattr(meta, name))
             for key, values in columns.items():
+                if np.issubdtype(np.asarray(values).dtype, np.floating):
+                    bad = ~np.isfinite(values)
+                    if bad.any():  # as training refuses them (r2s2r_policy.data.sources)
+                        raise ExportError(
+                            f"{where}: {key}: {int(bad.sum())} NaN/Inf values, the first at "
+                            f"frame {int(np.argwhere(bad)[0][0])}; a policy cannot learn from "
+                            "them: convert or generate the episode again, or leave it out"
+                        )
                 stats[key] = array_stats(values)
                 low_dim.setdefault(key, []).append(values)
             for key, feature_stats in stats.items():

@@ -288,6 +288,17 @@ def test_refuses_mixed_rates_with_nothing_written(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hdf5"]
 
 
+def test_refuses_non_finite_values_with_nothing_written(tmp_path: Path) -> None:
+    """NaN/Inf would reach stats.json; training refuses the same file, so export does too."""
+    first = synthetic_episode(0, 6)
+    second = synthetic_episode(1, 6)
+    second.actions[3, 2] = np.nan
+    source = write_episodes(tmp_path / "in.hdf5", [first, second])
+    with pytest.raises(ExportError, match=r"action: 1 NaN/Inf values, the first at frame 3"):
+        export_lerobot(source, tmp_path / "out", LeRobotExportConfig())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hdf5"]
+
+
 def test_cli_exports_with_one_summary_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
     from r2s2r_recorder.cli import cli
