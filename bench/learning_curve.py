@@ -34,9 +34,7 @@ from typing import Any
 
 import yaml
 from r2s2r_common.files import write_atomic
-
-VALIDATION_BASE_SEED = 20_000
-"""First validation seed: disjoint from the evaluation's 10000 + i (at most 10000 trials)."""
+from r2s2r_policy.evaluation.trials import VALIDATION_BASE_SEED
 
 
 def dotted(items: list[str]) -> dict[str, Any]:
@@ -122,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="Folder for the run and the summary.")
     args = parser.parse_args(argv)
     if args.base_seed < VALIDATION_BASE_SEED:
-        parser.error(f"--base-seed {args.base_seed}: validation seeds start at 20000")
+        parser.error(
+            f"--base-seed {args.base_seed}: validation seeds start at {VALIDATION_BASE_SEED}"
+        )
     if not 0 < args.every <= args.steps:
         parser.error(f"--every {args.every}: must be in 1..--steps ({args.steps})")
     try:

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-VALIDATION_BASE_SEED = 20_000
-"""First validation seed: disjoint from the evaluation's 10000 + i (at most 10000 trials)."""
+from r2s2r_policy.evaluation.trials import VALIDATION_BASE_SEED
 
 
 def parse_value(text: str) -> Any:
@@ -114,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     from r2s2r.experiment.training import deep_merge, train_config_for
 
     if args.base_seed < VALIDATION_BASE_SEED:
-        parser.error(f"--base-seed {args.base_seed}: validation seeds start at 20000")
+        parser.error(
+            f"--base-seed {args.base_seed}: validation seeds start at {VALIDATION_BASE_SEED}"
+        )
     preset = load_preset(args.preset)
     if args.steps is not None:
         preset = preset.model_copy(update={"train_steps": args.steps})

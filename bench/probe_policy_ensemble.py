@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-from policy_validation import VALIDATION_BASE_SEED, tally
+from policy_validation import tally
 from r2s2r_policy.checkpoint import load_checkpoint
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
-from r2s2r_policy.evaluation.trials import EvaluationConfig
+from r2s2r_policy.evaluation.trials import VALIDATION_BASE_SEED, EvaluationConfig
 from r2s2r_policy.inference.engine import InferenceConfig
 
 from r2s2r.experiment.config import load_preset
@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--base-seed", type=int, default=VALIDATION_BASE_SEED)
     args = parser.parse_args()
     if args.base_seed < VALIDATION_BASE_SEED:
-        parser.error("validation seeds start at 20000")
+        parser.error(f"validation seeds start at {VALIDATION_BASE_SEED}")
     counts = {k: int(v) for k, v in (item.split("=") for item in args.trials.split(","))}
     members = [load_checkpoint(path).policy.eval() for path in args.checkpoints]
     predictors = [member.predict_chunk for member in members]

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HAND_JOINT_NAMES, JOINT_LIMITS
 from r2s2r_policy.evaluation.in_process import evaluate_in_process
-from r2s2r_policy.evaluation.trials import EvaluationConfig, TrialSpec
+from r2s2r_policy.evaluation.trials import VALIDATION_BASE_SEED, EvaluationConfig, TrialSpec
 from r2s2r_policy.inference.engine import InferenceConfig
 from r2s2r_policy.models.palm_frame import PalmObjectFeatures
 from r2s2r_sim.cell_runtime import ControlStep, SimCell
@@ -56,7 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--trials", action="append", default=None, help="CONDITION=COUNT")
-    parser.add_argument("--base-seed", type=int, default=20_000)
+    parser.add_argument("--base-seed", type=int, default=VALIDATION_BASE_SEED)
     parser.add_argument("--executed-steps", type=int, default=3)
     parser.add_argument("--twin", default="twin/default.yaml")
     parser.add_argument("--dataset", default=None, help="Also summarise these demonstrations.")

@@ -14,7 +14,15 @@
   ``sys.exit(3)`` or ``raise SystemExit(1)`` elsewhere), and ``docs/architecture.md`` lists
   every member with its number;
 - files are renamed into place only by ``r2s2r_common.files`` (the one crash-safe writer),
-  except the moves of :data:`RENAME_ALLOWED`.
+  except the moves of :data:`RENAME_ALLOWED`;
+- every simulator of a package module is built by the factory (:data:`BACKEND_FACTORY`:
+  ``make_backend``, ``make_mujoco_backend``), so any backend serves the twin, evaluation and
+  generation alike: no ``MujocoBackend(...)`` / ``IsaacSimBackend(...)`` call elsewhere except
+  in the backends' own modules (tests and bench/ may construct one directly: they test or
+  measure that backend);
+- a constant two modules must agree on is assigned in one module (:data:`SHARED_CONSTANTS`),
+  which the others import, and the config files that spell the seed bases as user-visible
+  defaults (:data:`SEED_KEYS`) agree with it.
 
 Each check is a function over files, run on the workspace and, in its own test, on a planted
 violation, so a rule that stopped finding anything would fail too.
@@ -29,7 +37,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from r2s2r_common.errors import ExitCode
+from r2s2r_policy.evaluation import trials
 from test_import_graph import imported_names, imported_packages, modules, packages
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +68,39 @@ RENAME_ALLOWED = {
     ("r2s2r_policy.evaluation.ros", "(trace_dir / new[-1]).replace"),
 }
 """(module, renaming call) pairs allowed outside :data:`WRITER_HOME`, each with its reason."""
+
+BACKEND_FACTORY = "r2s2r_sim.backend_config"
+"""The one module that builds simulator backends (``make_backend``, ``make_mujoco_backend``)."""
+
+BACKEND_CLASSES = frozenset({"MujocoBackend", "IsaacSimBackend", "IsaacBackend"})
+"""Simulator backend classes: constructed only by :data:`BACKEND_HOMES`."""
+
+BACKEND_HOMES = frozenset({BACKEND_FACTORY, "r2s2r_sim.mujoco_backend", "r2s2r_sim.isaac_backend"})
+"""The factory and the backends' own modules (a backend may build itself, e.g. a copy)."""
+
+SHARED_CONSTANTS: dict[str, str | None] = {
+    # Where the trials' seeds start: the reported evaluation's, and the validation's (the
+    # trials choices are made on; they must never meet the evaluation's).
+    "EVALUATION_BASE_SEED": "r2s2r_policy.evaluation.trials",
+    "VALIDATION_BASE_SEED": "r2s2r_policy.evaluation.trials",
+    # The two windows after a rollout's grasp event: two measurements (each docstring says why
+    # their values differ).
+    "CONTACT_COUNT_WINDOW_S": "r2s2r_policy.evaluation.rollouts",
+    "CLOSURE_SEARCH_WINDOW_S": "r2s2r_policy.analysis.style",
+    # Retired: it named both windows, 0.5 s in one module and 1.0 s in the other.
+    "GRASP_WINDOW_S": None,
+}
+"""Constant -> the one module that assigns it (None: a retired name, assigned nowhere)."""
+
+SEED_KEYS = {
+    "base_seed": "EVALUATION_BASE_SEED",
+    "evaluation_base_seed": "EVALUATION_BASE_SEED",
+    "validation_base_seed": "VALIDATION_BASE_SEED",
+}
+"""Top-level key of an evaluation or experiment config -> the constant its value must equal."""
+
+SEED_CONFIGS = ("config/evaluation", "config/experiment")
+"""The config folders whose files spell the seed bases (user-visible defaults of a preset)."""
 
 CELL_NAMES = frozenset(
     {
@@ -259,6 +302,68 @@ def file_renames(files: Iterable[tuple[str, Path]]) -> list[str]:
     return found
 
 
+def backend_constructions(files: Iterable[tuple[str, Path]], homes: Iterable[str]) -> list[str]:
+    """``module:line call`` of each construction of a :data:`BACKEND_CLASSES` outside ``homes``.
+
+    A construction: a call of the class by name or as an attribute (``mujoco_backend.
+    MujocoBackend()``); a docstring's ``MujocoBackend(enable_rendering=False)`` is no call.
+    """
+    homes = set(homes)
+    found = []
+    for module, path in files:
+        if module in homes:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func).rpartition(".")[2]
+                if name in BACKEND_CLASSES:
+                    found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def constant_definitions(
+    files: Iterable[tuple[str, Path]], homes: dict[str, str | None]
+) -> list[str]:
+    """Each assignment of a constant of ``homes`` outside its home, and each home lacking one.
+
+    ``module:line assigns NAME`` (at any depth: a constant assigned in a function is a second
+    definition too) and ``NAME: not assigned in HOME``.
+    """
+    found, defined = [], set()
+    for module, path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in homes:
+                    if homes[target.id] == module:
+                        defined.add(target.id)
+                    else:
+                        found.append(f"{module}:{node.lineno} assigns {target.id}")
+    found += [
+        f"{name}: not assigned in {home}"
+        for name, home in homes.items()
+        if home is not None and name not in defined
+    ]
+    return found
+
+
+def seed_default_differences(paths: Iterable[Path], values: dict[str, int]) -> list[str]:
+    """``file: key = value, NAME = value`` for each :data:`SEED_KEYS` value unlike its constant."""
+    found = []
+    for path in paths:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            continue
+        for key, name in SEED_KEYS.items():
+            if key in data and data[key] != values[name]:
+                found.append(f"{path.name}: {key} = {data[key]}, {name} = {values[name]}")
+    return found
+
+
 EXIT_TABLE_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([A-Z_]+)`\s*\|", re.M)
 
 
@@ -408,7 +513,77 @@ def test_files_are_renamed_into_place_by_one_writer() -> None:
     )
 
 
+def test_simulators_are_built_by_the_factory() -> None:
+    found = backend_constructions(package_modules(), BACKEND_HOMES)
+    assert not found, (
+        f"simulator backend built outside {BACKEND_FACTORY} (use make_backend, or "
+        f"make_mujoco_backend where MuJoCo's model is read): {found}"
+    )
+
+
+def test_shared_constants_have_one_home() -> None:
+    found = constant_definitions(checked_sources(), SHARED_CONSTANTS)
+    assert not found, f"a shared constant assigned outside its home (import it): {found}"
+
+
+def test_the_configs_seed_bases_are_the_constants() -> None:
+    paths = [path for folder in SEED_CONFIGS for path in sorted((REPO / folder).glob("*.yaml"))]
+    values = {name: getattr(trials, name) for name in set(SEED_KEYS.values())}
+    assert any("validation_base_seed" in path.read_text(encoding="utf-8") for path in paths)
+    found = seed_default_differences(paths, values)
+    assert not found, f"a config's seed base differs from r2s2r_policy.evaluation.trials: {found}"
+
+
 # -- each rule finds a planted violation ------------------------------------------------------
+
+
+def test_a_shared_constant_outside_its_home_is_found(tmp_path: Path) -> None:
+    home = tmp_path / "trials.py"
+    home.write_text("VALIDATION_BASE_SEED = 20_000\n")
+    other = tmp_path / "bench.py"
+    other.write_text(
+        "from pkg.trials import VALIDATION_BASE_SEED\n"
+        "SEED: int = VALIDATION_BASE_SEED\n"
+        "VALIDATION_BASE_SEED = 20_000\n"
+        "def f():\n    GRASP_WINDOW_S: float = 1.0\n"
+    )
+    homes = {"VALIDATION_BASE_SEED": "pkg.trials", "GRASP_WINDOW_S": None, "X_S": "pkg.style"}
+    assert constant_definitions([("pkg.trials", home), ("bench/x.py", other)], homes) == [
+        "bench/x.py:3 assigns VALIDATION_BASE_SEED",
+        "bench/x.py:5 assigns GRASP_WINDOW_S",
+        "X_S: not assigned in pkg.style",
+    ]
+
+
+def test_a_config_seed_unlike_its_constant_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "preset.yaml"
+    planted.write_text(
+        "evaluation_base_seed: 10000\nvalidation_base_seed: 30000\nother:\n  base_seed: 5\n"
+    )
+    values = {"EVALUATION_BASE_SEED": 10_000, "VALIDATION_BASE_SEED": 20_000}
+    assert seed_default_differences([planted], values) == [
+        "preset.yaml: validation_base_seed = 30000, VALIDATION_BASE_SEED = 20000"
+    ]
+
+
+def test_a_backend_built_outside_the_factory_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "runtime.py"
+    planted.write_text(
+        '"""Runs ``MujocoBackend(enable_rendering=False)``."""\n'
+        "from r2s2r_sim import isaac_backend\n"
+        "from r2s2r_sim.backend_config import make_backend\n"
+        "from r2s2r_sim.mujoco_backend import MujocoBackend\n"
+        "a = MujocoBackend()\n"
+        "b = isaac_backend.IsaacSimBackend(config, enable_rendering=False)\n"
+        "c = make_backend()\n"
+        "d: MujocoBackend | None = None\n"
+    )
+    assert backend_constructions(
+        [("pkg.runtime", planted), (BACKEND_FACTORY, planted)], BACKEND_HOMES
+    ) == [
+        "pkg.runtime:5 MujocoBackend()",
+        "pkg.runtime:6 isaac_backend.IsaacSimBackend(config, enable_rendering=False)",
+    ]
 
 
 def test_exit_code_literals_are_found(tmp_path: Path) -> None:

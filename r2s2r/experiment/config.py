@@ -14,7 +14,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from r2s2r_common.config import ConfigModel, load_config, resolve_config_path
-from r2s2r_policy.evaluation.trials import DEFAULT_CONDITION_COUNTS
+from r2s2r_policy.evaluation.trials import (
+    DEFAULT_CONDITION_COUNTS,
+    EVALUATION_BASE_SEED,
+    VALIDATION_BASE_SEED,
+)
 
 from r2s2r.experiment.results import BEHAVIOR_LEVELS, REAL_ONLY, WORLD_LEVELS, configuration_name
 
@@ -105,7 +109,9 @@ class ExperimentConfig(ConfigModel):
         default_factory=lambda: dict(DEFAULT_CONDITION_COUNTS),
         description="Evaluation trials per condition (default: the paper's 24 + 26).",
     )
-    evaluation_base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0.")
+    evaluation_base_seed: int = Field(
+        default=EVALUATION_BASE_SEED, ge=0, description="Seed of trial 0."
+    )
     execution: Literal["receding", "temporal_ensemble"] = Field(
         default="temporal_ensemble", description="How the inference engine executes chunks."
     )
@@ -124,7 +130,7 @@ class ExperimentConfig(ConfigModel):
         "evaluation's.",
     )
     validation_base_seed: int = Field(
-        default=20_000,
+        default=VALIDATION_BASE_SEED,
         ge=0,
         description="Seed of validation trial 0 (execution selection); its range must not "
         "overlap the evaluation's or the capacity check's seeds.",

@@ -333,8 +333,8 @@ def run_diagnostic(
 
     """
     from r2s2r_policy.analysis.style import (
+        CLOSURE_SEARCH_WINDOW_S,
         GRASP_FLEXION_RAD,
-        GRASP_WINDOW_S,
         StyleGroup,
         compare_styles,
         dataset_group,
@@ -342,7 +342,7 @@ def run_diagnostic(
         rollout_group,
         style_ik,
     )
-    from r2s2r_policy.evaluation.rollouts import rollout_paths
+    from r2s2r_policy.evaluation.rollouts import CONTACT_COUNT_WINDOW_S, rollout_paths
     from r2s2r_sim.demonstrator.style import FLEXED_RAD
 
     say = log or (lambda text: print(text, flush=True))
@@ -410,7 +410,8 @@ def run_diagnostic(
         "rate_hz": rate_hz,
         "thresholds": {
             "grasp_flexion_rad": GRASP_FLEXION_RAD,
-            "grasp_window_s": GRASP_WINDOW_S,
+            "grasp_window_s": CLOSURE_SEARCH_WINDOW_S,  # the key earlier reports have
+            "contact_count_window_s": CONTACT_COUNT_WINDOW_S,
             "hand_closure_flexed_rad": FLEXED_RAD,
         },
         **comparison.to_dict(),

@@ -3,12 +3,18 @@
 ``kind: mujoco`` (default, the tested backend) or ``kind: isaac`` (Isaac Sim, written against
 its public API and never run here; see :mod:`r2s2r_sim.isaac_backend`). Requesting ``isaac``
 where it cannot run fails at once with one line naming why, before any app is started.
+
+Every simulator of the package modules is built here (:func:`make_backend`; the twin, the
+evaluation, generation and the calibration helpers alike), so a backend added here serves them
+all; code that reads MuJoCo's own model and data (the mirror, system identification) asks for
+that backend by name (:func:`make_mujoco_backend`). ``tests/test_house_rules.py`` keeps backend
+constructions out of other modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
@@ -16,6 +22,9 @@ from r2s2r_common.config import ConfigModel
 from r2s2r_sim.backend import BackendUnavailableError, SimBackend
 from r2s2r_sim.isaac_backend import IsaacSimConfig, isaac_unavailable_reason
 from r2s2r_sim.scene import PRIMITIVE_DETAIL, SCENE_CACHE_SIZE, SceneExtra
+
+if TYPE_CHECKING:
+    from r2s2r_sim.mujoco_backend import MujocoBackend
 
 BACKEND_KINDS: tuple[str, ...] = ("mujoco", "isaac")
 """The selectable simulator backends."""
@@ -82,12 +91,12 @@ def check_backend_available(config: SimBackendConfig) -> None:
 
 
 def make_backend(
-    config: SimBackendConfig, scene_extras: Sequence[SceneExtra] = ()
+    config: SimBackendConfig | None = None, scene_extras: Sequence[SceneExtra] = ()
 ) -> ClosableSimBackend:
     """Build the configured backend.
 
     Args:
-        config: Which backend, with its options.
+        config: Which backend, with its options; None: the defaults (MuJoCo, rendering).
         scene_extras: MuJoCo scene extras (e.g. the calibration board); MuJoCo only.
 
     Raises:
@@ -95,6 +104,7 @@ def make_backend(
         ValueError: Scene extras requested from the Isaac Sim backend.
 
     """
+    config = config or SimBackendConfig()
     check_backend_available(config)
     if config.kind == "isaac":
         if scene_extras:
@@ -105,6 +115,25 @@ def make_backend(
         from r2s2r_sim.isaac_backend import IsaacSimBackend
 
         return IsaacSimBackend(config.isaac, enable_rendering=config.enable_rendering)
+    return make_mujoco_backend(config, scene_extras)
+
+
+def make_mujoco_backend(
+    config: SimBackendConfig | None = None, scene_extras: Sequence[SceneExtra] = ()
+) -> MujocoBackend:
+    """Build the MuJoCo backend, for code that reads its model and data (``.model``, ``.data``).
+
+    Args:
+        config: Its options (``kind`` must be ``mujoco``); None: the defaults (rendering).
+        scene_extras: MuJoCo scene extras (e.g. the calibration board).
+
+    Raises:
+        ValueError: A config of another kind.
+
+    """
+    config = config or SimBackendConfig()
+    if config.kind != "mujoco":
+        raise ValueError(f"simulator kind = {config.kind!r}: this code needs MuJoCo's model")
     from r2s2r_sim.mujoco_backend import MujocoBackend
 
     return MujocoBackend(

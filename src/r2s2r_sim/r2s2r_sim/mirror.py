@@ -35,7 +35,7 @@ from r2s2r_description.transforms import make_transform, matrix_to_quat, quat_to
 from r2s2r_world.world import WorldParams
 
 from r2s2r_sim.backend import BackendError, FloatArray, ObjectInstance
-from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.backend_config import SimBackendConfig, make_mujoco_backend
 
 
 class MirrorError(ValueError):
@@ -151,7 +151,7 @@ class CellMirror:
             for type_name, names in self._slots.items()
             for name in names
         ]
-        self.backend = MujocoBackend(enable_rendering=enable_rendering)
+        self.backend = make_mujoco_backend(SimBackendConfig(enable_rendering=enable_rendering))
         self.backend.reset(world, 0, instances)
         model = self.backend.model
         self._qpos_adr = {

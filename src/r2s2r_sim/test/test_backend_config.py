@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from r2s2r_sim.backend import BackendUnavailableError
-from r2s2r_sim.backend_config import SimBackendConfig, make_backend
+from r2s2r_sim.backend_config import SimBackendConfig, make_backend, make_mujoco_backend
 from r2s2r_sim.mujoco_backend import MujocoBackend
 
 from r2s2r_sim import isaac_backend
@@ -16,6 +16,23 @@ from r2s2r_sim import isaac_backend
 def test_default_kind_builds_mujoco() -> None:
     backend = make_backend(SimBackendConfig(enable_rendering=False))
     assert isinstance(backend, MujocoBackend) and not backend.enable_rendering
+
+
+def test_the_factory_defaults_to_mujoco_with_rendering_and_its_options() -> None:
+    config = SimBackendConfig()
+    backend = make_backend()
+    assert isinstance(backend, MujocoBackend) and backend.enable_rendering
+    assert backend.primitive_detail == (config.primitive_slices, config.primitive_stacks)
+    assert backend.scene_cache_size == config.scene_cache_size and backend.scene_extras == ()
+    extra = lambda spec: None  # noqa: E731 (never run: no reset)
+    built = make_mujoco_backend(SimBackendConfig(enable_rendering=False), [extra])
+    assert isinstance(built, MujocoBackend) and not built.enable_rendering
+    assert built.scene_extras == (extra,)
+
+
+def test_the_mujoco_factory_refuses_another_kind() -> None:
+    with pytest.raises(ValueError, match="'isaac'"):
+        make_mujoco_backend(SimBackendConfig(kind="isaac"))
 
 
 def test_unknown_kind_is_refused_by_the_schema() -> None:

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from r2s2r_description.cameras import HEAD
 from r2s2r_description.transforms import invert_transform, quat_to_matrix
 from r2s2r_sim.backend import ObjectInstance
-from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.backend_config import ClosableSimBackend, make_backend
 from r2s2r_world.world import WorldParams
 
 from r2s2r_belt.tracking.geometry import FloatArray
@@ -77,7 +77,7 @@ class Placement:
 
 
 class TwinScene:
-    """A MuJoCo backend on ``world`` with objects placed on the moving belt.
+    """A simulator (the factory's default, MuJoCo) on ``world`` with objects on the moving belt.
 
     Args:
         world: The world that plays reality (the twin's hidden world).
@@ -85,9 +85,9 @@ class TwinScene:
 
     """
 
-    def __init__(self, world: WorldParams, backend: MujocoBackend | None = None) -> None:
+    def __init__(self, world: WorldParams, backend: ClosableSimBackend | None = None) -> None:
         self.world = world
-        self.backend = backend or MujocoBackend()
+        self.backend = backend or make_backend()
 
     def start(
         self, placements: Sequence[Placement], belt_speed_mps: float | None, seed: int = 0

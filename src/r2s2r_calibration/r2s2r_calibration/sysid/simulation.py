@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES
-from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_sim.backend_config import SimBackendConfig, make_mujoco_backend
 from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.geometry import FloatArray
@@ -29,7 +29,7 @@ class SegmentSimulator:
 
     def __init__(self, nominal_world: WorldParams):
         self.world = nominal_world
-        self.backend = MujocoBackend(enable_rendering=False)
+        self.backend = make_mujoco_backend(SimBackendConfig(enable_rendering=False))
         self.backend.reset(nominal_world, 0)
         model = self.backend.model
         self._actuator = {name: model.actuator(name).id for name in ALL_JOINT_NAMES}
@@ -140,7 +140,7 @@ def simulate_log(
         The log (stamps from cell time 0).
 
     """
-    backend = MujocoBackend(enable_rendering=False)
+    backend = make_mujoco_backend(SimBackendConfig(enable_rendering=False))
     backend.reset(world, 0)
     if start_positions is not None:
         q0 = np.asarray(start_positions, dtype=float)

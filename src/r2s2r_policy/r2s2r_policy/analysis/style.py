@@ -14,7 +14,7 @@ measures that with four metrics per trajectory:
 plus a grasp-type label at the grasp instant (:func:`grasp_type`): ``pinch`` (the thumb and at
 most one finger), ``power`` (the thumb and two or more fingers, or three or more fingers) or
 ``none``. The grasp instant is the most closed moment of the hand; for a rollout, the most
-closed moment within :data:`GRASP_WINDOW_S` after its grasp event (the first contact of two
+closed moment within :data:`CLOSURE_SEARCH_WINDOW_S` after its grasp event (the first contact of two
 hand parts, from the twin's truth), whose contact-based finger count is kept beside the
 joint-based one.
 
@@ -66,8 +66,12 @@ GRASP_FLEXION_RAD = 0.2
 At the grasp, the planner's pinch flexes thumb and index by 0.27-0.63 rad and extends middle
 and ring (-0.1); the demonstrator's power grasp flexes every finger by 1.2-1.5 rad (the
 reduced experiment's datasets)."""
-GRASP_WINDOW_S = 1.0
-"""A rollout's grasp instant: the most closed moment this long after its grasp event."""
+CLOSURE_SEARCH_WINDOW_S = 1.0
+"""A rollout's grasp instant: the most closed moment this long after its grasp event.
+
+Longer than the rollouts' contact count
+(:data:`~r2s2r_policy.evaluation.rollouts.CONTACT_COUNT_WINDOW_S`, 0.5 s): the joints keep
+closing after the fingers touch the object, and the most closed moment is what is searched."""
 DEFAULT_RESAMPLES = 1000
 
 Interval = tuple[float, float, float]
@@ -103,7 +107,7 @@ class EpisodeStyle:
         grasp_type: ``pinch``, ``power`` or ``none`` (:func:`grasp_type`).
         grasp_time_s: The grasp instant (s from the trajectory's start).
         fingers_in_contact: Rollouts: the most fingers touching the object at once as the
-            hand closes (the twin's contacts, ``evaluation.rollouts.GRASP_WINDOW_S``); None
+            hand closes (the twin's contacts, ``evaluation.rollouts.CONTACT_COUNT_WINDOW_S``); None
             for a dataset episode and a trial without a grasp.
 
     """
@@ -157,14 +161,14 @@ def grasp_instant(times_s: NDArray, flexion: NDArray, grasp_event_s: float | Non
     """Return the sample index of the grasp: the hand's most closed moment.
 
     Closure is the summed positive flexion of the fingers. With a grasp event (a rollout),
-    only the :data:`GRASP_WINDOW_S` after it are searched (the fingers keep closing after the
-    first contact).
+    only the :data:`CLOSURE_SEARCH_WINDOW_S` after it are searched (the fingers keep closing
+    after the first contact).
     """
     closure = np.clip(flexion, 0.0, None).sum(axis=1)
     if grasp_event_s is None or not math.isfinite(grasp_event_s):
         return int(np.argmax(closure))
     window = np.flatnonzero(
-        (times_s >= grasp_event_s - 1e-9) & (times_s <= grasp_event_s + GRASP_WINDOW_S)
+        (times_s >= grasp_event_s - 1e-9) & (times_s <= grasp_event_s + CLOSURE_SEARCH_WINDOW_S)
     )
     if window.size == 0:  # the event after the last sample: the closest sample
         return int(np.argmin(np.abs(times_s - grasp_event_s)))

@@ -37,8 +37,8 @@ from r2s2r_description.cameras import HEAD
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_recorder.dataset import IMAGE_KEY_OF_CAMERA
 from r2s2r_recorder.dataset.object_track import TrackView
+from r2s2r_sim.backend_config import make_backend
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
-from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
 
 from ..checkpoint import load_checkpoint
@@ -267,7 +267,7 @@ def evaluate_in_process(
         policy = load_checkpoint(policy, expected=robot_spec).policy
     twin_path = resolve_config_path(twin_config_path)
     cell = SimCell(
-        MujocoBackend(),
+        make_backend(),
         load_world(twin_path),
         load_world(resolve_config_path(nominal_world_path)),
         CellConfig(render_depth=policy.spec.uses_object_track),

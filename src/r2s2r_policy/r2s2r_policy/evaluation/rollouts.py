@@ -12,8 +12,8 @@ policy's latent of every step, plus two arrays from the twin's truth, read only 
   happened) for the first object: first touch by the hand, grasp (two or more hand parts in
   contact), lift (above the task's lift height), release (no hand contact after the lift) and
   in a bin; ``extra_fingers_at_grasp``: the most of thumb, index, middle and ring touching the
-  object at once while the hand closes on it (:data:`GRASP_WINDOW_S` from the grasp, or until
-  the lift).
+  object at once while the hand closes on it (:data:`CONTACT_COUNT_WINDOW_S` from the grasp, or
+  until the lift).
 
 :func:`load_rollout` reads one back with those arrays named.
 """
@@ -43,9 +43,16 @@ EVENTS = ("touch", "grasp", "lift", "release", "bin")
 FINGERS = ("thumb", "index", "middle", "ring")
 """Hand parts counted as fingers (body names contain them)."""
 HAND_PARTS = ("palm", *FINGERS)
-GRASP_WINDOW_S = 0.5
+CONTACT_COUNT_WINDOW_S = 0.5
 """Seconds after the grasp event over which the fingers in contact are counted: the grasp
-event is the first instant two hand parts touch, before the other fingers have closed."""
+event is the first instant two hand parts touch, before the other fingers have closed.
+
+Not the style analysis' :data:`~r2s2r_policy.analysis.style.CLOSURE_SEARCH_WINDOW_S` (1 s),
+though both start at the grasp event: this one bounds a contact count taken while the twin
+runs (stored in each trace as ``extra_fingers_at_grasp``; the count also stops at the lift),
+that one bounds a search of the recorded joints for the most closed hand afterwards, and the
+joints keep flexing after the fingers have reached the object. Two measurements, two windows;
+changing either would change recorded rollouts or reported styles."""
 
 
 def _hand_part(body: str) -> str | None:
@@ -92,7 +99,11 @@ class TrialEventRecorder:
             events["touch"] = now
         if len(parts) >= 2 and "grasp" not in events:
             events["grasp"] = now
-        if "grasp" in events and now - events["grasp"] <= GRASP_WINDOW_S and "lift" not in events:
+        if (
+            "grasp" in events
+            and now - events["grasp"] <= CONTACT_COUNT_WINDOW_S
+            and "lift" not in events
+        ):
             self.fingers_at_grasp = max(self.fingers_at_grasp, len(parts & set(FINGERS)))
         world = cell.world
         belt = world.belt.pose.to_pose().matrix()

@@ -25,6 +25,12 @@ DEFAULT_CONDITION_COUNTS: dict[str, int] = {
     "unseen_object": 8,
 }
 """The paper's 24 nominal + 26 shifted trials, split over the twin's three shifts."""
+EVALUATION_BASE_SEED = 10_000
+"""Seed of evaluation trial 0 (trial i: + i): the trials a policy is reported on."""
+VALIDATION_BASE_SEED = 20_000
+"""Seed of validation trial 0: the trials choices are made on (execution selection, bench
+variants and learning curves), disjoint from the evaluation's (at most 10000 trials). The
+experiment presets (``config/experiment/*.yaml``) spell both numbers; a test pins them here."""
 
 
 class EvaluationConfig(ConfigModel):
@@ -35,7 +41,9 @@ class EvaluationConfig(ConfigModel):
         min_length=1,
         description="Condition -> number of trials ('nominal' or a twin shift name).",
     )
-    base_seed: int = Field(default=10_000, ge=0, description="Seed of trial 0; trial i: + i.")
+    base_seed: int = Field(
+        default=EVALUATION_BASE_SEED, ge=0, description="Seed of trial 0; trial i: + i."
+    )
     interleave: bool = Field(
         default=True,
         description="Alternate conditions (round robin) instead of running them in blocks, so "

@@ -50,9 +50,9 @@ from r2s2r_world.world import camera_params, load_world
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
+from r2s2r_sim.backend_config import make_backend
 from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
-from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from r2s2r_sim.twin_family import twin_family_warnings
 
@@ -191,7 +191,7 @@ class RealTwinNode(ComponentLifecycleNode[RealTwinParams, CellServer]):
                 else None
             )
             cell = SimCell(
-                MujocoBackend(scene_extras=[board_scene_extra(board)] if board else []),
+                make_backend(scene_extras=[board_scene_extra(board)] if board else []),
                 twin_world,
                 nominal_world,
                 CellConfig(

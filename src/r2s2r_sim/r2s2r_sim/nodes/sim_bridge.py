@@ -75,6 +75,7 @@ from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from r2s2r_interfaces.msg import ObjectTrackArray
+from r2s2r_sim.backend_config import make_backend
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
 from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
@@ -93,7 +94,6 @@ from r2s2r_sim.mirror_check import (
     palm_error_m,
     rest_heights_m,
 )
-from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from tf2_msgs.msg import TFMessage
 
@@ -576,7 +576,7 @@ class _GenerationMode:
         self.config = config
         # The bridge's world is what it simulates *and* what it publishes (no hidden truth).
         cell = SimCell(
-            MujocoBackend(),
+            make_backend(),
             world,
             world,
             CellConfig(encoder_rate_hz=config.encoder_rate_hz, render_depth=config.publish_depth),
