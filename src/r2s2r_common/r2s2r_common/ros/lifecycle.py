@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
+from r2s2r_common.config import ConfigError
 from r2s2r_common.ros.params import (
     add_schema_validation,
     config_from_parameters,
@@ -60,7 +61,11 @@ class SchemaLifecycleNode(LifecycleNode, Generic[ConfigT]):
             ConfigError: A value ROS rejected at declaration, or values the schema refuses.
 
         """
-        return config_from_parameters(self, self._schema_parameters, self._schema)
+        try:
+            return config_from_parameters(self, self._schema_parameters, self._schema)
+        except ConfigError as error:
+            self.last_error = str(error)  # the runner's autostart message names it
+            raise
 
     def autostart(self) -> bool:
         """Configure and activate (no lifecycle manager needed); False if a transition failed.
@@ -72,6 +77,8 @@ class SchemaLifecycleNode(LifecycleNode, Generic[ConfigT]):
             if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 return False
             return bool(self.trigger_activate() == TransitionCallbackReturn.SUCCESS)
+        except ConfigError:
+            raise  # the runner's one-line boundary: "invalid configuration", exit 2
         except Exception as error:
             self.last_error = f"{type(error).__name__}: {error}"
             self.get_logger().error(f"autostart: {self.last_error}")
