@@ -79,6 +79,26 @@ def test_a_stale_store_is_refused_in_one_line_and_rebuilt(tmp_path: Path) -> Non
         ChunkDataset(source, spec, image_store=arrays)  # 16 px arrays for a 32 px spec
 
 
+def test_pixels_overwritten_in_place_are_refused_and_rebuilt(tmp_path: Path) -> None:
+    """Same size, same header, other pixels (a black head camera): refused, then rebuilt."""
+    source = make_source("sim", [2, 3], frames=6)
+    spec = make_spec(tiny_options(), source, 10.0)
+    manifest = store_manifest(source, spec, "sha-1")
+    store = build_image_store(source, spec, tmp_path / "store", "sha-1")
+    camera = store / "head_camera_rgb.npy"
+    size = camera.stat().st_size
+    with camera.open("r+b") as handle:
+        handle.seek(size - 3 * 32 * 32 * 3)
+        handle.write(bytes(3 * 32 * 32 * 3))  # the last three frames black
+    assert camera.stat().st_size == size
+    with pytest.raises(ImageStoreError, match=r"head_camera_rgb\.npy's pixels are not the ones"):
+        open_image_store(store, manifest)
+    messages: list[str] = []
+    build_image_store(source, spec, store, "sha-1", log=messages.append)
+    assert open_image_store(store, manifest)["head_camera_rgb"][-1].any()
+    assert any("rebuilding" in line for line in messages)
+
+
 def test_an_interrupted_build_leaves_no_store(tmp_path: Path) -> None:
     source = make_source("sim", [2, 3, 4], frames=5)
     spec = make_spec(tiny_options(), source, 10.0)

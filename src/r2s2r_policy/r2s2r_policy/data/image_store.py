@@ -14,8 +14,10 @@ it draws from its cache (bit-identical, tested).
 
 ``manifest.json`` says what the store was made from (the dataset's identity as the caller
 states it, e.g. its content hash; the episode lengths; the cameras and their size; the store
-format). :func:`open_image_store` refuses a store of another dataset, size or version (a stale
-cache) in one line naming what differs. :func:`build_image_store` writes into a hidden partial
+format, and each camera's SHA-256 over its pixels). :func:`open_image_store` refuses a store of
+another dataset, size or version (a stale cache) in one line naming what differs, and one whose
+pixels are not the ones written (overwritten or damaged in place: same size, same header).
+:func:`build_image_store` writes into a hidden partial
 folder renamed into place: an interrupted build leaves no store to be mistaken for one, and
 RAM during a build is bounded by one episode's frames. Stores are a cache: when the disk lacks
 room for a new one, the least recently used complete stores beside it are removed first.
@@ -24,6 +26,7 @@ room for a new one, the least recently used complete stores beside it are remove
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -38,8 +41,12 @@ from ..spec import PolicySpec
 from .chunks import resize_image
 from .sources import EpisodeSource
 
-STORE_FORMAT = 1
-"""Version of the store layout."""
+STORE_FORMAT = 2
+"""Version of the store layout (2: the manifest holds each camera file's pixel SHA-256)."""
+CONTENT_KEY = "sha256"
+"""Manifest key of each camera's SHA-256 over its pixel bytes, checked at every open."""
+HASH_BLOCK_BYTES = 1 << 24
+"""Bytes hashed per read when a store is verified."""
 MANIFEST = "manifest.json"
 DISK_MARGIN_BYTES = 1 << 30
 """Free disk left beside a new store (the datasets and checkpoints still need room)."""
@@ -198,6 +205,7 @@ def build_image_store(
                 image.key: stack.enter_context((partial / f"{image.key}.npy").open("wb"))
                 for image in spec.images
             }
+            digests = {image.key: hashlib.sha256() for image in spec.images}
             for image in spec.images:
                 header = {
                     "descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)),
@@ -215,9 +223,11 @@ def build_image_store(
                             frames[index], image.height_px, image.width_px
                         )
                     files[image.key].write(resized.data)
+                    digests[image.key].update(resized.data)
                 if progress is not None:
                     progress(episode + 1, len(lengths))
-        (partial / MANIFEST).write_text(json.dumps(manifest))
+        written = {**manifest, CONTENT_KEY: {k: d.hexdigest() for k, d in digests.items()}}
+        (partial / MANIFEST).write_text(json.dumps(written))
         move_into_place(partial, target)  # every file synced, then renamed
     except OSError as error:  # e.g. the disk filled: no store, one line
         shutil.rmtree(partial, ignore_errors=True)
@@ -312,9 +322,24 @@ def open_image_store(directory: str | Path, expected: dict[str, Any]) -> dict[st
                 f"image store {folder}: {key}.npy is {dtype} {got_shape} ({size} bytes), "
                 f"expected uint8 {shape}"
             )
+        if _pixel_digest(file, offset) != stored.get(CONTENT_KEY, {}).get(key):
+            raise ImageStoreError(
+                f"image store {folder}: {key}.npy's pixels are not the ones it was built with "
+                "(overwritten or damaged; rebuild it, or remove the folder)"
+            )
         frames[key] = StoredFrames(file, offset, shape)
     # When it was last opened (the stores removed first for room are the oldest); a read-only
     # store is still read.
     with contextlib.suppress(OSError):
         os.utime(path)
     return frames
+
+
+def _pixel_digest(file: Path, offset: int) -> str:
+    """SHA-256 of a camera file's bytes after its header (its pixels)."""
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        handle.seek(offset)
+        while block := handle.read(HASH_BLOCK_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
