@@ -38,7 +38,9 @@ from typing import Any
 import torch
 from pydantic import Field
 from r2s2r_common.config import ConfigError, ConfigModel, dump_yaml, parse_config, read_yaml
+from r2s2r_common.errors import RunFailedError
 from r2s2r_common.files import move_into_place
+from safetensors import SafetensorError
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save_file
 
@@ -61,6 +63,10 @@ NORMALIZATION_METADATA_KEY = "r2s2r_normalization_sha256"
 _LOG = logging.getLogger(__name__)
 _WARNED_UNBOUND: set[Path] = set()
 """Checkpoints without a binding already warned about in this process (one warning each)."""
+
+
+class CheckpointWriteError(RunFailedError):
+    """A checkpoint could not be written (a full disk...): none is left half-written."""
 
 
 class CheckpointError(ValueError):
@@ -122,9 +128,31 @@ def save_checkpoint(
     Returns:
         The checkpoint directory.
 
+    Raises:
+        CheckpointWriteError: Writing failed (e.g. the disk filled); the temporary folder is
+            removed and an existing checkpoint of the same name is left as it was.
+
     """
     target = Path(directory)
     tmp = target.with_name(target.name + ".tmp")
+    try:
+        return _write_checkpoint(target, tmp, policy, training, training_state)
+    except (OSError, SafetensorError, RuntimeError) as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointWriteError(
+            f"checkpoint {target} not written ({type(error).__name__}: {error}; a full disk?); "
+            "the checkpoints written before it are intact"
+        ) from None
+
+
+def _write_checkpoint(
+    target: Path,
+    tmp: Path,
+    policy: Policy,
+    training: dict[str, Any] | None,
+    training_state: dict[str, Any] | None,
+) -> Path:
+    """Write the checkpoint into ``tmp`` and move it into place (see :func:`save_checkpoint`)."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)

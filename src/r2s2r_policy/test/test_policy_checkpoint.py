@@ -165,3 +165,27 @@ def test_sources_that_make_an_input_differently_are_refused_before_training() ->
     text = str(caught.value)
     assert "belt speed made by 'commanded'" in text
     assert "object_track made by 'simulator_truth'" in text
+
+
+def test_a_full_disk_while_saving_is_one_line_and_keeps_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import r2s2r_policy.checkpoint as checkpoint
+    from r2s2r_common.errors import RunFailedError
+    from safetensors import SafetensorError
+
+    path = saved_policy(tmp_path)
+    before = (path / "model.safetensors").read_bytes()
+    loaded = load_checkpoint(path)
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise SafetensorError("Error while serializing: IoError(No space left on device)")
+
+    monkeypatch.setattr(checkpoint, "save_file", disk_full)
+    with pytest.raises(
+        RunFailedError, match=r"checkpoint .*ckpt not written \(SafetensorError: .*No space left"
+    ) as error:
+        save_checkpoint(path, loaded.policy, training={"step": 1})
+    assert "\n" not in str(error.value)
+    assert (path / "model.safetensors").read_bytes() == before  # the previous one intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no .tmp left
