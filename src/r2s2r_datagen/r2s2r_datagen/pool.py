@@ -61,8 +61,8 @@ def check_ray_address(address: str, timeout_s: float = RAY_ANSWER_TIMEOUT_S) -> 
     if address in ("local", "auto") or "://" in address or not sep or not port.isdigit():
         return
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            speaks_grpc = _answers_http2(conn)
     except OSError as error:
         reason = "no answer" if isinstance(error, TimeoutError) else error.strerror or str(error)
         raise RayClusterUnreachableError(
@@ -70,6 +70,37 @@ def check_ray_address(address: str, timeout_s: float = RAY_ANSWER_TIMEOUT_S) -> 
             f"s): start its head (`ray start --head --port {port}`) or give the address it "
             "printed (--ray-address HOST:PORT)"
         ) from None
+    if not speaks_grpc:
+        raise RayClusterUnreachableError(
+            f"Ray cluster at {address}: something listens there but does not answer as a Ray "
+            "head's GCS (no gRPC/HTTP2 reply): is it the right port? (`ray status` on the head "
+            "prints the address)"
+        )
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+"""The HTTP/2 client connection preface (RFC 9113, 3.4), which a gRPC server answers."""
+HTTP2_SETTINGS_FRAME = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An empty SETTINGS frame: length 0, type 4, no flags, stream 0."""
+
+
+def _answers_http2(conn: socket.socket) -> bool:
+    """Whether the peer answers the HTTP/2 preface with a SETTINGS frame (a gRPC server does).
+
+    A Ray head's GCS port is a gRPC server; a web server, a database or a closed-but-listening
+    socket answers otherwise or not at all (then the connection's timeout ends the wait).
+    """
+    try:
+        conn.sendall(HTTP2_PREFACE + HTTP2_SETTINGS_FRAME)
+        head = b""
+        while len(head) < 9:
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:
+        return False
+    return head[3] == 4 and head[5:9] == bytes(4)  # type SETTINGS on stream 0
 
 
 @dataclass(frozen=True)

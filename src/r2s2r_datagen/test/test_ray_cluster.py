@@ -46,6 +46,33 @@ def test_an_address_where_nothing_listens_is_refused_at_once() -> None:
     assert time.monotonic() - started < 5.0
 
 
+def test_an_address_that_answers_but_not_as_ray_is_refused_at_once() -> None:
+    """A web server (or anything not gRPC) at the address: refused, not retried for minutes."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def answer_http1() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=answer_http1, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(RayClusterUnreachableError, match="does not answer as a Ray head"):
+            check_ray_address(f"127.0.0.1:{port}", timeout_s=5.0)
+    finally:
+        server.close()
+    assert time.monotonic() - started < 5.0
+
+
 @pytest.mark.graph
 def test_dead_address_one_line_no_folder(tmp_path: Path) -> None:
     configurations = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
