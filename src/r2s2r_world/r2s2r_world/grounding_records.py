@@ -20,6 +20,8 @@ from r2s2r_common.config import ConfigModel
 from r2s2r_description.cameras import CAMERAS
 from r2s2r_description.transforms import Pose
 
+from r2s2r_world.world import check_white_balance
+
 FloatArray = npt.NDArray[np.float64]
 
 MAX_TRANSLATION_M = 10.0
@@ -292,12 +294,7 @@ class AppearanceOverride(ConfigModel):
         "squares (r2s2r_calibration.camera_look)."
     )
 
-    @field_validator("white_balance_rgb")
-    @classmethod
-    def _check_gains(cls, value: Vec3) -> Vec3:
-        if any(not math.isfinite(v) or not 0.25 <= v <= 4.0 for v in value):
-            raise ValueError(f"expected gains within [0.25, 4], got {value}")
-        return value
+    _gains = field_validator("white_balance_rgb")(check_white_balance)
 
 
 class CameraOverride(ConfigModel):

@@ -71,6 +71,13 @@ class DistortionParams(ConfigModel):
         return (self.k1, self.k2, self.p1, self.p2, self.k3)
 
 
+def check_white_balance(value: Vec3) -> Vec3:
+    """Refuse white-balance gains not finite or outside [0.25, 4] (camera and override alike)."""
+    if any(not math.isfinite(v) or not 0.25 <= v <= 4.0 for v in value):
+        raise ValueError(f"expected gains within [0.25, 4], got {value}")
+    return value
+
+
 class CameraAppearance(ConfigModel):
     """What a real camera does to light after the lens: exposure, colour, noise, tone, codec.
 
@@ -130,12 +137,7 @@ class CameraAppearance(ConfigModel):
         default=0, ge=0, le=100, description="MJPEG quality 1..100 of the transport; 0: none."
     )
 
-    @field_validator("white_balance_rgb")
-    @classmethod
-    def _check_gains(cls, value: Vec3) -> Vec3:
-        if any(not math.isfinite(v) or not 0.25 <= v <= 4.0 for v in value):
-            raise ValueError(f"expected gains within [0.25, 4], got {value}")
-        return value
+    _gains = field_validator("white_balance_rgb")(check_white_balance)
 
     def is_identity(self) -> bool:
         """Return True when the camera adds nothing to the render (the defaults)."""
