@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -123,6 +124,32 @@ def test_killed_conversion_is_flagged_and_rerun_completes_once(work: Path) -> No
     info = r2s2r(work, "dataset", "info", "ds.hdf5")
     assert info.returncode == 0 and "INCOMPLETE" not in info.stdout
     assert "episodes  6" in info.stdout
+
+
+def test_a_conversion_killed_as_it_opens_its_file_does_not_block_the_rerun(work: Path) -> None:
+    """Killed the moment its partial file appears (a few bytes of HDF5 header): the rerun
+    recognises the leftover as nobody's and completes."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "r2s2r.cli", "bag2dataset", "bags", "-o", "ds.hdf5"],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    partial = partial_path(work / "ds.hdf5")
+    try:
+        deadline = time.monotonic() + 60.0
+        while not partial.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert partial.exists() and not (work / "ds.hdf5").exists()
+    rerun = r2s2r(work, "bag2dataset", "bags", "-o", "ds.hdf5")
+    assert rerun.returncode == 0, rerun.stderr
+    assert not partial.exists() and (work / "ds.hdf5").is_file()
 
 
 def test_killed_append_leaves_the_dataset_untouched_and_rerun_completes(work: Path) -> None:

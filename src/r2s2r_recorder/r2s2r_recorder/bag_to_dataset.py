@@ -159,7 +159,9 @@ def _open_partial(
             elif any(e.content_hash not in wanted for e in kept if e not in base):
                 reason = "it holds episodes of bags not given this time"
         except (OSError, KeyError, ValueError, RuntimeError) as error:
-            if "lock" in str(error):
+            # HDF5's own lock held by a live writer ("unable to lock file"); not any message
+            # with "lock" in it: a truncated file's says "sblock" (a killed writer's leftover).
+            if "unable to lock file" in str(error).lower():
                 raise DatasetError(
                     f"{partial}: in use (another conversion is writing {final}?); wait for it"
                 ) from None
