@@ -29,6 +29,7 @@ from .dataset import (
     Episode,
     EpisodeDataset,
     EpisodeMetadata,
+    non_finite_problem,
     partial_path,
 )
 from .lerobot_config import LeRobotExportConfig
@@ -334,13 +335,9 @@ def _write(
                 row[f"r2s2r/{name}"] = str(getattr(meta, name))
             for key, values in columns.items():
                 if np.issubdtype(np.asarray(values).dtype, np.floating):
-                    bad = ~np.isfinite(values)
-                    if bad.any():  # as training refuses them (r2s2r_policy.data.sources)
-                        raise ExportError(
-                            f"{where}: {key}: {int(bad.sum())} NaN/Inf values, the first at "
-                            f"frame {int(np.argwhere(bad)[0][0])}; a policy cannot learn from "
-                            "them: convert or generate the episode again, or leave it out"
-                        )
+                    problem = non_finite_problem(values)  # as training refuses them
+                    if problem is not None:
+                        raise ExportError(f"{where}: {key}: {problem}")
                 stats[key] = array_stats(values)
                 low_dim.setdefault(key, []).append(values)
             for key, feature_stats in stats.items():

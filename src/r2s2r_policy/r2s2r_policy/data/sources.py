@@ -28,6 +28,7 @@ from r2s2r_recorder.dataset import (
     OBJECT_TRACK_KEY,
     OBS_GROUP,
     DatasetError,
+    non_finite_problem,
     obs_path,
 )
 
@@ -374,15 +375,11 @@ class HDF5EpisodeSource:
         if BELT_SPEED_KEY in out:
             out[BELT_SPEED_KEY] = out[BELT_SPEED_KEY].reshape(-1, 1)
         for key, values in out.items():
-            bad = ~np.isfinite(values)
-            if bad.any():
+            problem = non_finite_problem(values)
+            if problem is not None:
                 field = key if key == ACTIONS_KEY else obs_path(key)
                 where = self._reader.where(self.episode_indices[episode_index])
-                raise DatasetError(
-                    f"{where}: {field}: {int(bad.sum())} NaN/Inf values, the first at frame "
-                    f"{int(np.argwhere(bad)[0][0])}; a policy cannot learn from them: convert "
-                    "or generate the episode again, or leave it out"
-                )
+                raise DatasetError(f"{where}: {field}: {problem}")
         return out
 
     def close(self) -> None:

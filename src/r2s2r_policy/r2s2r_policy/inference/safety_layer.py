@@ -201,9 +201,7 @@ class SafetyWatchdog:
         cleared = self.stop
         self.stop = None
         self.hold_sent = False
-        self._clamped_run = 0
-        self._dropped_run = 0
-        self._last_tick_s = None
+        self.restart()
         return cleared
 
     def restart(self) -> None:

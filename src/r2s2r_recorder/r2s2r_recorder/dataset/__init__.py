@@ -57,6 +57,7 @@ from .schema import (
     EpisodeMetadata,
     episode_group,
     episode_group_index,
+    non_finite_problem,
     obs_path,
 )
 
@@ -100,6 +101,7 @@ __all__ = [
     "episode_group_index",
     "episode_keys",
     "merge_shards",
+    "non_finite_problem",
     "object_track_fields",
     "obs_path",
     "partial_path",

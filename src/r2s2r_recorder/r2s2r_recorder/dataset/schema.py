@@ -231,3 +231,17 @@ class Episode:
                 raise ValueError(
                     f"episode.extra_obs[{key!r}]: expected {n} frames, got {values.shape[0]}"
                 )
+
+
+def non_finite_problem(values: np.ndarray) -> str | None:
+    """Say how many NaN/Inf values an episode's array holds and where the first is; None if none.
+
+    Training (``r2s2r_policy.data.sources``) and the LeRobot export refuse such arrays with it.
+    """
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return None
+    return (
+        f"{int(bad.sum())} NaN/Inf values, the first at frame {int(np.argwhere(bad)[0][0])}; a "
+        "policy cannot learn from them: convert or generate the episode again, or leave it out"
+    )
