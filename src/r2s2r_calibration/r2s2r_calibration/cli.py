@@ -39,6 +39,12 @@ from r2s2r_common.errors import ExitCode, Terminated, sigterm_as_flag
     help="The cell has no board operator topic (board steps then fail with a reason).",
 )
 @click.option(
+    "--cell-name",
+    default="",
+    help="The lab's name for this cell, recorded in the artifact: a graph started with "
+    "another cell_name refuses the artifact (unnamed: the static scene still identifies it).",
+)
+@click.option(
     "--timeout-s", default=60.0, show_default=True, help="Limit of each wait on the cell (s)."
 )
 @click.option(
@@ -59,6 +65,7 @@ def ground_command(
     steps: str,
     nominal: str,
     no_board_operator: bool,
+    cell_name: str,
     timeout_s: float,
     record_bag: str,
     from_bag: str,
@@ -74,7 +81,7 @@ def ground_command(
     if from_bag:
         if record_bag:
             raise click.UsageError("--record-bag and --from-bag exclude each other")
-        _ground_from_bag(output, steps, nominal, from_bag)
+        _ground_from_bag(output, steps, nominal, from_bag, cell_name)
         return
     # The procedure's log is progress (stdout, once: the node's log lines, without the ROS
     # timestamp); stderr gets the one line of a failure.
@@ -99,6 +106,7 @@ def ground_command(
                 Parameter("steps", value=steps),
                 Parameter("nominal_world_path", value=nominal),
                 Parameter("board_operator", value=not no_board_operator),
+                Parameter("cell_name", value=cell_name),
                 Parameter("timeout_s", value=float(timeout_s)),
                 Parameter("record_bag", value=str(record_bag)),
             ],
@@ -138,12 +146,13 @@ def _fail_steps(failures: dict[str, str], output: str) -> None:
     _fail(f"{len(failures)} step(s) failed ({steps}); {output}, if written, lacks them")
 
 
-def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
+def _ground_from_bag(output: str, steps: str, nominal: str, bag: str, cell_name: str) -> None:
     """Run grounding steps from a recorded session bag; exit 1 if a step failed."""
     from r2s2r_common.config import resolve_config_path
     from r2s2r_world.world import load_world
 
     from r2s2r_calibration.procedure import parse_steps, run_grounding
+    from r2s2r_calibration.procedure_types import ProcedureConfig
     from r2s2r_calibration.report import write_grounding_outputs
     from r2s2r_calibration.session_bag import BagCellClient, SessionBagError
 
@@ -157,7 +166,8 @@ def _ground_from_bag(output: str, steps: str, nominal: str, bag: str) -> None:
     click.echo(f"r2s2r ground: steps {names} from {bag} (recorded: {client.steps})")
     world = load_world(resolve_config_path(nominal))
     started = time.perf_counter()
-    run = run_grounding(client, world, names, progress=click.echo)
+    config = ProcedureConfig(cell_name=cell_name or None)
+    run = run_grounding(client, world, names, config, progress=click.echo)
     write_grounding_outputs(run, world, output, time.perf_counter() - started, click.echo)
     if run.failures:
         _fail_steps(run.failures, output)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from r2s2r_world.cell_identity import CellIdentity
 from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import GroundingArtifact
@@ -96,7 +97,11 @@ def run_grounding(
     """
     cfg = config or ProcedureConfig()
     say = progress or (lambda _message: None)
-    run = GroundingRun(artifact=GroundingArtifact())
+    run = GroundingRun(
+        artifact=GroundingArtifact(
+            cell=CellIdentity(name=cfg.cell_name) if cfg.cell_name is not None else None
+        )
+    )
     for step in [s for s in STEP_NAMES if s in steps]:
         say(f"== {step}")
         started = time.perf_counter()

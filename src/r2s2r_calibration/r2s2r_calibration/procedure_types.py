@@ -42,6 +42,13 @@ ProgressFn = Callable[[str], None]
 class ProcedureConfig(ConfigModel):
     """Settings of the grounding procedure."""
 
+    cell_name: str | None = Field(
+        None,
+        description="The lab's name for the cell, recorded in the artifact's `cell` section "
+        "(with the static scene the registration step observes): readers on a running cell "
+        "given another name refuse the artifact. None: unnamed (the static scene still "
+        "identifies the cell).",
+    )
     sysid: SysIdConfig = Field(default_factory=SysIdConfig)
     sysid_command_lead_s: float = Field(
         1.5,

@@ -10,6 +10,7 @@ from r2s2r_calibration.procedure import GroundingRun, ProcedureConfig, run_groun
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_sim.cell_runtime import SimCell
 from r2s2r_sim.mujoco_backend import MujocoBackend
+from r2s2r_world.cell_identity import StaticSceneLimits, compare_static_depth, static_depth_grid
 from r2s2r_world.world import apply_grounding, load_world
 
 NOMINAL = Path(__file__).resolve().parents[3] / "config" / "world" / "nominal.yaml"
@@ -26,7 +27,7 @@ def runs() -> tuple[GroundingRun, GroundingRun]:
             client,
             nominal,
             ["registration"],
-            ProcedureConfig(registration_unobservable_ok={}),
+            ProcedureConfig(registration_unobservable_ok={}, cell_name="lab-a"),
         )
     finally:
         cell.close()
@@ -50,6 +51,29 @@ def test_belt_along_travel_is_held_and_recorded(runs: tuple[GroundingRun, Ground
             f"translation along {name} z (known)",
         ]
     assert sorted(default.artifact.scene) == ["belt", "bin_0", "bin_1", "bin_2"]
+
+
+def test_the_step_records_the_cells_identity(runs: tuple[GroundingRun, GroundingRun]) -> None:
+    default, strict = runs
+    assert default.artifact.cell is not None and default.artifact.cell.name is None
+    assert strict.artifact.cell is not None and strict.artifact.cell.name == "lab-a"
+    recorded = default.artifact.cell.grid()
+    assert recorded is not None
+    # The same cell observed again is the same cell; a cell whose head camera sits 3 cm
+    # lower is another one.
+    nominal = load_world(NOMINAL)
+    limits = StaticSceneLimits()
+    for shift_m, same in ((0.0, True), (0.03, False)):
+        x, y, z = nominal.cameras.head.pose.xyz_m
+        rpy = list(nominal.cameras.head.pose.rpy_rad)
+        pose = {"xyz_m": [x, y, z - shift_m], "rpy_rad": rpy}
+        world = apply_grounding(nominal, {"cameras": {"head": {"pose": pose}}})
+        cell = SimCell(MujocoBackend(), world, nominal)
+        try:
+            _, depth = SimCellClient(cell).capture_depth()
+        finally:
+            cell.close()
+        assert compare_static_depth(recorded, static_depth_grid(depth), limits).same is same
 
 
 def test_a_refused_belt_fails_the_step_but_keeps_the_bins(

@@ -332,6 +332,10 @@ class CellMirror:
         """RGB render of the mirrored state (``head_camera`` or ``hand_camera``)."""
         return self.backend.render(camera_name)
 
+    def render_depth(self, camera_name: str) -> NDArray[np.float32]:
+        """Metric depth render of the mirrored state (m along the optical axis)."""
+        return self.backend.render_depth(camera_name)
+
     def close(self) -> None:
         """Free the renderers."""
         self.backend.close()

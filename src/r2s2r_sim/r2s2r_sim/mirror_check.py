@@ -16,7 +16,14 @@ the two while the cell runs:
   offset of the whole perception is not observable this way); what is observable is the height
   off the mirror's belt, motion off the belt's axis and travel at another speed than the belt's
   (an extrinsic that drifted, a belt that moved, a wrong roller radius).
+- **static scene** (:func:`static_scene_match`): the cell's head depth image against the
+  mirror's render of the same view, as grids of per-cell medians
+  (:mod:`r2s2r_world.cell_identity`). It needs no object on the belt and no motion, so it
+  checks the grounding when the object check has nothing to compare: another cell's artifact
+  or a camera that was knocked shows as a static scene that differs.
 - **input ages** (:func:`input_ages`): seconds since each input last arrived.
+
+The status says what each check compared, and when one had nothing to compare.
 
 :func:`mirror_status` turns them into one level and message against :class:`MirrorLimits`.
 Poses are 4x4 homogeneous transforms; positions in metres, in ``world`` (REP 103/105).
@@ -32,6 +39,12 @@ from enum import IntEnum
 
 import numpy as np
 from r2s2r_description.transforms import invert_transform, make_transform, quat_to_matrix
+from r2s2r_world.cell_identity import (
+    StaticSceneLimits,
+    StaticSceneMatch,
+    compare_static_depth,
+    static_depth_grid,
+)
 
 from r2s2r_sim.backend import FloatArray
 
@@ -346,6 +359,23 @@ def input_ages(
     }
 
 
+def static_scene_match(
+    cell_depth_m: FloatArray, mirror_depth_m: FloatArray, limits: StaticSceneLimits
+) -> StaticSceneMatch:
+    """Compare the cell's head depth image with the mirror's render of the same camera.
+
+    Raises:
+        MirrorCheckError: Images that cannot be compared (not 2-D, smaller than the grid).
+
+    """
+    try:
+        return compare_static_depth(
+            static_depth_grid(mirror_depth_m), static_depth_grid(cell_depth_m), limits
+        )
+    except ValueError as error:
+        raise MirrorCheckError(f"static scene: {error}") from None
+
+
 @dataclass(frozen=True)
 class MirrorLimits:
     """What makes the mirror's status a warning.
@@ -370,27 +400,40 @@ class MirrorMeasurement:
         palm_error_m: TF palm vs mirror palm (None: no matched sample yet).
         object_error_m: Largest ``mean_error_m`` over the objects on the belt (None: none).
         input_ages_s: Input name -> age (None: never received).
+        static_scene: The last static-scene comparison (None: none made yet).
 
     """
 
     palm_error_m: float | None
     object_error_m: float | None
     input_ages_s: Mapping[str, float | None]
+    static_scene: StaticSceneMatch | None = None
 
 
 def mirror_status(measurement: MirrorMeasurement, limits: MirrorLimits) -> tuple[Level, str]:
     """Return the level and one-line message of the mirror's diagnostic status.
 
-    Stale inputs come first (a mirror that does not follow cannot be judged), then the palm
-    and object errors; every reason is named in the message.
+    Stale inputs come first (a mirror that does not follow cannot be judged), then the palm,
+    object and static-scene errors; every reason is named in the message. When all agree, the
+    message says what was compared and what had nothing to compare.
     """
     stale = [
         name
         for name, timeout_s in limits.input_timeout_s.items()
         if (age := measurement.input_ages_s.get(name)) is None or age > timeout_s
     ]
+    scene = measurement.static_scene
+    scene_reason = (
+        f"static scene {scene.median_mm:.0f} mm median off the mirror's view, "
+        f"{100.0 * scene.far_fraction:.0f} % of it far (another cell's grounding, or a "
+        "moved camera)"
+        if scene is not None and scene.verdict == "different"
+        else None
+    )
     if stale:
-        return Level.WARN, f"stale: no recent {', '.join(stale)}"
+        # The static scene needs no motion to judge: its error is named even then.
+        extra = f"; mirror error: {scene_reason}" if scene_reason else ""
+        return Level.WARN, f"stale: no recent {', '.join(stale)}{extra}"
     reasons = []
     palm, objects = measurement.palm_error_m, measurement.object_error_m
     if palm is not None and palm > limits.palm_error_m:
@@ -402,6 +445,17 @@ def mirror_status(measurement: MirrorMeasurement, limits: MirrorLimits) -> tuple
             f"tracked object {objects * 1000:.1f} mm off the mirror's belt "
             f"(limit {limits.object_error_m * 1000:.1f})"
         )
+    if scene_reason:
+        reasons.append(scene_reason)
     if reasons:
         return Level.WARN, "mirror error: " + "; ".join(reasons)
-    return Level.OK, "following the real cell"
+    compared = [
+        "palm: no matched sample yet" if palm is None else f"palm {palm * 1000:.1f} mm",
+        "objects: none on the belt to compare"
+        if objects is None
+        else f"objects {objects * 1000:.1f} mm",
+        "static scene: no head depth compared yet"
+        if scene is None
+        else f"static scene {scene.summary()}",
+    ]
+    return Level.OK, f"following the real cell ({'; '.join(compared)})"

@@ -18,7 +18,9 @@ from r2s2r_sim.mirror_check import (
     mirror_status,
     palm_error_m,
     rest_heights_m,
+    static_scene_match,
 )
+from r2s2r_world.cell_identity import StaticSceneLimits
 
 IDENTITY_Q = (1.0, 0.0, 0.0, 0.0)
 
@@ -146,9 +148,15 @@ def test_status_names_stale_inputs_first_then_each_error() -> None:
     assert fresh == pytest.approx({"/joint_states": 0.1, "/tf": 0.5})
     assert mirror_status(MirrorMeasurement(0.0005, 0.01, fresh), limits) == (
         Level.OK,
-        "following the real cell",
+        "following the real cell (palm 0.5 mm; objects 10.0 mm; "
+        "static scene: no head depth compared yet)",
     )
-    assert mirror_status(MirrorMeasurement(None, None, fresh), limits)[0] == Level.OK
+    # Nothing to compare is said, check by check: an empty belt is not a pass.
+    assert mirror_status(MirrorMeasurement(None, None, fresh), limits) == (
+        Level.OK,
+        "following the real cell (palm: no matched sample yet; objects: none on the belt to "
+        "compare; static scene: no head depth compared yet)",
+    )
     level, message = mirror_status(MirrorMeasurement(0.004, 0.03, fresh), limits)
     assert level == Level.WARN
     assert "palm 4.0 mm off the cell's TF (limit 1.0)" in message
@@ -158,3 +166,30 @@ def test_status_names_stale_inputs_first_then_each_error() -> None:
         Level.WARN,
         "stale: no recent /tf",
     )
+
+
+def _table_view(offset_m: float = 0.0) -> np.ndarray:
+    depth = np.full((64, 64), 1.3 + offset_m, np.float32)
+    depth[10:30, 30:50] -= 0.2  # a bin
+    return depth
+
+
+def test_static_scene_checks_the_grounding_with_an_empty_belt() -> None:
+    limits = MirrorLimits(0.001, 0.02, {"/tf": 1.0})
+    fresh = {"/tf": 0.1}
+    scene_limits = StaticSceneLimits()
+    same = static_scene_match(_table_view(0.002), _table_view(), scene_limits)
+    level, message = mirror_status(MirrorMeasurement(None, None, fresh, same), limits)
+    assert level == Level.OK and "static scene same: median 2.0 mm off" in message
+    assert "objects: none on the belt to compare" in message
+    moved = static_scene_match(_table_view(0.05), _table_view(), scene_limits)
+    level, message = mirror_status(MirrorMeasurement(None, None, fresh, moved), limits)
+    assert level == Level.WARN
+    assert "static scene 50 mm median off the mirror's view, 100 % of it far" in message
+    blind = static_scene_match(np.zeros((64, 64), np.float32), _table_view(), scene_limits)
+    assert (
+        "static scene nothing to compare"
+        in mirror_status(MirrorMeasurement(None, None, fresh, blind), limits)[1]
+    )
+    with pytest.raises(MirrorCheckError, match="static scene"):
+        static_scene_match(np.zeros((4, 4)), _table_view(), scene_limits)

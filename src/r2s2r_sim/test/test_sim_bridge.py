@@ -16,10 +16,10 @@ import pytest
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
 from r2s2r_common.config import ConfigError, load_config
-from r2s2r_common.image_conversion import from_image_msg
+from r2s2r_common.image_conversion import from_image_msg, to_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
@@ -345,3 +345,39 @@ def test_generation_mode_serves_the_simulator_like_the_twin(ros_context: Context
     children = {t.child_frame_id for t in received["/tf_static"][0].transforms}
     assert {"base_link", "belt_link", "head_camera_optical_frame"} <= children
     assert received["/belt/encoder"][-1].name == ["belt_roller_joint"]
+
+
+def test_mirror_checks_the_static_scene_while_the_belt_is_empty(ros_context: Context) -> None:
+    node = make_node(ros_context, static_scene_period_s=0.1, diagnostics_rate_hz=20.0)
+    real = Node("real_cell", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    executor.add_node(real)
+    diagnostics: list[DiagnosticArray] = []
+    real.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, 10)
+    depth_pub = real.create_publisher(Image, "/head_camera/depth/image_raw", SENSOR_DATA_QOS)
+    try:
+        assert node.autostart()
+        mode = node.mode
+        view = mode.mirror.render_depth("head_camera")  # type: ignore[union-attr]
+        for offset_m, verdict in ((0.0, "same"), (0.05, "different")):
+            cell_view = to_image_msg(np.where(view > 0, view + offset_m, 0.0), "32FC1")
+
+            def compared(verdict: str = verdict) -> bool:
+                scene = mode.static_scene  # type: ignore[union-attr]
+                return scene is not None and scene.verdict == verdict
+
+            spin_until(executor, compared, each=lambda m=cell_view: depth_pub.publish(m))
+
+            def reported(verdict: str = verdict) -> bool:
+                scene = diagnostic_values(diagnostics, "mirror").get("static_scene", "")
+                return scene.startswith(verdict)
+
+            spin_until(executor, reported)
+        status = next(s for a in reversed(diagnostics) for s in a.status if "mirror" in s.name)
+        assert status.level == DiagnosticStatus.WARN
+        assert "static scene 50 mm median off the mirror's view" in status.message
+    finally:
+        executor.shutdown()
+        real.destroy_node()
+        node.destroy_node()

@@ -41,6 +41,7 @@ from r2s2r_common.config import ConfigError, ConfigModel, parse_config, read_yam
 from r2s2r_description.cameras import CAMERAS
 from r2s2r_description.frames import WORLD_FRAME
 
+from r2s2r_world.cell_identity import CellIdentity
 from r2s2r_world.grounding_records import (
     CAMERA_POSE_PARENTS,
     BeltRecord,
@@ -89,6 +90,7 @@ class GroundedIntrinsics(ConfigModel):
 ARTIFACT_SECTIONS: tuple[str, ...] = (
     "schema_version",
     "created_utc",
+    "cell",
     "cameras",
     "scene",
     "belt",
@@ -124,6 +126,12 @@ class GroundingArtifact(ConfigModel):
     created_utc: str = Field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"),
         description="Creation time (ISO 8601, UTC).",
+    )
+    cell: CellIdentity | None = Field(
+        None,
+        description="Which cell this artifact grounds (its name and static scene): readers "
+        "on a running cell compare it (r2s2r_world.cell_identity). None: an artifact from "
+        "before cell identities, or one made by hand.",
     )
     cameras: dict[str, CameraRecord] = Field(default_factory=dict)
     scene: dict[str, ScenePoseRecord] = Field(default_factory=dict)
@@ -416,6 +424,18 @@ def load_world_overrides(path: str | Path) -> dict[str, Any]:
     """
     overrides: dict[str, Any] = read_artifact(path)["world_overrides"]
     return overrides
+
+
+def load_cell_identity(path: str | Path) -> CellIdentity | None:
+    """Return the ``cell`` section of a checked artifact file (None: it records no cell).
+
+    Raises:
+        ConfigError: As :func:`read_artifact`.
+
+    """
+    data = read_artifact(path)
+    cell = data.get("cell")
+    return None if cell is None else CellIdentity.model_validate(cell)
 
 
 def load_cell_world(world_path: str | Path, grounding_artifact: str | Path = "") -> WorldParams:

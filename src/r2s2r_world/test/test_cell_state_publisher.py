@@ -16,8 +16,11 @@ import yaml
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from r2s2r_common.config import ConfigError, load_config
-from r2s2r_common.ros.qos import LATCHED_QOS
+from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
+from r2s2r_common.topics import DIAGNOSTICS, HEAD_DEPTH
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
@@ -27,6 +30,7 @@ from r2s2r_description.tf_tree import (
     layout_from_world_file,
 )
 from r2s2r_description.urdf import to_urdf, urdf_forward_kinematics
+from r2s2r_world.cell_identity import identity_from_depth
 from r2s2r_world.nodes.cell_state_publisher import (
     CellStatePublisher,
     CellStatePublisherConfig,
@@ -35,7 +39,7 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
 from tf2_msgs.msg import TFMessage
@@ -354,3 +358,74 @@ def test_header_stamp_is_read_from_the_serialized_message() -> None:
     assert cdr_header_stamp_ns(serialize_message(state)) == 1_700_000_123_456_789_012
     assert cdr_header_stamp_ns(b"\x00\x01\x00\x00") is None  # too short
     assert cdr_header_stamp_ns(b"\x07" * 16) is None  # not a CDR encapsulation
+
+
+def _static_scene(offset_m: float = 0.0) -> np.ndarray:
+    """A 64 px head depth image: a table 1.2 m away (plus ``offset_m``) with a bin on it."""
+    depth = np.full((64, 64), 1.2 + offset_m, np.float32)
+    depth[20:35, 25:45] -= 0.25
+    return depth
+
+
+def write_identified_artifact(path: Path, name: str | None) -> Path:
+    """An artifact that records its cell: the static scene of :func:`_static_scene`."""
+    cell = identity_from_depth(_static_scene(), 1.0, name)
+    data = {"schema_version": 1, "cell": cell.model_dump(mode="json"), "world_overrides": {}}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _depth_msg(depth: np.ndarray) -> Image:
+    return to_image_msg(depth, "32FC1")
+
+
+@pytest.mark.parametrize(("offset_m", "refused"), [(0.0, False), (0.06, True)])
+def test_the_artifact_of_another_cell_is_refused_by_its_static_scene(
+    ros_context: Context, tmp_path: Path, offset_m: float, refused: bool
+) -> None:
+    artifact = write_identified_artifact(tmp_path / "artifact.yaml", "lab-a")
+    node = make(
+        ros_context, grounding_artifact=str(artifact), static_scene_window_s=0.3, cell_name="lab-a"
+    )
+    camera = Node("camera", context=ros_context)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    executor.add_node(camera)
+    statuses: list[DiagnosticArray] = []
+    camera.create_subscription(DiagnosticArray, DIAGNOSTICS, statuses.append, 10)
+    publisher = camera.create_publisher(Image, HEAD_DEPTH, SENSOR_DATA_QOS)
+    try:
+        deadline = time.monotonic() + 5.0
+        while node.cell_check is not None and time.monotonic() < deadline:
+            publisher.publish(_depth_msg(_static_scene(offset_m)))
+            executor.spin_once(timeout_sec=0.05)
+        assert node.cell_check is None, "the cell check did not end"
+        if refused:
+            assert node.refused is not None
+            assert "grounds another cell" in node.refused and "'lab-a'" in node.refused
+            assert "median 60.0 mm" in node.refused
+            spin_until(executor, lambda: any(s.level == DiagnosticStatus.ERROR
+                                             for a in statuses for s in a.status))  # fmt: skip
+        else:
+            assert node.refused is None and "this is the artifact's cell" in node.cell_note
+    finally:
+        executor.shutdown()
+        camera.destroy_node()
+        node.destroy_node()
+
+
+def test_a_cell_named_otherwise_is_refused_at_start_and_a_blind_cell_is_unchecked(
+    ros_context: Context, tmp_path: Path
+) -> None:
+    artifact = write_identified_artifact(tmp_path / "artifact.yaml", "lab-a")
+    with pytest.raises(ConfigError, match="grounds cell 'lab-a', but this is cell 'lab-b'"):
+        make(ros_context, grounding_artifact=str(artifact), cell_name="lab-b")
+    node = make(ros_context, grounding_artifact=str(artifact), static_scene_timeout_s=0.2)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    try:
+        spin_until(executor, lambda: node.unchecked, timeout_s=5.0)
+        assert "not checked" in node.cell_note and node.refused is None
+    finally:
+        executor.shutdown()
+        node.destroy_node()

@@ -58,6 +58,11 @@ class CalibrationParams(ConfigModel):
     board_square_length_m: float = Field(
         default=0.04, gt=0.0, le=1.0, description="Printed side of one board square (m)."
     )
+    cell_name: str = Field(
+        default="",
+        description="The lab's name for the cell, recorded in the artifact ('' = unnamed): "
+        "a graph started with another cell_name refuses the artifact.",
+    )
     timeout_s: float = Field(
         default=30.0, gt=0.0, le=600.0, description="Wall-clock limit of each wait on the cell."
     )
@@ -117,7 +122,9 @@ class CalibrationNode(SchemaLifecycleNode[CalibrationParams]):
             self.get_logger().error(f"configure failed: {error}")
             return TransitionCallbackReturn.FAILURE
         self.params = params
-        self.procedure_config = ProcedureConfig(board_steps=BoardStepsConfig(board=board))
+        self.procedure_config = ProcedureConfig(
+            board_steps=BoardStepsConfig(board=board), cell_name=params.cell_name or None
+        )
         self.client = RosCellClient(self, params.board_operator, params.timeout_s)
         self.get_logger().info(f"configured: steps {self._steps} -> {params.output_path}")
         return TransitionCallbackReturn.SUCCESS

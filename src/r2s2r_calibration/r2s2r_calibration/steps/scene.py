@@ -17,6 +17,7 @@ from r2s2r_description.cameras import HAND, HEAD
 from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_description.transforms import invert_transform
+from r2s2r_world.cell_identity import identity_from_depth
 from r2s2r_world.kinematics import IkError, PalmIk
 from r2s2r_world.world import WorldParams
 
@@ -158,6 +159,9 @@ def run_registration(
     for note in notes:
         say(f"registration: {note}")
     stamp, depth = client.capture_depth()
+    # The static scene this depth image shows identifies the cell (r2s2r_world.cell_identity).
+    run.artifact.cell = identity_from_depth(depth, stamp, config.cell_name, HEAD.name)
+    say(f"registration: cell {run.artifact.cell.describe()}")
     elements = [
         element.model_copy(
             update={

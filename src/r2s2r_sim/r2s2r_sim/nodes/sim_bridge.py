@@ -47,7 +47,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped, TwistStamped
 from pydantic import Field, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel, resolve_config_path
-from r2s2r_common.image_conversion import to_image_msg
+from r2s2r_common.image_conversion import ImageConversionError, from_image_msg, to_image_msg
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.lifecycle import ComponentLifecycleNode
 from r2s2r_common.ros.qos import DEFAULT_QOS, LATCHED_QOS, SENSOR_DATA_QOS, TF_QOS
@@ -57,6 +57,7 @@ from r2s2r_common.stamps import stamp_to_ns, stamp_to_s
 from r2s2r_common.topics import (
     BELT_SPEED,
     CELL_MARKERS,
+    HEAD_DEPTH,
     JOINT_STATES,
     OBJECT_TRACKS,
     TF,
@@ -67,6 +68,7 @@ from r2s2r_description.cameras import CAMERA_NAMES, HEAD, camera
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_description
 from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.transforms import make_transform, quat_to_matrix
+from r2s2r_world.cell_identity import StaticSceneLimits, StaticSceneMatch
 from r2s2r_world.grounding import load_cell_world
 from r2s2r_world.world import WorldParams
 from rclpy.executors import SingleThreadedExecutor
@@ -75,6 +77,7 @@ from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from r2s2r_interfaces.msg import ObjectTrackArray
+from r2s2r_sim.backend import BackendError
 from r2s2r_sim.backend_config import make_backend
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.markers import MarkerShape, MarkerSpec, cell_markers, object_marker
@@ -93,6 +96,7 @@ from r2s2r_sim.mirror_check import (
     mirror_status,
     palm_error_m,
     rest_heights_m,
+    static_scene_match,
 )
 from r2s2r_sim.nodes.cell_server import CellServer, CellServerOptions
 from tf2_msgs.msg import TFMessage
@@ -193,6 +197,18 @@ class SimBridgeConfig(ConfigModel):
         default_factory=lambda: [HEAD.name],
         description="Mirror: cameras rendered on /sim/<camera>/image_raw.",
     )
+    static_scene_check: bool = Field(
+        default=True,
+        description="Mirror: compare the cell's head depth with the copy's render of the same "
+        "view every static_scene_period_s (checks the grounding while the belt is empty; "
+        "needs an OpenGL backend, MUJOCO_GL=egl: without one the status says it cannot).",
+    )
+    static_scene_period_s: float = Field(
+        default=5.0,
+        gt=0.0,
+        le=600.0,
+        description="Mirror: period of the static-scene comparison (one depth render, ~ms).",
+    )
     real_time_factor: float = Field(
         default=1.0, gt=0.0, le=1000.0, description="Generation: simulated s per wall s."
     )
@@ -275,9 +291,10 @@ class _MirrorMode:
     def __init__(self, node: SimBridgeNode, config: SimBridgeConfig, world: WorldParams):
         self.node = node
         self.config = config
-        self.mirror = CellMirror(
-            world, config.object_slots_per_type, enable_rendering=config.publish_sim_images
-        )
+        self.static_scene: StaticSceneMatch | None = None
+        self.static_scene_problem = "" if config.static_scene_check else "static_scene_check off"
+        self.cell_depth: tuple[float, Image] | None = None
+        self.mirror = self._build_mirror(world)
         self.cell_marker_specs = cell_markers(self.mirror.description)
         self.lock = threading.Lock()
         self.rejected_joint_states = 0
@@ -307,6 +324,19 @@ class _MirrorMode:
         }
         self.entities: list[Any] = []
 
+    def _build_mirror(self, world: WorldParams) -> CellMirror:
+        """Build the copy, rendering when a check or the /sim images need it and GL allows."""
+        config = self.config
+        rendering = config.publish_sim_images or config.static_scene_check
+        try:
+            return CellMirror(world, config.object_slots_per_type, enable_rendering=rendering)
+        except Exception as error:
+            if config.publish_sim_images:
+                raise
+            self.static_scene_problem = f"cannot render the mirror's view ({error})"
+            self.node.get_logger().warning(f"static scene not compared: {error}")
+            return CellMirror(world, config.object_slots_per_type, enable_rendering=False)
+
     def _belt_check(self) -> BeltObjectCheck:
         """Build the object check on the copy's belt as it stands now."""
         sizes = {name: kind.size_m for name, kind in self.object_types.items()}
@@ -329,6 +359,11 @@ class _MirrorMode:
             self.entities.append(
                 node.create_timer(1.0 / config.sim_image_rate_hz, self.publish_images)
             )
+        if not self.static_scene_problem:
+            self.entities += [
+                node.create_subscription(Image, HEAD_DEPTH, self.on_depth, SENSOR_DATA_QOS),
+                node.create_timer(config.static_scene_period_s, self.compare_static_scene),
+            ]
 
     def deactivate(self) -> None:
         for entity in self.entities:
@@ -493,6 +528,25 @@ class _MirrorMode:
         stamp = self.node.get_clock().now().to_msg()
         self.markers_pub.publish(marker_array(self.marker_specs(), stamp))
 
+    def on_depth(self, msg: Image) -> None:
+        """Keep the cell's newest head depth image (compared every static_scene_period_s)."""
+        self.cell_depth = (time.monotonic(), msg)
+
+    def compare_static_scene(self) -> None:
+        """Compare the cell's newest head depth with the copy's render of the same view."""
+        received = self.cell_depth
+        if received is None or time.monotonic() - received[0] > self.config.static_scene_period_s:
+            return  # nothing new: the last comparison stands (the depth age is reported)
+        try:
+            depth = from_image_msg(received[1]).astype(np.float32)
+            if received[1].encoding == "16UC1":
+                depth /= 1000.0  # millimetres (REP 118)
+            with self.lock:
+                rendered = self.mirror.render_depth(HEAD.name)
+            self.static_scene = static_scene_match(depth, rendered, StaticSceneLimits())
+        except (ImageConversionError, MirrorCheckError, BackendError) as error:
+            self.last_error = f"static scene: {error}"
+
     def publish_images(self) -> None:
         stamp = self.node.get_clock().now().to_msg()
         for name, publisher in self.image_pubs.items():
@@ -509,8 +563,13 @@ class _MirrorMode:
             ages = {JOINT_STATES: age_s, **input_ages(self.received_s, now_s)}
             object_errors = [r.mean_error_m for r in self.residuals]
             measurement = MirrorMeasurement(
-                self.palm_tf_error_m, max(object_errors) if object_errors else None, ages
+                self.palm_tf_error_m,
+                max(object_errors) if object_errors else None,
+                ages,
+                self.static_scene,
             )
+            scene = self.static_scene
+            depth_age = None if self.cell_depth is None else now_s - self.cell_depth[0]
             values = {
                 "mode": "mirror",
                 "joint_states_applied": str(self.mirror.joint_states_applied),
@@ -520,6 +579,9 @@ class _MirrorMode:
                 "palm_tf_error_m": _figure(measurement.palm_error_m),
                 "object_error_m": _figure(measurement.object_error_m),
                 "objects_on_belt": str(len(object_errors)),
+                "static_scene": self.static_scene_problem
+                or ("not compared yet" if scene is None else scene.summary()),
+                "head_depth_age_s": _figure(depth_age),
                 **{
                     f"{name.strip('/').replace('/', '_')}_age_s": _figure(a)
                     for name, a in ages.items()

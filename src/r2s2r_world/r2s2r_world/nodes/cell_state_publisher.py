@@ -11,13 +11,24 @@ here anyway, so this node publishes, from :func:`r2s2r_description.cell.build_de
   link, stamped with the joint state's stamp, for ``/joint_states`` messages at most
   ``publish_frequency`` times a second of their stamps (as robot_state_publisher's parameter of
   that name: the twin's 500 Hz joint states would otherwise cost this node half a core);
-- ``/diagnostics``: messages received, rejected (malformed) and unknown joint names.
+- ``/diagnostics``: messages received, rejected (malformed) and unknown joint names, and
+  whether the running cell is the artifact's.
+
+An artifact grounds one cell (:mod:`r2s2r_world.cell_identity`), and this node is where a graph
+applies it, so it checks that the running cell is that cell: a ``cell_name`` given to the graph
+that differs from the artifact's fails start-up; and the head depth of the static scene is
+compared with what grounding saw (``static_scene_check``) until one image matches. A cell that
+differs in every image for ``static_scene_window_s`` is another cell: the node says so in one
+line (log and ``/diagnostics`` ERROR) and ends with exit code 2 (the graph's input is wrong), so
+that nothing goes on with another cell's frames. No comparable image within
+``static_scene_timeout_s`` leaves the cell unchecked, a WARN that stays on ``/diagnostics``.
 
 Parameters (schema :class:`CellStatePublisherConfig`): ``world_path`` (cell layout from a
 world YAML; empty = CAD layout), ``grounding_artifact`` (a grounding artifact whose
 ``world_overrides`` poses of cameras, belt, bins and robot base replace the layout's: the grounded
 ``/tf_static`` every sensing node uses; empty = ungrounded), ``publish_fixed``,
-``publish_frequency``, ``diagnostics_period_s``. A bad value fails
+``publish_frequency``, ``diagnostics_period_s``, ``cell_name``, ``static_scene_check``,
+``static_scene_window_s``, ``static_scene_timeout_s``. A bad value fails
 start-up; a runtime change is validated and applied (description and /tf_static republished).
 """
 
@@ -25,20 +36,36 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any
 
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TransformStamped
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from r2s2r_common.config import ConfigError, ConfigModel
+from r2s2r_common.errors import ExitCode
+from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
-from r2s2r_common.ros.qos import DEFAULT_QOS, JOINT_STATES_LISTENER_QOS, LATCHED_QOS, TF_QOS
+from r2s2r_common.ros.qos import (
+    DEFAULT_QOS,
+    JOINT_STATES_LISTENER_QOS,
+    LATCHED_QOS,
+    SENSOR_DATA_QOS,
+    TF_QOS,
+)
 from r2s2r_common.ros.runner import run_node
 from r2s2r_common.stamps import serialized_stamp_ns, stamp_to_ns
-from r2s2r_common.topics import DIAGNOSTICS, JOINT_STATES, ROBOT_DESCRIPTION, TF, TF_STATIC
+from r2s2r_common.topics import (
+    DIAGNOSTICS,
+    HEAD_DEPTH,
+    JOINT_STATES,
+    ROBOT_DESCRIPTION,
+    TF,
+    TF_STATIC,
+)
 from r2s2r_description.cell import NOMINAL_LAYOUT, CellLayout, build_description
 from r2s2r_description.model import Description
 from r2s2r_description.tf_tree import (
@@ -53,10 +80,16 @@ from r2s2r_description.tf_tree import (
 from r2s2r_description.urdf import to_urdf
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
-from r2s2r_world.grounding import load_world_overrides
+from r2s2r_world.cell_identity import (
+    CellIdentity,
+    StaticSceneCheck,
+    StaticSceneLimits,
+    name_mismatch,
+)
+from r2s2r_world.grounding import load_cell_identity, load_world_overrides
 from tf2_msgs.msg import TFMessage
 
 MAX_BATCH_PERIOD_S = 0.02
@@ -95,6 +128,32 @@ class CellStatePublisherConfig(ConfigModel):
     diagnostics_period_s: float = Field(
         default=1.0, ge=0.05, le=60.0, description="Period of /diagnostics messages."
     )
+    cell_name: str = Field(
+        default="",
+        description="The name of the cell this graph runs on (`r2s2r ground --cell-name` "
+        "names the artifact's): a grounding artifact of another named cell fails start-up. "
+        "Empty: not compared.",
+    )
+    static_scene_check: bool = Field(
+        default=True,
+        description="Compare the head depth of the static scene with the artifact's (what "
+        "grounding saw) until one image matches; refuse the artifact of another cell.",
+    )
+    static_scene_window_s: float = Field(
+        default=3.0,
+        gt=0.0,
+        le=60.0,
+        description="Every head depth image must differ from the artifact's for this long "
+        "before the cell is another one (s): an arm moving through the view, or an object on "
+        "the belt, passes in less.",
+    )
+    static_scene_timeout_s: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=600.0,
+        description="Wait this long for a head depth image to compare (s); none: the cell "
+        "stays unchecked (a WARN on /diagnostics).",
+    )
 
     @field_validator("world_path")
     @classmethod
@@ -115,6 +174,20 @@ class CellStatePublisherConfig(ConfigModel):
             except ConfigError as error:
                 raise ValueError(str(error)) from None
         return value
+
+    @field_validator("cell_name")
+    @classmethod
+    def _same_named_cell(cls, value: str, info: ValidationInfo) -> str:
+        artifact = info.data.get("grounding_artifact")  # validated first (field order)
+        if artifact and value:
+            mismatch = name_mismatch(load_cell_identity(artifact), value, artifact)
+            if mismatch is not None:
+                raise ValueError(mismatch)
+        return value
+
+    def artifact_cell(self) -> CellIdentity | None:
+        """Return the cell the grounding artifact records (None: ungrounded or unrecorded)."""
+        return load_cell_identity(self.grounding_artifact) if self.grounding_artifact else None
 
     def layout(self) -> CellLayout:
         """Return the cell layout these parameters select (grounded poses applied)."""
@@ -187,6 +260,74 @@ class CellStatePublisher(Node):
         self._diagnostics_timer = self.create_timer(
             self.config.diagnostics_period_s, self._publish_diagnostics
         )
+        self.refused: str | None = None
+        self.unchecked = False
+        self.cell_check: StaticSceneCheck | None = None
+        self.cell_note = self._start_cell_check()
+
+    def _start_cell_check(self) -> str:
+        """Start comparing the static scene with the artifact's; return what is compared."""
+        if not self.config.grounding_artifact:
+            return "ungrounded: nothing to compare"
+        cell = self.config.artifact_cell()
+        if cell is None or cell.grid() is None:
+            what = "no cell" if cell is None else f"{cell.describe()} without a static scene"
+            note = f"the artifact records {what}: the cell is not checked"
+            self.get_logger().warning(f"{self.config.grounding_artifact}: {note}")
+            return note
+        if not self.config.static_scene_check:
+            return f"artifact's cell {cell.describe()}: static_scene_check off"
+        self.cell_check = StaticSceneCheck(
+            cell,
+            StaticSceneLimits(),
+            time.monotonic(),
+            self.config.static_scene_window_s,
+            self.config.static_scene_timeout_s,
+        )
+        self._depth_sub = self.create_subscription(
+            Image, HEAD_DEPTH, self._on_depth, SENSOR_DATA_QOS
+        )
+        self._check_timer = self.create_timer(1.0, self._expire_cell_check)
+        return self.cell_check.message(self.config.grounding_artifact)
+
+    def _on_depth(self, msg: Image) -> None:
+        """Offer a head depth image to the cell check."""
+        check = self.cell_check
+        if check is None or check.verdict != StaticSceneCheck.PENDING:
+            return
+        try:
+            depth = from_image_msg(msg).astype("float32")
+        except ImageConversionError as error:
+            self.last_error = f"head depth: {error}"
+            return
+        if msg.encoding == "16UC1":
+            depth = depth / 1000.0  # millimetres (REP 118)
+        check.offer(time.monotonic(), depth)
+        self._cell_check_done()
+
+    def _expire_cell_check(self) -> None:
+        if self.cell_check is not None:
+            self.cell_check.expire(time.monotonic())
+            self._cell_check_done()
+
+    def _cell_check_done(self) -> None:
+        """Act on a final verdict once: log it, stop listening, refuse another cell."""
+        check = self.cell_check
+        if check is None or check.verdict == StaticSceneCheck.PENDING:
+            return
+        self.cell_note = check.message(self.config.grounding_artifact)
+        self.destroy_subscription(self._depth_sub)
+        self._check_timer.cancel()
+        if check.verdict == StaticSceneCheck.PASSED:
+            self.get_logger().info(self.cell_note)
+        elif check.verdict == StaticSceneCheck.UNCHECKED:
+            self.unchecked = True
+            self.get_logger().warning(self.cell_note)
+        else:
+            self.refused = self.cell_note
+            self.get_logger().error(self.cell_note)
+            self._publish_diagnostics()
+        self.cell_check = None
 
     def _apply(self, config: CellStatePublisherConfig) -> None:
         """Rebuild the description after an accepted parameter change and republish it."""
@@ -279,7 +420,11 @@ class CellStatePublisher(Node):
     def _publish_diagnostics(self) -> None:
         level = DiagnosticStatus.OK
         message = "publishing"
-        if self.received == 0:
+        if self.refused is not None:
+            level, message = DiagnosticStatus.ERROR, self.refused
+        elif self.unchecked:
+            level, message = DiagnosticStatus.WARN, self.cell_note
+        elif self.received == 0:
             level, message = DiagnosticStatus.WARN, "no /joint_states received yet"
         elif self.rejected or self.unknown_joints:
             level, message = DiagnosticStatus.WARN, "malformed joint states or unknown joints"
@@ -292,6 +437,7 @@ class CellStatePublisher(Node):
             "publish_frequency": f"{self.config.publish_frequency:g}",
             "unknown_joints": ",".join(sorted(self.unknown_joints)),
             "last_error": self.last_error,
+            "cell": self.cell_note,
         }
         array = diagnostics_array(
             f"{self.get_name()}: tf",
@@ -305,5 +451,12 @@ class CellStatePublisher(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node until Ctrl-C; bad parameters end it with the reason (exit code 2)."""
-    sys.exit(run_node(CellStatePublisher, args=args))
+    """Run the node until Ctrl-C; bad parameters or another cell end it with exit code 2."""
+    sys.exit(
+        run_node(
+            CellStatePublisher,
+            args=args,
+            until=lambda node: node.refused is not None,
+            exit_code=lambda node: ExitCode.BAD_INPUT,
+        )
+    )
