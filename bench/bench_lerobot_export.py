@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import benchlib
-from r2s2r_recorder.dataset import EpisodeDataset
-from r2s2r_recorder.lerobot_config import LeRobotExportConfig
-from r2s2r_recorder.lerobot_export import export_lerobot
+from r2s2r_dataset.lerobot_config import LeRobotExportConfig
+from r2s2r_dataset.lerobot_export import export_lerobot
+
+from r2s2r_dataset import EpisodeDataset
 
 CODECS: dict[str, LeRobotExportConfig] = {
     "av1": LeRobotExportConfig(codec="av1"),
@@ -37,8 +38,9 @@ def synthetic_dataset(
     """
     import numpy as np
     from r2s2r_description.robot import ALL_JOINT_NAMES
-    from r2s2r_recorder.dataset import EpisodeWriter
     from r2s2r_testing.episodes import synthetic_episode
+
+    from r2s2r_dataset import EpisodeWriter
 
     joints = list(ALL_JOINT_NAMES)
     with EpisodeWriter(path) as writer:

@@ -37,7 +37,8 @@ from r2s2r_policy.evaluation.baseline import robot_policy_spec, untrained_policy
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine, StepStatus
 from r2s2r_policy.models import Policy
 from r2s2r_policy.spec import PolicySpec
-from r2s2r_recorder.dataset import TRACKER_SOURCE, object_track_fields
+
+from r2s2r_dataset import TRACKER_SOURCE, object_track_fields
 
 HOME = np.array([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES])
 COTRAIN = benchlib.REPO / "config" / "policy" / "cotrain.yaml"

@@ -25,7 +25,8 @@ from r2s2r_policy.normalization import stats_from_arrays
 from r2s2r_policy.training import train
 from r2s2r_policy.training_config import TrainConfig
 from r2s2r_policy.training_data import make_spec
-from r2s2r_recorder.dataset import object_track_fields
+
+from r2s2r_dataset import object_track_fields
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "policy" / "cotrain.yaml"
 JOINTS = [f"arm_joint_{i}" for i in range(1, 7)] + [f"hand_joint_{i}" for i in range(1, 13)]

@@ -41,6 +41,7 @@ is the figure to read. Unverified here: the development machines have no GPU.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -74,14 +75,17 @@ def _tree_env(tree: Path) -> dict[str, str]:
     return env
 
 
-def write_dataset(path: Path, episodes: int, frames: int) -> None:
+def write_dataset(tree: Path, path: Path, episodes: int, frames: int) -> None:
     """Episodes with generation's sizes (128 px smooth images, 18 joints), any schema version.
 
-    Uses whichever ``r2s2r_recorder`` is imported; the object-track columns are written where
+    Uses ``tree``'s dataset package (``r2s2r_dataset``; in a tree from before it was split off,
+    the baseline's, ``r2s2r_recorder.dataset``); the object-track columns are written where
     that version has them (today's preset feeds them to the policy).
     """
-    import r2s2r_recorder.dataset as dataset
     from r2s2r_description.robot import ALL_JOINT_NAMES
+
+    split = (tree / "src" / "r2s2r_dataset").is_dir()
+    dataset = importlib.import_module("r2s2r_dataset" if split else "r2s2r_recorder.dataset")
 
     rng = np.random.default_rng(0)
     joints = list(ALL_JOINT_NAMES)
@@ -235,7 +239,7 @@ def _worker(args: argparse.Namespace) -> None:
     """One path in this process: write the dataset or measure, print one JSON line."""
     tree = Path(args.tree)  # its packages come first on the import path (_tree_env)
     if args.write:
-        write_dataset(Path(args.dataset), args.episodes, args.frames)
+        write_dataset(tree, Path(args.dataset), args.episodes, args.frames)
         return
     figures = measure(
         tree,

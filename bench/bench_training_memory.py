@@ -73,7 +73,8 @@ def write_synthetic(
 def first_episodes(dataset: str, episodes: int, out: Path) -> None:
     """Copy the first ``episodes`` episodes of ``dataset`` to a new dataset at ``out``."""
     from r2s2r_common.files import move_into_place
-    from r2s2r_recorder.dataset import EpisodeDataset, EpisodeWriter
+
+    from r2s2r_dataset import EpisodeDataset, EpisodeWriter
 
     reader = EpisodeDataset(Path(dataset))
     if len(reader) < episodes:
@@ -135,7 +136,7 @@ def run_child(*args: str) -> dict:
 
 def episodes_in(dataset: str) -> tuple[int, int]:
     """Return ``(episodes, frames)`` of a dataset."""
-    from r2s2r_recorder.dataset import EpisodeDataset
+    from r2s2r_dataset import EpisodeDataset
 
     reader = EpisodeDataset(Path(dataset))
     counts = len(reader), sum(reader.episode_length(i) for i in range(len(reader)))

@@ -103,7 +103,7 @@ def main() -> int:
         )
     demos = []
     if args.dataset:
-        from r2s2r_recorder.dataset import EpisodeDataset
+        from r2s2r_dataset import EpisodeDataset
 
         dataset = EpisodeDataset(args.dataset)
         for episode in range(len(dataset)):

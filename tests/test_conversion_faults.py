@@ -23,8 +23,9 @@ import h5py
 import numpy as np
 import pytest
 from r2s2r_recorder.bag_to_dataset import bag_content_hash
-from r2s2r_recorder.dataset import DATA_GROUP, EpisodeDataset, partial_path, read_manifest
 from r2s2r_testing.bags import EpisodeSpec, write_episode_bag
+
+from r2s2r_dataset import DATA_GROUP, EpisodeDataset, partial_path, read_manifest
 
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -225,7 +226,8 @@ def test_nan_in_a_dataset_is_refused_naming_file_episode_and_field(work: Path) -
         actions[...] = values
     from r2s2r_common.errors import describe
     from r2s2r_policy.data.sources import HDF5EpisodeSource
-    from r2s2r_recorder.dataset import DatasetError
+
+    from r2s2r_dataset import DatasetError
 
     source = HDF5EpisodeSource(work / "ds.hdf5")
     source.low_dim(1)

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from r2s2r_common.config import read_yaml
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.episodes import write_robot_dataset
 
 from r2s2r.cli.analyze_diagnostic import analyze_diagnostic_command
@@ -22,6 +21,7 @@ from r2s2r.experiment.config import ExperimentConfig, load_preset
 from r2s2r.experiment.diagnostic import DIAGNOSTIC_DIR, REPORT_FILE, RUN_FIRST, capped_protocol
 from r2s2r.experiment.evaluation import evaluation_protocol
 from r2s2r.experiment.runner import run_experiment
+from r2s2r_dataset import EpisodeDataset
 
 
 def test_the_diagnostic_preset_is_ten_demos_and_the_nominal_planner() -> None:

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.episodes import write_robot_dataset
 
 from r2s2r.experiment.analysis import read_finished
 from r2s2r.experiment.config import ExperimentConfig, TranslationPlan, load_preset, real_reference
 from r2s2r.experiment.runner import open_session
 from r2s2r.experiment.translation import pool_records, run_translation
+from r2s2r_dataset import EpisodeDataset
 
 
 def test_the_translation_preset_is_the_papers_design() -> None:

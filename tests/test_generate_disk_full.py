@@ -157,7 +157,7 @@ def _one_job(tmp_path: Path) -> tuple[WorkerState, object]:
 def test_write_failure_is_write_failed_not_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError
 ) -> None:
-    from r2s2r_recorder.dataset import EpisodeWriter
+    from r2s2r_dataset import EpisodeWriter
 
     def full(self: EpisodeWriter, episode: object) -> int:
         self._file.flush()

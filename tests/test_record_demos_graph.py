@@ -22,12 +22,12 @@ pytest.importorskip("r2s2r_interfaces.msg", reason="needs the workspace build (s
 
 from r2s2r_recorder.bag_reading import open_reader, read_episode_info
 from r2s2r_recorder.bag_to_dataset import find_episode_bags
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_recorder.demos_config import MANIFEST_NAME, RecordDemosConfig
 from r2s2r_recorder.msg_types import deserialize, make_typestore
 
 from r2s2r.cli.record_demos import record_demos_command
 from r2s2r.pipeline.demos import record_demos_on_twin
+from r2s2r_dataset import EpisodeDataset
 
 
 def _bag_messages(bag: Path) -> dict[str, list[Any]]:

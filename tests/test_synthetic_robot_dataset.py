@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.episodes import write_robot_dataset
+
+from r2s2r_dataset import EpisodeDataset
 
 CAMERAS = ("head_camera_rgb", "hand_camera_rgb")
 

@@ -99,8 +99,8 @@ def first_demonstrations(
     record-demos --successes real_demos`` with the same seeds would have recorded them
     (training leaves the failed takes out).
     """
-    from r2s2r_recorder.dataset import DatasetError, EpisodeWriter
-    from r2s2r_recorder.dataset import EpisodeDataset as EpisodeReader
+    from r2s2r_dataset import DatasetError, EpisodeWriter
+    from r2s2r_dataset import EpisodeDataset as EpisodeReader
 
     wanted = session.config.real_demos if wanted is None else wanted
     try:

@@ -172,7 +172,7 @@ def score_stage(
 
 def _unseen_real_episodes(real: EpisodeDataset, few: EpisodeDataset) -> list[int]:
     """Episodes of the full real dataset after the few-real subset (never trained on)."""
-    from r2s2r_recorder.dataset import EpisodeDataset as EpisodeReader
+    from r2s2r_dataset import EpisodeDataset as EpisodeReader
 
     with EpisodeReader(real.path) as full, EpisodeReader(few.path) as subset:
         total, used = len(full), len(subset)

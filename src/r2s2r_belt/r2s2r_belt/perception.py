@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_common.config import load_config, resolve_config_path
+from r2s2r_dataset.object_track import TrackView
 from r2s2r_description.robot import OPTICAL_FROM_LINK
 from r2s2r_description.transforms import invert_transform
-from r2s2r_recorder.dataset.object_track import TrackView
 from r2s2r_world.grounding import load_world_overrides
 from r2s2r_world.world import WorldParams, apply_grounding, load_world
 

@@ -2,7 +2,7 @@
 
 A generator turns one :class:`EpisodeJob` (a configuration, an episode index and its seed, the
 world to run in and the sampled trial) into one :class:`GenerationResult`: the recorded
-:class:`~r2s2r_recorder.dataset.Episode` when the trial succeeded, otherwise ``None`` and the
+:class:`~r2s2r_dataset.Episode` when the trial succeeded, otherwise ``None`` and the
 failure reason. It runs in a worker process, on that worker's simulator backend, and records
 through :class:`r2s2r_datagen.recording.RecordingBackend`.
 
@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from r2s2r_recorder.dataset import Episode
 from r2s2r_sim.backend import SimBackend
 from r2s2r_sim.task import TrialPlan
 from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.config import RecordingConfig
+from r2s2r_dataset import Episode
 
 GENERATOR_FACTORIES: dict[str, str] = {
     "mimicgen": "r2s2r_datagen.mimicgen:make_generator",

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import h5py
 from r2s2r_common.files import move_into_place
-from r2s2r_recorder.dataset import (
+
+from r2s2r_datagen.ledger import EpisodeKey
+from r2s2r_dataset import (
     DATA_GROUP,
     EPISODE_PREFIX,
     METADATA_ATTR,
@@ -27,8 +29,6 @@ from r2s2r_recorder.dataset import (
     episode_keys,
     merge_shards,
 )
-
-from r2s2r_datagen.ledger import EpisodeKey
 
 
 @dataclass
@@ -106,7 +106,7 @@ def merge_configuration(
 ) -> ConfigurationMerge:
     """Merge a configuration's shards into ``<run_dir>/datasets/<configuration>.hdf5``.
 
-    Uses :func:`r2s2r_recorder.dataset.merge_shards` (corrupt shards are reported and
+    Uses :func:`r2s2r_dataset.merge_shards` (corrupt shards are reported and
     excluded), then keeps exactly one copy of each ledger success, in episode-index order
     (whichever worker or session wrote it), numbering the kept episodes ``demo_0..``. The
     previous merged file is replaced atomically.

@@ -18,7 +18,7 @@ dataset from a bag:
   interpolated within a step call, where the speed is constant; the belt ran before the
   episode, so the estimator starts warmed up at the episode's speed) and the rendered head
   RGB-D frames, exactly as the deployed cell makes them; the tracked-object vector is
-  :class:`r2s2r_recorder.dataset.ObjectTrackLatch` over the tracker's output;
+  :class:`r2s2r_dataset.ObjectTrackLatch` over the tracker's output;
 - the action at ``t``: the joint target *in force*: of the last trajectory commanded on each
   controller at or before ``t``, the first point whose ``command time + time_from_start`` is
   at or after ``t`` (the last point once all have passed); the home pose before any command.
@@ -47,6 +47,7 @@ from typing import Any
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_dataset.reference import TimedCommand, controller_reference
 from r2s2r_description.cameras import HEAD
 from r2s2r_description.controllers import CONTROLLER_JOINTS
 from r2s2r_description.robot import (
@@ -56,15 +57,6 @@ from r2s2r_description.robot import (
     HOME_POSITIONS,
 )
 from r2s2r_description.transforms import Vector
-from r2s2r_recorder.dataset import (
-    IMAGE_KEY_OF_CAMERA,
-    OBJECT_TRACK_KEY,
-    TRACKER_SOURCE,
-    Episode,
-    EpisodeMetadata,
-    ObjectTrackLatch,
-)
-from r2s2r_recorder.dataset.reference import TimedCommand, controller_reference
 from r2s2r_sim.backend import (
     Contact,
     FloatArray,
@@ -77,6 +69,14 @@ from r2s2r_world.world import WorldParams
 from scipy.spatial.transform import Rotation
 
 from r2s2r_datagen.config import RecordingConfig
+from r2s2r_dataset import (
+    IMAGE_KEY_OF_CAMERA,
+    OBJECT_TRACK_KEY,
+    TRACKER_SOURCE,
+    Episode,
+    EpisodeMetadata,
+    ObjectTrackLatch,
+)
 
 CAMERAS: dict[str, str] = {key: camera for camera, key in IMAGE_KEY_OF_CAMERA.items()}
 """Dataset image key → simulator camera name."""
@@ -143,7 +143,7 @@ def episode_actions(
     """Actions of an episode's frames: each controller's reference (:data:`ALL_JOINT_NAMES`).
 
     Raises:
-        r2s2r_recorder.dataset.reference.ReferenceError: A logged command names other joints.
+        r2s2r_dataset.reference.ReferenceError: A logged command names other joints.
 
     """
     columns = []

@@ -22,7 +22,6 @@ import cv2
 from r2s2r_common.disk import disk_full_message, is_disk_full
 from r2s2r_common.files import move_into_place
 from r2s2r_description.cameras import CAMERA_NAMES
-from r2s2r_recorder.dataset import EpisodeWriter
 from r2s2r_sim.backend_config import SimBackendConfig, make_backend
 
 from r2s2r_datagen.configurations import check_plan
@@ -33,6 +32,7 @@ from r2s2r_datagen.generator import (
     classify_exception,
     make_generator,
 )
+from r2s2r_dataset import EpisodeWriter
 
 SOFTWARE_RASTER_THREADS = "0"
 """Mesa llvmpipe's rasterizer threads in a worker process (``LP_NUM_THREADS``): 0 draws in the

@@ -20,7 +20,6 @@ from r2s2r_datagen.mimicgen.annotation import (
 from r2s2r_datagen.mimicgen.config import AnnotationConfig, GenerationParams
 from r2s2r_datagen.mimicgen.source import SourceLibrary, SourceLibraryError
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_recorder.dataset import Episode, EpisodeWriter
 from r2s2r_testing.pick_demo import (
     DT_S,
     FRAMES,
@@ -31,6 +30,8 @@ from r2s2r_testing.pick_demo import (
     pick_demonstration,
 )
 from r2s2r_world.world import load_world
+
+from r2s2r_dataset import Episode, EpisodeWriter
 
 
 @pytest.fixture(scope="module")

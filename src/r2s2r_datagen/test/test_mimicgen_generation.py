@@ -17,11 +17,12 @@ from r2s2r_datagen.generator import EpisodeJob, generator_availability, make_gen
 from r2s2r_datagen.mimicgen import MimicGenGenerator
 from r2s2r_datagen.mimicgen.demos import write_demonstrations
 from r2s2r_datagen.worker import WorkerSetup, WorkerState
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_sim.backend import ObjectInstance
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import ObjectArrival, TrialPlan
 from r2s2r_world.world import load_world
+
+from r2s2r_dataset import EpisodeDataset
 
 # MuJoCo generation episodes (1-2 s each): left out of scripts/test.sh --fast.
 pytestmark = pytest.mark.slow

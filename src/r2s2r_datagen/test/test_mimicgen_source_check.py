@@ -18,7 +18,8 @@ from r2s2r_datagen.mimicgen.source_check import (
     summarize_offsets,
 )
 from r2s2r_datagen.summary import ConfigurationSummary, low_yield_diagnosis
-from r2s2r_recorder.dataset import EpisodeMetadata
+
+from r2s2r_dataset import EpisodeMetadata
 
 FRAMES = 80
 DT_S = 0.1

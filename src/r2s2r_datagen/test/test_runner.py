@@ -16,8 +16,9 @@ from r2s2r_datagen.ledger import Ledger
 from r2s2r_datagen.merge import merge_configuration
 from r2s2r_datagen.runner import run_generation
 from r2s2r_datagen.worker import WorkerSetup, WorkerState
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.generation import OVERRIDES, write_configurations
+
+from r2s2r_dataset import EpisodeDataset
 
 
 def _episodes_by_index(path: Path) -> dict[int, object]:

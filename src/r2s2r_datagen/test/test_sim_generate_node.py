@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 from datagen_support import REPO
-from r2s2r_recorder.dataset import dataset_info
 from r2s2r_testing.generation import OVERRIDES
+
+from r2s2r_dataset import dataset_info
 
 
 @pytest.mark.graph

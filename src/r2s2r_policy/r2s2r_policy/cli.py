@@ -241,7 +241,7 @@ def analyze_index_command(
     policy and written as CHECKPOINT/latent_index.npz; the node then publishes, per inference,
     the share of real frames among the k nearest latents on /diagnostics.
     """
-    from r2s2r_recorder.dataset import DatasetError
+    from r2s2r_dataset import DatasetError
 
     from .analysis.embeddings import REAL, SIM, AnalysisInputError
     from .analysis.index import build_latent_index

@@ -20,13 +20,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
-from r2s2r_recorder.dataset import BELT_SPEED_KEY, CAMERA_KEYS, OBJECT_TRACK_KEY
+
+from r2s2r_dataset import BELT_SPEED_KEY, CAMERA_KEYS, OBJECT_TRACK_KEY
 
 DEFAULT_IMAGE_KEYS: tuple[str, ...] = CAMERA_KEYS
 """The cameras a policy reads unless told otherwise: every camera of the episode schema."""
 
 # A policy's inputs and labels are keyed by the episode schema's names
-# (``r2s2r_recorder.dataset``: JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY, ACTIONS_KEY);
+# (``r2s2r_dataset``: JOINT_POS_KEY, BELT_SPEED_KEY, OBJECT_TRACK_KEY, ACTIONS_KEY);
 # the keys below are the policy's own, never in a dataset file.
 ACTION_MASK_KEY = "action_mask"
 """Batch key of the chunk mask (True where a chunk step has a label; ``data.chunks``)."""
@@ -96,7 +97,7 @@ class PolicySpec(ConfigModel):
     )
     object_track_fields: list[str] = Field(
         default_factory=list,
-        description="Columns of the tracked-object input (r2s2r_recorder.dataset.object_track; "
+        description="Columns of the tracked-object input (r2s2r_dataset.object_track; "
         "empty: the policy has no object input).",
     )
     object_track_source: str = Field(

@@ -47,10 +47,11 @@ import torch.distributed as dist
 from r2s2r_common.errors import raise_if_stop_requested
 from r2s2r_common.files import write_atomic
 from r2s2r_common.folder_lock import hold_folder_lock
-from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm import tqdm
+
+from r2s2r_dataset import ACTIONS_KEY
 
 from .checkpoint import (
     checkpoint_name,

@@ -35,7 +35,7 @@ not depend on them (a job preempted on a GPU may resume on the CPU and the other
 
 
 EpisodeOutcome = Literal["success", "failure", "unknown"]
-"""Outcome of a recorded episode (``r2s2r_recorder.dataset`` metadata)."""
+"""Outcome of a recorded episode (``r2s2r_dataset`` metadata)."""
 
 
 def _successes_only() -> list[EpisodeOutcome]:

@@ -38,8 +38,9 @@ from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spe
 from r2s2r_policy.inference.engine import InferenceEngine, StepStatus
 from r2s2r_policy.models import Policy
 from r2s2r_policy.models.base import policy_fingerprint
-from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY
 from r2s2r_testing.episodes import write_hdf5, write_robot_dataset
+
+from r2s2r_dataset import BELT_SPEED_KEY, JOINT_POS_KEY
 
 RNG = np.random.default_rng(11)
 WIDTH = 8

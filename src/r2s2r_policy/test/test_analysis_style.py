@@ -34,7 +34,6 @@ from r2s2r_policy.analysis.style import (
     rollout_group,
     style_ik,
 )
-from r2s2r_recorder.dataset import JOINT_POS_KEY, Episode, EpisodeWriter, obs_path
 from r2s2r_sim.demonstrator.motion import minimum_jerk
 from r2s2r_sim.demonstrator.style import (
     PINCH_CLOSED,
@@ -42,6 +41,8 @@ from r2s2r_sim.demonstrator.style import (
     trapezoid_profile,
 )
 from r2s2r_testing.episodes import synthetic_episode
+
+from r2s2r_dataset import JOINT_POS_KEY, Episode, EpisodeWriter, obs_path
 
 ARM_START = np.array([0.0, -1.9, 1.9, -1.5708, -1.5708, 0.0])
 """A configuration the arm moves from (as the demonstrator's style test uses)."""

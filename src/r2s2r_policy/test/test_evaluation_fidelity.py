@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from r2s2r_dataset.object_track import TrackView
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.evaluation.baseline import TINY_MODEL_PARAMS, robot_policy_spec
 from r2s2r_policy.evaluation.fidelity import (
@@ -24,8 +25,8 @@ from r2s2r_policy.evaluation.fidelity import (
 from r2s2r_policy.evaluation.trials import TrialRecord
 from r2s2r_policy.inference.engine import InferenceEngine, StepStatus
 from r2s2r_policy.inference.trace import InferenceTrace, load_trace
-from r2s2r_recorder.dataset import object_track_fields
-from r2s2r_recorder.dataset.object_track import TrackView
+
+from r2s2r_dataset import object_track_fields
 
 HOME = np.array([HOME_POSITIONS[name] for name in ALL_JOINT_NAMES])
 KEYS = ["head_camera_rgb", "hand_camera_rgb", "joint_pos_rad", "belt_speed_mps", "object_track"]

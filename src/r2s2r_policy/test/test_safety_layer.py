@@ -173,6 +173,29 @@ def test_a_frozen_process_holds_instead_of_moving_on_resume(policy) -> None:  # 
     assert len(sent) == commanded + 1 and sent[-1].hold
 
 
+def test_a_chunk_computed_across_a_freeze_is_not_sent_on_resume(policy) -> None:  # type: ignore[no-untyped-def]
+    """SIGSTOP in the middle of an inference: the chunk it finishes after SIGCONT is stale."""
+    sent: list[ActionCommand] = []
+    clock = FakeClock()
+    engine = InferenceEngine(policy, publish=sent.append, clock=clock)
+    run_following(engine, clock, sent, 3)
+    commanded = len(sent)
+
+    class FrozenMidInference:
+        spec = policy.spec
+
+        def predict_chunk_and_latent(self, observation):  # type: ignore[no-untyped-def]
+            clock.now_s += 5.0  # SIGSTOP ... SIGCONT while the model runs
+            return policy.predict_chunk_and_latent(observation)
+
+    engine.policy = FrozenMidInference()
+    feed(engine, HOME)
+    result = engine.step()
+    assert result.status == StepStatus.SAFETY_STOP and "frozen" in result.detail
+    assert len(sent) == commanded + 1 and sent[-1].hold
+    assert engine.stats().commands_sent == commanded
+
+
 def test_a_stop_from_outside_holds_at_once_and_needs_a_rearm(policy) -> None:  # type: ignore[no-untyped-def]
     sent: list[ActionCommand] = []
     clock = FakeClock()

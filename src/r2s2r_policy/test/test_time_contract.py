@@ -33,11 +33,12 @@ from r2s2r_policy.evaluation.in_process import make_perception, run_trial
 from r2s2r_policy.evaluation.trials import TrialSpec
 from r2s2r_policy.inference.engine import InferenceConfig, InferenceEngine
 from r2s2r_policy.spec import ImageSpec, PolicySpec
-from r2s2r_recorder.dataset import OBJECT_TRACK_KEY
 from r2s2r_sim.cell_runtime import CellConfig, SimCell
 from r2s2r_sim.demonstrator import run_demo_on_backend
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import load_world
+
+from r2s2r_dataset import OBJECT_TRACK_KEY
 
 pytestmark = pytest.mark.slow
 

@@ -11,12 +11,12 @@ first command is kept, since when to move is part of the behaviour):
   running at ``t`` would have seen): both camera images (resized to the policy resolution,
   RGB), joint positions (ordered arm then hand), belt speed (the ``belt_speed`` node's), the
   tracked-object vector (``obs/object_track``: the policy node's
-  :class:`~r2s2r_recorder.dataset.ObjectTrackLatch` over every ``/objects/tracks`` message up
+  :class:`~r2s2r_dataset.ObjectTrackLatch` over every ``/objects/tracks`` message up
   to ``t``), and the episode object's pose (for MimicGen; not a policy input);
 - the action is the trajectory controller's reference at ``t``: what the JointTrajectory
   messages received up to ``t`` on each controller command for ``t``, interpolated between
   points as ``joint_trajectory_controller`` does
-  (:func:`~r2s2r_recorder.dataset.reference.controller_reference`, the same rule as simulated
+  (:func:`~r2s2r_dataset.reference.controller_reference`, the same rule as simulated
   data); before a controller's first command, the measured joint positions (it holds).
 
 Commands with a zero header stamp ("start now" for joint_trajectory_controller) are placed
@@ -40,29 +40,30 @@ from typing import Any
 
 import cv2
 import numpy as np
+from r2s2r_dataset.object_track import (
+    TRACKER_SOURCE,
+    ObjectTrackLatch,
+    object_track_fields,
+    track_view_from_msg,
+)
+from r2s2r_dataset.reference import TimedCommand, TrajectoryReferenceError, controller_reference
 from rosbags.rosbag2.errors import ReaderError
 from rosbags.serde import SerdeError
 from rosbags.typesys.store import Typestore
 
-from .bag_format import EpisodeInfo
-from .bag_reading import BagReadError, describe_read_failure, open_reader, read_episode_info
-from .bag_repair import is_repaired, outcome_before_repair
-from .config import ConversionConfig
-from .conversion_summary import EpisodeSkippedError
-from .dataset import (
+from r2s2r_dataset import (
     HAND_CAMERA_KEY,
     HEAD_CAMERA_KEY,
     OBJECT_TRACK_KEY,
     Episode,
     EpisodeMetadata,
 )
-from .dataset.object_track import (
-    TRACKER_SOURCE,
-    ObjectTrackLatch,
-    object_track_fields,
-    track_view_from_msg,
-)
-from .dataset.reference import TimedCommand, TrajectoryReferenceError, controller_reference
+
+from .bag_format import EpisodeInfo
+from .bag_reading import BagReadError, describe_read_failure, open_reader, read_episode_info
+from .bag_repair import is_repaired, outcome_before_repair
+from .config import ConversionConfig
+from .conversion_summary import EpisodeSkippedError
 from .msg_types import deserialize, make_typestore
 
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
@@ -460,7 +461,7 @@ class BagConverter:
 
         Before the first command the target is ``measured`` (the controller holds position);
         from it on, the reference the commands define
-        (:func:`~r2s2r_recorder.dataset.reference.controller_reference`), starting from the
+        (:func:`~r2s2r_dataset.reference.controller_reference`), starting from the
         position measured when the first command arrived.
         """
         out = np.array(measured, dtype=np.float64, copy=True)

@@ -40,17 +40,7 @@ from pathlib import Path
 import h5py
 from r2s2r_common.files import move_into_place
 
-from .bag_converter import BagConverter
-from .bag_format import SIDECAR_NAME
-from .bag_reading import BagReadError
-from .config import ConversionConfig
-from .conversion_summary import (
-    READER_ERRORS,
-    ConversionSummary,
-    EpisodeSkippedError,
-    EpisodesPresentError,
-)
-from .dataset import (
+from r2s2r_dataset import (
     DATA_GROUP,
     METADATA_ATTR,
     DatasetError,
@@ -60,6 +50,17 @@ from .dataset import (
     episode_keys,
     partial_path,
     read_manifest,
+)
+
+from .bag_converter import BagConverter
+from .bag_format import SIDECAR_NAME
+from .bag_reading import BagReadError
+from .config import ConversionConfig
+from .conversion_summary import (
+    READER_ERRORS,
+    ConversionSummary,
+    EpisodeSkippedError,
+    EpisodesPresentError,
 )
 
 
@@ -190,7 +191,7 @@ def convert_bags(
 ) -> ConversionSummary:
     """Convert episode bags into one dataset shard, bag by bag (one episode in memory).
 
-    The shard is written as :func:`~.dataset.partial_path` of ``output`` and renamed to
+    The shard is written as :func:`~r2s2r_dataset.partial_path` of ``output`` and renamed to
     ``output`` when every bag has been tried (the module docstring says why and how a rerun
     resumes it). No file is made when no episode is.
 

@@ -15,11 +15,12 @@ import click
 from r2s2r_common.config import load_config
 from r2s2r_common.errors import ExitCode
 
+from r2s2r_dataset import EpisodeDataset, dataset_info
+
 from .bag_reading import inspect_bag
 from .bag_repair import repair
 from .bag_to_dataset import convert_bags, find_episode_bags
 from .config import ConversionConfig
-from .dataset import EpisodeDataset, dataset_info
 from .inspection import format_dataset_info, make_contact_sheet
 
 
@@ -206,9 +207,8 @@ def export_lerobot_cmd(
     complete, so an interrupted export leaves nothing at OUT.
     """
     from r2s2r_common.console import progress_reporter
-
-    from .lerobot_config import LeRobotExportConfig
-    from .lerobot_export import check_output, export_lerobot
+    from r2s2r_dataset.lerobot_config import LeRobotExportConfig
+    from r2s2r_dataset.lerobot_export import check_output, export_lerobot
 
     config = LeRobotExportConfig(
         codec=codec,  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from rosbags.rosbag2.errors import ReaderError
 from rosbags.serde import SerdeError
 from rosbags.typesys import TypesysError
 
-from .dataset import DatasetError
+from r2s2r_dataset import DatasetError
 
 SKIP_REASONS: tuple[str, ...] = (
     "missing_topic",

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .dataset import CAMERA_KEYS, DatasetInfo, EpisodeDataset, dataset_info
+from r2s2r_dataset import CAMERA_KEYS, DatasetInfo, EpisodeDataset, dataset_info
 
 
 def format_dataset_info(path: str | Path | DatasetInfo) -> str:

@@ -12,8 +12,9 @@ from r2s2r_recorder.bag_repair import repair
 from r2s2r_recorder.bag_to_dataset import convert_bags
 from r2s2r_recorder.bag_writer import BagWriteError, EpisodeBagWriter
 from r2s2r_recorder.config import ConversionConfig
-from r2s2r_recorder.dataset import EpisodeDataset
 from r2s2r_testing.bags import EpisodeSpec, episode_messages
+
+from r2s2r_dataset import EpisodeDataset
 
 CFG = ConversionConfig(image_width_px=32, image_height_px=24, control_rate_hz=10.0)
 FLUSH_EVERY = 40

@@ -10,13 +10,6 @@ from r2s2r_recorder.bag_converter import BagConverter
 from r2s2r_recorder.bag_to_dataset import bag_content_hash, convert_bags
 from r2s2r_recorder.config import ConversionConfig
 from r2s2r_recorder.conversion_summary import EpisodesPresentError
-from r2s2r_recorder.dataset import (
-    DATA_GROUP,
-    EpisodeDataset,
-    dataset_info,
-    partial_path,
-    read_manifest,
-)
 from r2s2r_testing.bags import (
     ARM,
     ARM_PERIOD_NS,
@@ -34,6 +27,14 @@ from r2s2r_testing.bags import (
     write_episode_bag,
 )
 from rosbags.serde import SerdeError
+
+from r2s2r_dataset import (
+    DATA_GROUP,
+    EpisodeDataset,
+    dataset_info,
+    partial_path,
+    read_manifest,
+)
 
 CFG = ConversionConfig(image_width_px=32, image_height_px=24, control_rate_hz=10.0)
 

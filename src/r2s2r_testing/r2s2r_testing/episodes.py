@@ -4,7 +4,7 @@
 the head image (its column encodes the episode's target) and the hand image brightening as the
 arm approaches; the joint targets move smoothly toward a target that only the images reveal, so
 a policy must read them. :func:`synthetic_episode` wraps them into a dataset
-:class:`~r2s2r_recorder.dataset.Episode` with the metadata a test asks for, and
+:class:`~r2s2r_dataset.Episode` with the metadata a test asks for, and
 :func:`write_hdf5` writes some in the project's dataset format.
 
 :func:`write_robot_dataset` is another thing: episodes with the robot's 18 joints near its home
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from r2s2r_recorder.dataset import (
+
+from r2s2r_dataset import (
     CAMERA_KEYS,
     HAND_CAMERA_KEY,
     HEAD_CAMERA_KEY,
@@ -178,8 +179,9 @@ def write_robot_dataset(
 
     """
     from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-    from r2s2r_recorder.dataset import OBJECT_TRACK_KEY, TRACKER_SOURCE
     from tqdm import tqdm
+
+    from r2s2r_dataset import OBJECT_TRACK_KEY, TRACKER_SOURCE
 
     joints = list(ALL_JOINT_NAMES)
     fields = object_track_fields(["cube", "cylinder", "block", "sphere"])

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from r2s2r_datagen.mimicgen.annotation import bin_poses_in_base
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_recorder.dataset import HAND_CAMERA_KEY, HEAD_CAMERA_KEY, Episode, EpisodeMetadata
+
+from r2s2r_dataset import HAND_CAMERA_KEY, HEAD_CAMERA_KEY, Episode, EpisodeMetadata
 
 if TYPE_CHECKING:
     from r2s2r_world.world import WorldParams

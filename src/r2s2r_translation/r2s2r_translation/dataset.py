@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from r2s2r_common.files import move_into_place
-from r2s2r_recorder.dataset.hdf5 import EpisodeDataset, EpisodeWriter, partial_path
+from r2s2r_dataset.hdf5 import EpisodeDataset, EpisodeWriter, partial_path
 
 from .checkpoint import Translator
 from .frames import TranslationInputError, dataset_cameras, read_frames

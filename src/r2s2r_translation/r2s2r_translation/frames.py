@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_common.errors import BadInputError
+from r2s2r_dataset.hdf5 import EpisodeDataset, dataset_info
+from r2s2r_dataset.schema import CAMERA_KEYS
 from r2s2r_policy.data.chunks import resize_image
-from r2s2r_recorder.dataset.hdf5 import EpisodeDataset, dataset_info
-from r2s2r_recorder.dataset.schema import CAMERA_KEYS
 
 MIN_EPISODES = 4
 """Fewest episodes a translator is trained from (some are held out)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from r2s2r_recorder.dataset.hdf5 import EpisodeDataset, EpisodeWriter, partial_path
+from r2s2r_dataset.hdf5 import EpisodeDataset, EpisodeWriter, partial_path
 from r2s2r_testing.episodes import robot_images, synthetic_episode
 from r2s2r_translation.checkpoint import load_translator
 from r2s2r_translation.colour import fit_colour_transfer

@@ -2,7 +2,7 @@
 
 In the pipeline, source demonstrations are recorded on the real cell (the real twin) through
 ROS and converted from bags to the dataset, with object poses from the object tracker.
-:func:`record_demonstration` produces the same :class:`~r2s2r_recorder.dataset.Episode`
+:func:`record_demonstration` produces the same :class:`~r2s2r_dataset.Episode`
 directly: it runs the human-like demonstrator on a simulator backend wrapped in a
 :class:`~r2s2r_datagen.recording.RecordingBackend`, and the episode's ``obs/object_pose`` is
 the backend's object pose, standing in for the tracker's output.
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from r2s2r_recorder.dataset import Episode, EpisodeWriter
 from r2s2r_sim.backend import SimBackend
 from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.config import RecordingConfig
 from r2s2r_datagen.recording import RecordingBackend
+from r2s2r_dataset import Episode, EpisodeWriter
 
 
 def record_demonstration(

@@ -492,7 +492,7 @@ def generator_from_dataset(
         GeneratorUnavailableError: Unreadable dataset or no usable demonstration in it.
 
     """
-    from r2s2r_recorder.dataset import DatasetError
+    from r2s2r_dataset import DatasetError
 
     nominal = load_world(nominal_world_path)
     try:

@@ -21,19 +21,6 @@ import h5py
 import numpy as np
 from numpy.typing import NDArray
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
-from r2s2r_recorder.dataset import (
-    ACTIONS_KEY,
-    DATA_GROUP,
-    METADATA_ATTR,
-    OBJECT_POSE_KEY,
-    OBJECT_POSE_VALID_KEY,
-    OBS_GROUP,
-    TIMESTAMPS_KEY,
-    Episode,
-    EpisodeDataset,
-    EpisodeMetadata,
-    episode_keys,
-)
 from r2s2r_world.world import WorldParams
 
 from r2s2r_datagen.mimicgen.annotation import (
@@ -54,6 +41,19 @@ from r2s2r_datagen.mimicgen.geometry import (
     yaw_of_matrix,
 )
 from r2s2r_datagen.mimicgen.kinematics import BaseLinkArm
+from r2s2r_dataset import (
+    ACTIONS_KEY,
+    DATA_GROUP,
+    METADATA_ATTR,
+    OBJECT_POSE_KEY,
+    OBJECT_POSE_VALID_KEY,
+    OBS_GROUP,
+    TIMESTAMPS_KEY,
+    Episode,
+    EpisodeDataset,
+    EpisodeMetadata,
+    episode_keys,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -299,7 +299,7 @@ class _EpisodeArrays:
 def _read_arrays(path: str | Path) -> Iterator[_EpisodeArrays]:
     """Episodes' non-image arrays, in :class:`EpisodeDataset` index order.
 
-    Reads the documented robomimic-style layout (:mod:`r2s2r_recorder.dataset.hdf5`) with h5py
+    Reads the documented robomimic-style layout (:mod:`r2s2r_dataset.hdf5`) with h5py
     directly, so the camera images (most of the bytes) are never decompressed.
     """
     root = Path(path)
@@ -388,7 +388,7 @@ class SourceLibrary:
         """Load, annotate (with the sidecar's manual overrides) and fit every episode.
 
         Raises:
-            r2s2r_recorder.dataset.DatasetError: The path holds no readable dataset.
+            r2s2r_dataset.DatasetError: The path holds no readable dataset.
 
         """
         count = len(EpisodeDataset(path))  # validates the path and gives the index range

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
+
+from r2s2r_dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..data.chunks import resize_image
 from ..data.sources import EpisodeSource, check_source_features

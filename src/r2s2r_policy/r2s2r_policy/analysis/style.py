@@ -42,9 +42,10 @@ from numpy.typing import NDArray
 from r2s2r_description.cell import NOMINAL_LAYOUT
 from r2s2r_description.robot import ALL_JOINT_NAMES, HAND_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_description.transforms import Pose
-from r2s2r_recorder.dataset import JOINT_POS_KEY, DatasetError, obs_path
 from r2s2r_sim.demonstrator.style import FLEXION_INDICES, N_ARM, StyleError, style_metrics
 from r2s2r_world.kinematics import PalmIk
+
+from r2s2r_dataset import JOINT_POS_KEY, DatasetError, obs_path
 
 from ..evaluation.rollouts import FINGERS, load_rollout
 from ..evaluation.stats import wilson_interval

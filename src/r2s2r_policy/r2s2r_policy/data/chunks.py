@@ -20,8 +20,9 @@ from typing import Any, Protocol, cast
 import cv2
 import numpy as np
 import torch
-from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 from torch.utils.data import Dataset, default_collate
+
+from r2s2r_dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..models.palm_frame import PalmObjectFeatures
 from ..normalization import NormalizationStats, RunningStats

@@ -5,7 +5,7 @@ whole low-dimensional arrays of an episode (joint positions, belt speed, actions
 they are cached in memory for chunking and statistics). Two implementations:
 
 - :class:`InMemoryEpisodeSource`: episodes as dicts of arrays (tests, small experiments);
-- :class:`HDF5EpisodeSource`: a thin adapter over :class:`r2s2r_recorder.dataset.EpisodeDataset`
+- :class:`HDF5EpisodeSource`: a thin adapter over :class:`r2s2r_dataset.EpisodeDataset`
   (the project's robomimic-style HDF5 datasets); images are read lazily per frame.
 
 :class:`EpisodeSubset` exposes some episodes of a source (:func:`split_episodes` draws the
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from r2s2r_recorder.dataset import (
+
+from r2s2r_dataset import (
     ACTIONS_KEY,
     BELT_SPEED_KEY,
     JOINT_POS_KEY,
@@ -245,7 +246,7 @@ class HDF5EpisodeSource:
         outcomes: Outcomes to keep (e.g. ``["success"]``); None keeps every episode.
 
     Raises:
-        r2s2r_recorder.dataset.DatasetError: If the dataset cannot be read.
+        r2s2r_dataset.DatasetError: If the dataset cannot be read.
         ValueError: If it holds no episodes (none with a kept outcome) or episodes disagree on
             joint/action names.
 
@@ -254,7 +255,7 @@ class HDF5EpisodeSource:
     def __init__(
         self, path: str | Path, name: str | None = None, outcomes: Sequence[str] | None = None
     ) -> None:
-        from r2s2r_recorder.dataset import EpisodeDataset, dataset_info
+        from r2s2r_dataset import EpisodeDataset, dataset_info
 
         self.path = Path(path)
         self._reader = EpisodeDataset(self.path)
@@ -361,7 +362,7 @@ class HDF5EpisodeSource:
         """Whole-episode low-dimensional arrays (those present).
 
         Raises:
-            r2s2r_recorder.dataset.DatasetError: If a value is NaN or Inf (naming the file,
+            r2s2r_dataset.DatasetError: If a value is NaN or Inf (naming the file,
                 the episode and the field).
 
         """

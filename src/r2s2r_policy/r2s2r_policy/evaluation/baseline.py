@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 from r2s2r_description.robot import ALL_JOINT_NAMES, HOME_POSITIONS
-from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY
+
+from r2s2r_dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY
 
 from ..models import Policy, build_policy
 from ..normalization import FeatureStats, NormalizationStats

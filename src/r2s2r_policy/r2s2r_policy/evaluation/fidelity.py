@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from r2s2r_recorder.dataset import JOINT_POS_KEY, OBJECT_TRACK_KEY
+
+from r2s2r_dataset import JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..inference.trace import LoadedTrace
 from .trials import TrialRecord

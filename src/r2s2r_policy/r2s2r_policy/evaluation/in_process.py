@@ -33,13 +33,14 @@ import numpy as np
 from r2s2r_belt.estimates import FusedSpeed
 from r2s2r_belt.perception import CellKnowledge, CellPerception, perception_config
 from r2s2r_common.config import resolve_config_path
+from r2s2r_dataset.object_track import TrackView
 from r2s2r_description.cameras import HEAD
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_recorder.dataset import IMAGE_KEY_OF_CAMERA
-from r2s2r_recorder.dataset.object_track import TrackView
 from r2s2r_sim.backend_config import make_backend
 from r2s2r_sim.cell_runtime import CellConfig, ControlStep, SimCell
 from r2s2r_world.world import load_world
+
+from r2s2r_dataset import IMAGE_KEY_OF_CAMERA
 
 from ..checkpoint import load_checkpoint
 from ..inference.commands import ActionCommand

@@ -3,7 +3,7 @@
 The :class:`~.engine.InferenceEngine` holds a loaded :class:`~r2s2r_policy.models.Policy`, the
 latest observation of every input with the time it was received (:mod:`.observations`: camera
 images resized to the spec's size, joint positions, belt speed, the tracked object made from
-``/objects/tracks`` by :class:`r2s2r_recorder.dataset.ObjectTrackLatch` as in the datasets), and
+``/objects/tracks`` by :class:`r2s2r_dataset.ObjectTrackLatch` as in the datasets), and
 runs :meth:`~r2s2r_policy.models.Policy.predict_chunk` at the command rate on its own worker
 thread (never in a sensor callback).
 

@@ -22,8 +22,9 @@ from typing import Literal, Protocol
 import numpy as np
 from pydantic import Field
 from r2s2r_common.config import ConfigModel
-from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
-from r2s2r_recorder.dataset.object_track import TrackView
+from r2s2r_dataset.object_track import TrackView
+
+from r2s2r_dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..models import Policy
 from .commands import ActionCommand, split_by_controller
@@ -518,6 +519,12 @@ class InferenceEngine:
             positions_rad=safe[keep],
             observation_time_s=image_time,
         )
+        # Frozen while inferring (SIGSTOP mid-step): the chunk is from before the freeze and
+        # resuming must not send it; the same gap rule as between ticks.
+        with self._publish_lock:
+            self.watchdog.tick(self.clock())
+        if self.watchdog.stop is not None:
+            return self._stopped_result(now_s, values, ages)
         self._last_chunk_time_s = now_s
         latency_s = time.perf_counter() - started
         with self._stats_lock:

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from r2s2r_recorder.dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
-from r2s2r_recorder.dataset.object_track import ObjectTrackLatch, TrackView, type_names_of
+from r2s2r_dataset.object_track import ObjectTrackLatch, TrackView, type_names_of
+
+from r2s2r_dataset import BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..data.chunks import resize_image
 from ..spec import PolicySpec

@@ -11,7 +11,8 @@ judges the policy over time, as an industrial arm's safety controller does:
   next target itself is outside, the policy is stopped;
 - **watchdog**: a run of chunks clamped at the joint limits (a saturating, diverged policy), a
   run of dropped chunks (non-finite output, inference errors: a policy that never moves), or a
-  tick long after the previous one (the process was frozen) stops the policy;
+  tick long after the previous one (the process was frozen; a chunk whose inference spanned
+  the freeze is not sent either) stops the policy;
 - **stop**: once stopped, one hold at the measured position is sent and nothing else until
   :meth:`SafetyWatchdog.rearm` (the node's ``~/rearm`` service): a stopped policy never moves
   the arm again on its own.
@@ -85,8 +86,9 @@ class SafetyLayerConfig(ConfigModel):
         default=1.0,
         gt=0.0,
         le=60.0,
-        description="A control tick this long after the previous one (the process was "
-        "frozen or starved) stops the policy instead of moving the arm at once on resuming.",
+        description="A control tick this long after the previous one, or a chunk ready this "
+        "long after its tick began (the process was frozen or starved, SIGSTOP included, "
+        "mid-inference too), stops the policy instead of moving the arm at once on resuming.",
     )
 
     @model_validator(mode="after")

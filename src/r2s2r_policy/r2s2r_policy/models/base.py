@@ -29,8 +29,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from r2s2r_common.config import ConfigModel
-from r2s2r_recorder.dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 from torch import nn
+
+from r2s2r_dataset import ACTIONS_KEY, BELT_SPEED_KEY, JOINT_POS_KEY, OBJECT_TRACK_KEY
 
 from ..normalization import NormalizationStats
 from ..spec import ACTION_MASK_KEY, PALM_OBJECT_KEY, PolicySpec

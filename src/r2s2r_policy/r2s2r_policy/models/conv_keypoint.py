@@ -20,8 +20,9 @@ from typing import Literal, cast
 import torch
 from pydantic import Field, model_validator
 from r2s2r_common.config import ConfigModel
-from r2s2r_recorder.dataset import ACTIONS_KEY
 from torch import nn
+
+from r2s2r_dataset import ACTIONS_KEY
 
 from ..normalization import NormalizationStats
 from ..spec import ACTION_MASK_KEY, PolicySpec

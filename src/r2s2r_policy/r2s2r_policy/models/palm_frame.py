@@ -47,7 +47,7 @@ PALM_OBJECT_FIELDS: tuple[str, ...] = (
 """Columns of the derived input (:class:`PalmObjectFeatures` output), in order."""
 
 TRACK_POSITION = slice(0, 3)
-"""``x_m, y_m, z_m`` of the tracked-object vector (r2s2r_recorder.dataset.object_track)."""
+"""``x_m, y_m, z_m`` of the tracked-object vector (r2s2r_dataset.object_track)."""
 TRACK_VELOCITY = slice(3, 6)
 """``vx_mps, vy_mps, vz_mps`` of the tracked-object vector."""
 
@@ -162,7 +162,7 @@ class PalmObjectFeatures(nn.Module):
         Args:
             joint_pos_rad: Measured joint positions in the constructor's ``joint_names`` order.
             object_track: Tracked-object vectors ``(B, F)`` (position and velocity in
-                ``base_link`` first, as :mod:`r2s2r_recorder.dataset.object_track` lays them out).
+                ``base_link`` first, as :mod:`r2s2r_dataset.object_track` lays them out).
 
         """
         pose = self.palm_pose(joint_pos_rad)

@@ -7,7 +7,7 @@ tracked object). A spec mismatch logs every mismatch and returns FAILURE: the no
 unconfigured and never commands. Subscriptions: ``/<camera>/image_raw`` per camera key
 (sensor-data QoS; ``head_camera_rgb`` -> ``/head_camera/image_raw``), ``/joint_states``,
 ``/belt/speed``, ``/objects/tracks`` (made into the tracked-object vector by the same
-:class:`~r2s2r_recorder.dataset.ObjectTrackLatch` as the datasets).
+:class:`~r2s2r_dataset.ObjectTrackLatch` as the datasets).
 
 activate: observations are cleared (the policy waits for fresh inputs) and the
 :class:`~r2s2r_policy.inference.engine.InferenceEngine` worker thread starts; every action chunk is
@@ -65,17 +65,17 @@ from r2s2r_common.topics import (
 )
 from r2s2r_description.controllers import controller_name
 from r2s2r_description.robot import ALL_JOINT_NAMES
-from r2s2r_recorder.dataset import (
-    TRACKER_SOURCE,
-    object_track_fields,
-    track_view_from_msg,
-)
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from r2s2r_dataset import (
+    TRACKER_SOURCE,
+    object_track_fields,
+    track_view_from_msg,
+)
 from r2s2r_interfaces.msg import ObjectTrackArray
 from r2s2r_policy.analysis.index import (
     LatentIndexError,

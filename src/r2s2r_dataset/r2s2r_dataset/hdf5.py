@@ -7,7 +7,7 @@ Why HDF5 and not LeRobot v3: the maintained LeRobot v3 writer on PyPI (``lerobot
 so the second install silently breaks the first). It also brings pandas, pyarrow, ``datasets``
 and the HF hub client. That does not install *cleanly* beside the workspace environment, so
 we write robomimic-style HDF5 through h5py, which every robot-learning toolkit that reads
-robomimic data can open. ``r2s2r dataset export-lerobot`` (:mod:`r2s2r_recorder.lerobot_export`)
+robomimic data can open. ``r2s2r dataset export-lerobot`` (:mod:`r2s2r_dataset.lerobot_export`)
 writes a LeRobot v3.0 copy for those who load that format (pyarrow and PyAV only).
 
 Layout of one file (a *shard*; every name is a constant of :mod:`.schema`)::

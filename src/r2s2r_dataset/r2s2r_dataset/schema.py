@@ -37,7 +37,7 @@ from r2s2r_description.cameras import CAMERAS, HAND, HEAD
 SCHEMA_VERSION = 1
 """Version of the episode schema written into every dataset file."""
 
-# The names a dataset file spells, defined here once: the writer, the readers (the recorder's,
+# The names a dataset file spells, defined here once: the writer, the readers (this package's,
 # MimicGen's source reader, the policy's sources) and the policy's batch keys import them.
 # Observation keys (``obs/<key>`` in a file; the same keys name a policy's inputs):
 # The camera image keys are the cameras' (:mod:`r2s2r_description.cameras`), named here too.

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from r2s2r_recorder.dataset import (
+
+from r2s2r_dataset import (
     ObjectTrackLatch,
     TrackView,
     object_track_fields,

@@ -1,6 +1,6 @@
 """The names a dataset file spells, written out here on purpose.
 
-Code takes every name from ``r2s2r_recorder.dataset.schema`` (its one home); this file spells
+Code takes every name from ``r2s2r_dataset.schema`` (its one home); this file spells
 them literally, so that renaming a constant, which would change the files written and stop
 every existing dataset from reading, fails here instead of passing everywhere.
 """
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from r2s2r_recorder.dataset import (
+from r2s2r_testing.episodes import synthetic_episode
+
+from r2s2r_dataset import (
     SCHEMA_VERSION,
     EpisodeWriter,
     dataset_info,
@@ -18,7 +20,6 @@ from r2s2r_recorder.dataset import (
     obs_path,
     schema,
 )
-from r2s2r_testing.episodes import synthetic_episode
 
 OBSERVATIONS = [
     "belt_speed_mps",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from r2s2r_recorder.dataset.reference import (
+from r2s2r_dataset.reference import (
     TimedCommand,
     TrajectoryReferenceError,
     controller_reference,

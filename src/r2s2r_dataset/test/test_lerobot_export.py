@@ -1,9 +1,10 @@
-"""``r2s2r dataset export-lerobot``: the LeRobot v3.0 layout, its contents, and bad input.
+"""The LeRobot v3.0 export (``r2s2r dataset export-lerobot``): its layout, contents, bad input.
 
 The layout, info.json, parquet contents (read back with pyarrow), stats and videos (decoded with
 PyAV) are checked here against the source episodes. ``test_real_reader_*`` loads the export
 with LeRobot's own ``LeRobotDataset`` in a separate virtual environment (see
-``lerobot_reader_check.py``); skipped when none is found.
+``lerobot_reader_check.py``); skipped when none is found. The command itself is tested with
+the recorder's command line (``r2s2r_recorder/test/test_recorder_cli.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import av
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from r2s2r_recorder.dataset import CAMERA_KEYS, EpisodeDataset, partial_path
-from r2s2r_recorder.lerobot_config import LeRobotExportConfig
-from r2s2r_recorder.lerobot_export import export_lerobot
-from r2s2r_recorder.lerobot_format import CODEBASE_VERSION, ExportError, video_feature_key
+from r2s2r_dataset.lerobot_config import LeRobotExportConfig
+from r2s2r_dataset.lerobot_export import export_lerobot
+from r2s2r_dataset.lerobot_format import CODEBASE_VERSION, ExportError, video_feature_key
 from r2s2r_testing.episodes import TRACK_FIELDS, synthetic_episode, write_episodes
+
+from r2s2r_dataset import CAMERA_KEYS, EpisodeDataset, partial_path
 
 LEROBOT_PYTHON_ENV = "R2S2R_LEROBOT_PYTHON"
 """Interpreter of a virtual environment holding LeRobot (default /tmp/lerobot_venv/bin/python)."""
@@ -259,7 +261,7 @@ def test_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
 def test_refuses_what_is_not_a_dataset(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not a dataset\n")
-    from r2s2r_recorder.dataset import DatasetError
+    from r2s2r_dataset import DatasetError
 
     with pytest.raises(DatasetError, match="cannot read HDF5 file"):
         export_lerobot(text, tmp_path / "out", LeRobotExportConfig())
@@ -297,18 +299,6 @@ def test_refuses_non_finite_values_with_nothing_written(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match=r"action: 1 NaN/Inf values, the first at frame 3"):
         export_lerobot(source, tmp_path / "out", LeRobotExportConfig())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hdf5"]
-
-
-def test_cli_exports_with_one_summary_line(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-    from r2s2r_recorder.cli import cli
-
-    source = _source(tmp_path / "in.hdf5", frames=(5, 6))
-    result = CliRunner().invoke(
-        cli, ["export-lerobot", str(source), str(tmp_path / "out"), "--codec", "h264"]
-    )
-    assert result.exit_code == 0, result.output
-    assert "LeRobot v3.0, 2 episodes, 11 frames (real 11), h264 video" in result.output
 
 
 def _lerobot_python() -> Path | None:

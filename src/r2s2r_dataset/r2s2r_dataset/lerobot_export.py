@@ -2,7 +2,7 @@
 
 The layout and its columns are :mod:`.lerobot_format`'s, the stats :mod:`.lerobot_stats`'s, and
 the files are written by :mod:`.lerobot_files`; the settings are
-:class:`~r2s2r_recorder.lerobot_config.LeRobotExportConfig`.
+:class:`~r2s2r_dataset.lerobot_config.LeRobotExportConfig`.
 
 LeRobot has no per-dataset sampling weight: the export's README and
 ``info.json["r2s2r"]["co_training"]`` say how to reproduce the workspace's ``sim_ratio``.
@@ -24,14 +24,7 @@ from typing import Any
 import numpy as np
 from r2s2r_common.files import move_into_place
 
-from .dataset import (
-    CAMERA_KEYS,
-    Episode,
-    EpisodeDataset,
-    EpisodeMetadata,
-    non_finite_problem,
-    partial_path,
-)
+from .hdf5 import EpisodeDataset, partial_path
 from .lerobot_config import LeRobotExportConfig
 from .lerobot_files import (
     TableWriter,
@@ -59,6 +52,7 @@ from .lerobot_format import (
     video_feature_key,
 )
 from .lerobot_stats import array_stats, histogram_stats, image_histogram, jsonable
+from .schema import CAMERA_KEYS, Episode, EpisodeMetadata, non_finite_problem
 
 
 @dataclass

@@ -3,7 +3,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from r2s2r_recorder.dataset import (
+from r2s2r_testing.episodes import synthetic_episode
+
+from r2s2r_dataset import (
     DatasetError,
     Episode,
     EpisodeDataset,
@@ -11,7 +13,6 @@ from r2s2r_recorder.dataset import (
     dataset_info,
     merge_shards,
 )
-from r2s2r_testing.episodes import synthetic_episode
 
 
 def make_episode(seed: int, frames: int, behavior: str = "mimicgen") -> Episode:
@@ -81,36 +82,3 @@ def test_reader_on_directory_and_errors(tmp_path: Path) -> None:
         writer.append(bad)
     with h5py.File(tmp_path / "x.hdf5", "r") as handle:
         assert list(handle["data"]) == []
-
-
-def test_contact_sheet_and_info_cli(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-    from r2s2r_recorder.cli import cli
-
-    with EpisodeWriter(tmp_path / "a.hdf5") as writer:
-        writer.append(make_episode(0, 12))
-        writer.append(make_episode(1, 9, "planner"))
-    runner = CliRunner()
-    result = runner.invoke(cli, ["dataset-info", str(tmp_path / "a.hdf5")])
-    assert result.exit_code == 0, result.output
-    assert "episodes  2" in result.output and "sim/planner: 1" in result.output
-    out = tmp_path / "sheet.png"
-    result = runner.invoke(cli, ["contact-sheet", str(tmp_path / "a.hdf5"), "1", str(out)])
-    assert result.exit_code == 0, result.output
-    import matplotlib.image
-
-    image = matplotlib.image.imread(out)
-    assert image.shape[0] > 300 and image.shape[1] > 600
-    assert image[..., :3].std() > 0.05  # frames and plots, not a blank page
-
-
-def test_shipped_recorder_yaml_validates() -> None:
-    from r2s2r_common.config import load_config
-    from r2s2r_recorder.config import RecorderConfig
-
-    path = Path(__file__).resolve().parents[3] / "config" / "nodes" / "recorder.yaml"
-    config = load_config(RecorderConfig, path, "recorder")
-    assert config.qos_profile("/tf_static") == "reliable_transient_local"
-    assert config.qos_profile("/head_camera/image_raw") == "sensor_data"
-    assert config.qos_profile("/joint_states") == "default"
-    assert "/objects/tracks" in config.topics

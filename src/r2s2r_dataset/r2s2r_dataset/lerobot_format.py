@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import CAMERA_KEYS, DatasetError, Episode, EpisodeMetadata
+from .hdf5 import DatasetError
+from .schema import CAMERA_KEYS, Episode, EpisodeMetadata
 
 CODEBASE_VERSION = "v3.0"
 """LeRobot dataset format version written (``info.json["codebase_version"]``)."""

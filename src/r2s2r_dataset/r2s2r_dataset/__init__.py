@@ -1,10 +1,15 @@
-"""Episode datasets shared by the recorder, data generation and policy training.
+"""Episode datasets shared by the recorder, data generation, perception and policy training.
 
-Import from here: the schema (:class:`Episode`, :class:`EpisodeMetadata`, and every name a
-dataset file spells: ``*_KEY``, ``*_GROUP``, ``*_ATTR``, defined once in :mod:`.schema`), the
-shard writer (:class:`EpisodeWriter`), the lazy reader (:class:`EpisodeDataset`),
-:func:`merge_shards` and :func:`dataset_info`. The storage format is robomimic-style HDF5;
-:mod:`.hdf5` says why.
+No ROS here: the package imports no rclpy and no message package. Import from here: the schema
+(:class:`Episode`, :class:`EpisodeMetadata`, and every name a dataset file spells: ``*_KEY``,
+``*_GROUP``, ``*_ATTR``, defined once in :mod:`.schema`), the shard writer
+(:class:`EpisodeWriter`), the lazy reader (:class:`EpisodeDataset`), the manifest and partial
+files (:func:`read_manifest`, :func:`partial_path`), :func:`merge_shards`, :func:`dataset_info`
+and the tracked-object columns (:mod:`.object_track`). The storage format is robomimic-style
+HDF5; :mod:`.hdf5` says why. Imported by module: the action label of a frame
+(:mod:`.reference`) and the one-way export to LeRobot v3.0 (:mod:`.lerobot_export`, its
+settings in :mod:`.lerobot_config`, its layout in :mod:`.lerobot_format`, written by
+:mod:`.lerobot_files`, stats by :mod:`.lerobot_stats`).
 """
 
 from .hdf5 import (
