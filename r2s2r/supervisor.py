@@ -16,6 +16,12 @@ The nodes die with the supervisor's process however it ends, SIGKILL included: t
 by :func:`r2s2r_common.process.spawn_owned` (the kernel's parent-death signal, and an owner
 check in every node's runner), so nothing of a graph outlives the command that started it.
 
+A node the kernel holds stopped (SIGSTOP, a debugger) says nothing of itself, not even on
+``/diagnostics``: a watch thread reads every node's process state and names a node stopped for
+a second on the console, again every 10 s while it stays so, and once when it runs again
+(:mod:`r2s2r.freeze_watch`). On shutdown each signal is followed by SIGCONT, so a stopped node
+handles it (a policy node sends its final hold) instead of waiting to be killed.
+
 This is the one process supervisor of the workspace: ``r2s2r launch``, the graphs a verb starts
 for the duration of its work (:func:`running_graph`: ``r2s2r ground --launch``, the
 ``record_demos`` graph of ``r2s2r record-demos``, the ``evaluate`` graph of ``r2s2r evaluate``)
@@ -51,6 +57,7 @@ from r2s2r_common.ros_domain import apply_discovery
 from r2s2r_world.grounding import check_artifact_arguments
 
 from r2s2r.domain_guard import check_no_cell_running, starts_a_cell
+from r2s2r.freeze_watch import FreezeWatch, FreezeWatchConfig, process_state
 from r2s2r.graph import (
     ConsoleMode,
     GraphError,
@@ -110,6 +117,7 @@ class GraphSupervisor:
         progress: bool = True,
         env: Mapping[str, str] | None = None,
         check_cell: bool = True,
+        freeze_watch: FreezeWatchConfig | None = None,
     ) -> None:
         """Prepare (but do not start) the graph.
 
@@ -129,6 +137,8 @@ class GraphSupervisor:
             check_cell: Before a graph that brings its own cell (the real twin) starts, refuse
                 when a cell already publishes ``/joint_states`` in its domain
                 (:mod:`r2s2r.domain_guard`).
+            freeze_watch: When a stopped node is named on the console
+                (:class:`r2s2r.freeze_watch.FreezeWatchConfig`; None: its defaults).
 
         """
         self._nodes = nodes
@@ -143,6 +153,9 @@ class GraphSupervisor:
         self._children: list[_Child] = []
         self._stop_requested = threading.Event()
         self._console_lock = threading.Lock()
+        self._freeze_watch = freeze_watch or FreezeWatchConfig()
+        self._watch_done = threading.Event()
+        self._watch_thread: threading.Thread | None = None
 
     def say(self, text: str) -> None:
         """Print a supervisor message."""
@@ -241,6 +254,24 @@ class GraphSupervisor:
             self._children.append(_Child(node, process, log_path, pump))
         started = ", ".join(f"{c.node.name} (pid {c.process.pid})" for c in self._children)
         self.say(f"started {started}; logs in {self._log_dir}")
+        self._watch_done.clear()
+        self._watch_thread = threading.Thread(
+            target=self._watch_stopped_nodes, name="freeze_watch", daemon=True
+        )
+        self._watch_thread.start()
+
+    def _watch_stopped_nodes(self) -> None:
+        """Name the nodes the kernel holds stopped (see :mod:`r2s2r.freeze_watch`)."""
+        watch = FreezeWatch(self._freeze_watch)
+        while not self._watch_done.wait(self._freeze_watch.poll_period_s):
+            now_s = time.monotonic()
+            for child in list(self._children):
+                pid = child.process.pid
+                # Once reaped, the pid may be another process's.
+                state = process_state(pid) if child.process.returncode is None else None
+                line = watch.sample(child.node.name, pid, state, now_s)
+                if line is not None:
+                    self.say(line)
 
     def dead_node(self) -> str | None:
         """Describe the first node that exited (code, log, its last lines), else None."""
@@ -285,9 +316,12 @@ class GraphSupervisor:
                     if code == 0:
                         self.say(f"required node '{child.node.name}' finished; stopping the graph")
                     else:
+                        # Its last log line is the reason (a node's refusal is one line).
+                        reason = log_tail(child.log_path, 1)
                         self.say(
                             f"ERROR: required node '{child.node.name}' died with exit code {code} "
                             f"(log: {child.log_path}); stopping the graph"
+                            + (f"\n  {child.node.name}: {reason}" if reason else "")
                         )
                         exit_code = 1
                     self._stop_requested.set()
@@ -300,7 +334,14 @@ class GraphSupervisor:
         return exit_code
 
     def shutdown(self) -> None:
-        """Stop every child: SIGINT, then SIGTERM, then SIGKILL, each after the grace period."""
+        """Stop every child: SIGINT, then SIGTERM, then SIGKILL, each after the grace period.
+
+        SIGCONT follows SIGINT and SIGTERM: a stopped node handles them (its own clean stop)
+        instead of sitting out both grace periods until SIGKILL.
+        """
+        self._watch_done.set()
+        if self._watch_thread is not None:
+            self._watch_thread.join(timeout=2.0)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             alive = [c for c in self._children if c.process.poll() is None]
             if not alive:
@@ -308,6 +349,8 @@ class GraphSupervisor:
             for child in alive:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.process.pid, sig)
+                    if sig != signal.SIGKILL:
+                        os.killpg(child.process.pid, signal.SIGCONT)
             deadline = time.monotonic() + self._grace_period_s
             for child in alive:
                 try:

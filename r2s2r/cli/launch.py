@@ -24,7 +24,9 @@ from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
         "exit code is non-zero when a required node dies. The graph runs in the shell's "
         "ROS_DOMAIN_ID and discovers on this host only (--discovery subnet, or "
         "R2S2R_ROS_DISCOVERY=SUBNET, opens it); a graph that brings its own cell (the real twin) "
-        "refuses to start where a cell already publishes /joint_states."
+        "refuses to start where a cell already publishes /joint_states. A node the kernel "
+        "holds stopped (SIGSTOP, a debugger) is named on the console after 1 s, again every "
+        "10 s, and when it runs again."
     ),
 )
 @click.argument("graph")
