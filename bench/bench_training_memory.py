@@ -95,13 +95,13 @@ def child(mode: str, real: str, sim: str, px: int, steps: int, batch: int, folde
     from r2s2r_policy.training_config import TrainConfig
 
     from r2s2r.experiment.config import ExperimentConfig
-    from r2s2r.experiment.products import EpisodeDataset
+    from r2s2r.experiment.products import DatasetProduct
     from r2s2r.experiment.training import train_config_for
 
     torch.set_num_threads(1)
     preset = load_config(ExperimentConfig, benchlib.REPO / "config" / "experiment" / "paper.yaml")
     preset = preset.model_copy(update={"image_px": px, "batch_size": batch, "train_steps": steps})
-    data = train_config_for(preset, EpisodeDataset(real, "real"), EpisodeDataset(sim, "sim"))
+    data = train_config_for(preset, DatasetProduct(real, "real"), DatasetProduct(sim, "sim"))
     data.update(
         num_threads=1,
         progress_bar=False,

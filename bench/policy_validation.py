@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from r2s2r_policy.training_config import TrainConfig
 
     from r2s2r.experiment.config import load_preset
-    from r2s2r.experiment.products import EpisodeDataset
+    from r2s2r.experiment.products import DatasetProduct
     from r2s2r.experiment.training import deep_merge, train_config_for
 
     if args.base_seed < VALIDATION_BASE_SEED:
@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         execution=args.execution or preset.execution,
         executed_steps=args.executed_steps or preset.executed_steps,
     )
-    real = EpisodeDataset(args.real, "") if args.real else None
-    sim = EpisodeDataset(args.sim, "") if args.sim else None
+    real = DatasetProduct(args.real, "") if args.real else None
+    sim = DatasetProduct(args.sim, "") if args.sim else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []

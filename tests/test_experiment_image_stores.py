@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from r2s2r.experiment.config import ExperimentConfig
-from r2s2r.experiment.products import EpisodeDataset
+from r2s2r.experiment.products import DatasetProduct
 from r2s2r.experiment.runner import open_session
 from r2s2r.experiment.training import train_policy
 
@@ -29,8 +29,8 @@ def test_policies_share_one_store_per_dataset_and_the_key_ignores_it(
 ) -> None:
     overrides = dict(smoke_config.train_overrides, image_store_dir="image_stores")
     stored = smoke_config.model_copy(update={"train_overrides": overrides})
-    real = EpisodeDataset(smoke_config.real_dataset, "real-fingerprint")
-    sim = EpisodeDataset(smoke_config.sim_datasets["nominal_planner"], "sim-fingerprint")
+    real = DatasetProduct(smoke_config.real_dataset, "real-fingerprint")
+    sim = DatasetProduct(smoke_config.sim_datasets["nominal_planner"], "sim-fingerprint")
     lines: list[str] = []
     session = session_of(stored, tmp_path / "exp", lines)
     first = train_policy(session, "real_only", real, None)

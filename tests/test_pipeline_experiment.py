@@ -170,10 +170,10 @@ one."""
 
 
 def test_a_paper_scale_training_killed_loses_at_most_three_minutes() -> None:
-    from r2s2r.experiment.products import EpisodeDataset
+    from r2s2r.experiment.products import DatasetProduct
     from r2s2r.experiment.training import train_config_for
 
-    data = EpisodeDataset("demos.hdf5", "real"), EpisodeDataset("sim.hdf5", "sim")
+    data = DatasetProduct("demos.hdf5", "real"), DatasetProduct("sim.hdf5", "sim")
     train = train_config_for(load_preset("paper"), *data)
     assert train["steps"] == 30000
     assert train["checkpoint_every_steps"] * PAPER_SECONDS_PER_STEP <= 180.0

@@ -9,8 +9,8 @@ MimicGen), trained on the same demonstrations and evaluated on the same trials
 - :mod:`.options`: the command-line options, one table (options, overrides, reproduce);
 - :mod:`.validation`: every part of a config checked before the first stage runs;
 - :mod:`.session`: one experiment directory as the stages see it;
-- :mod:`.products`: what stages hand on (:class:`~.products.EpisodeDataset`,
-  :class:`~.products.GroundingArtifact`, :class:`~.products.Checkpoint`, or
+- :mod:`.products`: what stages hand on (:class:`~.products.DatasetProduct`,
+  :class:`~.products.ArtifactProduct`, :class:`~.products.Checkpoint`, or
   :class:`~.products.Unavailable` with the reason);
 - the stages: :mod:`.cell` (grounding, then demonstrations), :mod:`.generation`,
   :mod:`.training`, :mod:`.evaluation` (execution selection and the protocol);

@@ -13,7 +13,7 @@ from typing import Any
 
 from r2s2r_common.config import ConfigError
 
-from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable, given_file
+from r2s2r.experiment.products import ArtifactProduct, DatasetProduct, Unavailable, given_file
 from r2s2r.experiment.session import ExperimentSession
 from r2s2r.pipeline.cache import StageError, content_hash, file_fingerprint
 from r2s2r.pipeline.stages import (
@@ -39,14 +39,14 @@ def _demos_command(
     return record_demos_argv(out_dir, episodes, seed, twin_config=twin_config, artifact=artifact)
 
 
-def grounding(session: ExperimentSession) -> GroundingArtifact | Unavailable:
+def grounding(session: ExperimentSession) -> ArtifactProduct | Unavailable:
     """Return the grounding artifact: given, or written by ``r2s2r ground`` against the twin."""
     config = session.config
     if config.grounding_artifact:
         given = given_file(config.grounding_artifact, "grounding_artifact", file_only=True)
         if isinstance(given, Unavailable):
             return given
-        return GroundingArtifact(str(given), content_hash(given))
+        return ArtifactProduct(str(given), content_hash(given))
     folder = session.stages.folder(GROUNDING)
     artifact = folder / "artifact.yaml"
     stage = grounding_stage(
@@ -65,13 +65,13 @@ def grounding(session: ExperimentSession) -> GroundingArtifact | Unavailable:
         return Unavailable(f"grounding artifact not produced: {error}")
     session.state.note(GROUNDING, outcome)
     written = outcome.outputs["artifact"]
-    return GroundingArtifact(written, content_hash(written))
+    return ArtifactProduct(written, content_hash(written))
 
 
-def ground_cell(session: ExperimentSession) -> GroundingArtifact | Unavailable:
+def ground_cell(session: ExperimentSession) -> ArtifactProduct | Unavailable:
     """Ground the cell (:func:`grounding`); the session gets the grounded cell's arguments."""
     artifact = grounding(session)
-    if isinstance(artifact, GroundingArtifact):
+    if isinstance(artifact, ArtifactProduct):
         export = session.directory / "grounded_cell"  # camera_info files of the artifact
         try:
             session.cell_arguments = grounded_cell_arguments(Path(artifact.path), export)
@@ -87,10 +87,10 @@ REAL_SUBSET = "real_subset"
 
 def first_demonstrations(
     session: ExperimentSession,
-    given: EpisodeDataset,
+    given: DatasetProduct,
     wanted: int | None = None,
     stage: str = REAL_SUBSET,
-) -> EpisodeDataset | Unavailable:
+) -> DatasetProduct | Unavailable:
     """Return the first ``real_demos`` (or ``wanted``) successful demonstrations of a dataset.
 
     A dataset that holds no more successful episodes than ``real_demos`` is used as it is
@@ -131,10 +131,10 @@ def first_demonstrations(
         stage, inputs, body, what=f"the first {wanted} demonstrations of {given.path}"
     )
     session.state.note(stage, outcome)
-    return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
+    return DatasetProduct(outcome.outputs["dataset"], outcome.fingerprint)
 
 
-def real_demos(session: ExperimentSession) -> EpisodeDataset | Unavailable:
+def real_demos(session: ExperimentSession) -> DatasetProduct | Unavailable:
     """Return the real dataset: given (:func:`first_demonstrations` of it), or recorded.
 
     Recorded: ``r2s2r record-demos`` on the grounded cell.
@@ -144,9 +144,9 @@ def real_demos(session: ExperimentSession) -> EpisodeDataset | Unavailable:
         given = given_file(config.real_dataset, "real_dataset")
         if isinstance(given, Unavailable):
             return given
-        return first_demonstrations(session, EpisodeDataset(str(given), file_fingerprint(given)))
+        return first_demonstrations(session, DatasetProduct(str(given), file_fingerprint(given)))
     artifact = session.artifact
-    if not isinstance(artifact, GroundingArtifact):
+    if not isinstance(artifact, ArtifactProduct):
         why = artifact.reason if artifact is not None else "not run"
         return Unavailable(
             f"demonstrations are recorded on the grounded cell, and it is not grounded: {why}"
@@ -180,4 +180,4 @@ def real_demos(session: ExperimentSession) -> EpisodeDataset | Unavailable:
     except StageError as error:
         return Unavailable(f"real demonstrations not recorded: {error}")
     session.state.note(DEMOS, outcome)
-    return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
+    return DatasetProduct(outcome.outputs["dataset"], outcome.fingerprint)

@@ -17,7 +17,7 @@ from typing import Any
 from r2s2r_common.config import ConfigError, dump_yaml
 from r2s2r_common.disk import DiskSpaceError
 
-from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable, given_file
+from r2s2r.experiment.products import ArtifactProduct, DatasetProduct, Unavailable, given_file
 from r2s2r.experiment.session import ExperimentSession
 from r2s2r.pipeline.cache import StageError, content_hash, file_fingerprint
 
@@ -31,9 +31,9 @@ def split_world_behavior(configuration: str) -> tuple[str, str]:
 def simulated(
     session: ExperimentSession,
     configuration: str,
-    real: EpisodeDataset | Unavailable,
-    artifact: GroundingArtifact | Unavailable | None,
-) -> EpisodeDataset | Unavailable:
+    real: DatasetProduct | Unavailable,
+    artifact: ArtifactProduct | Unavailable | None,
+) -> DatasetProduct | Unavailable:
     """Return one configuration's simulated dataset: given, or generated."""
     config = session.config
     given = config.sim_datasets.get(configuration)
@@ -41,11 +41,11 @@ def simulated(
         path = given_file(given, "sim dataset")
         if isinstance(path, Unavailable):
             return path
-        return EpisodeDataset(str(path), file_fingerprint(path))
+        return DatasetProduct(str(path), file_fingerprint(path))
     world, behavior = split_world_behavior(configuration)
     if behavior == "mimicgen" and isinstance(real, Unavailable):
         return Unavailable(f"MimicGen needs the real demonstrations: {real.reason}")
-    if world == "grounded" and not isinstance(artifact, GroundingArtifact):
+    if world == "grounded" and not isinstance(artifact, ArtifactProduct):
         reason = artifact.reason if artifact is not None else "not requested"
         return Unavailable(f"grounded world needs the grounding artifact: {reason}")
     from r2s2r_datagen.config import bundled_configurations_path
@@ -67,10 +67,10 @@ def simulated(
         if behavior == "mimicgen" and mimicgen_file.is_file()
         else "",
         "real": real.fingerprint
-        if behavior == "mimicgen" and isinstance(real, EpisodeDataset)
+        if behavior == "mimicgen" and isinstance(real, DatasetProduct)
         else "",
         "artifact": artifact.fingerprint
-        if world == "grounded" and isinstance(artifact, GroundingArtifact)
+        if world == "grounded" and isinstance(artifact, ArtifactProduct)
         else "",
     }
     inputs = {**resume_inputs, "episodes": config.sim_episodes_per_configuration}
@@ -82,8 +82,8 @@ def simulated(
         configurations = with_inputs(
             shipped,
             bundled,
-            grounding_artifact=artifact.path if isinstance(artifact, GroundingArtifact) else None,
-            mimicgen_source=real.path if isinstance(real, EpisodeDataset) else None,
+            grounding_artifact=artifact.path if isinstance(artifact, ArtifactProduct) else None,
+            mimicgen_source=real.path if isinstance(real, DatasetProduct) else None,
         )
         configurations_path = folder / "configurations.yaml"
         dump_yaml(configurations.model_dump(mode="json"), configurations_path)
@@ -142,4 +142,4 @@ def simulated(
         return Unavailable(str(error))
     session.state.note(name, outcome)
     session.state.generation[configuration] = outcome.record.info
-    return EpisodeDataset(outcome.outputs["dataset"], outcome.fingerprint)
+    return DatasetProduct(outcome.outputs["dataset"], outcome.fingerprint)

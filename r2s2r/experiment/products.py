@@ -20,12 +20,12 @@ class Product:
 
 
 @dataclass(frozen=True)
-class EpisodeDataset(Product):
+class DatasetProduct(Product):
     """Episodes (HDF5 file or shard folder): the real demonstrations or a simulated set."""
 
 
 @dataclass(frozen=True)
-class GroundingArtifact(Product):
+class ArtifactProduct(Product):
     """The grounding artifact (``r2s2r ground``); its fingerprint is its content hash."""
 
 

@@ -40,7 +40,7 @@ from r2s2r.experiment.evaluation import (
     select_execution,
 )
 from r2s2r.experiment.generation import simulated, split_world_behavior
-from r2s2r.experiment.products import EpisodeDataset, GroundingArtifact, Unavailable
+from r2s2r.experiment.products import ArtifactProduct, DatasetProduct, Unavailable
 from r2s2r.experiment.results import REAL_ONLY, ExperimentResults, PolicyResult
 from r2s2r.experiment.session import ExperimentSession, Log, resolve_config
 from r2s2r.experiment.training import train_policy
@@ -85,8 +85,8 @@ def open_session(
 def run_policy(
     session: ExperimentSession,
     name: str,
-    real: EpisodeDataset | Unavailable,
-    sim: EpisodeDataset | Unavailable | None,
+    real: DatasetProduct | Unavailable,
+    sim: DatasetProduct | Unavailable | None,
 ) -> PolicyResult:
     """Train and evaluate one policy, or say why it cannot run."""
     world, behavior = (None, None) if name == REAL_ONLY else split_world_behavior(name)
@@ -100,8 +100,8 @@ def run_policy(
 def train_select_evaluate(
     session: ExperimentSession,
     name: str,
-    real: EpisodeDataset,
-    sim: EpisodeDataset | None,
+    real: DatasetProduct,
+    sim: DatasetProduct | None,
     world: str | None,
     behavior: str | None,
 ) -> PolicyResult:
@@ -117,7 +117,7 @@ def train_select_evaluate(
 
 
 def run_capacity_check(
-    session: ExperimentSession, sim: EpisodeDataset | Unavailable | None
+    session: ExperimentSession, sim: DatasetProduct | Unavailable | None
 ) -> PolicyResult | None:
     """Run the capacity check (proves the learner can learn the task).
 
@@ -146,7 +146,7 @@ def run_capacity_check(
     return policy_result_from_json(name, data, None, None, checkpoint.path)
 
 
-def ground_if_needed(session: ExperimentSession) -> GroundingArtifact | Unavailable | None:
+def ground_if_needed(session: ExperimentSession) -> ArtifactProduct | Unavailable | None:
     """Ground the cell when anything needs it, first (docs/architecture.md section 3).
 
     The order of work: ground the cell, then record on it and evaluate on it with grounded
@@ -158,7 +158,7 @@ def ground_if_needed(session: ExperimentSession) -> GroundingArtifact | Unavaila
         split_world_behavior(c)[0] == "grounded" and c not in config.sim_datasets
         for c in config.configurations
     )
-    artifact: GroundingArtifact | Unavailable | None = None
+    artifact: ArtifactProduct | Unavailable | None = None
     if needs_artifact or config.grounding_artifact:
         artifact = ground_cell(session)
         if isinstance(artifact, Unavailable):
@@ -196,7 +196,7 @@ def run(session: ExperimentSession, command: str = "") -> ExperimentResults:
     real = real_demos(session)
     if isinstance(real, Unavailable):
         session.log(f"[demos] NOT AVAILABLE: {real.reason}")
-    sims: dict[str, EpisodeDataset | Unavailable] = {}
+    sims: dict[str, DatasetProduct | Unavailable] = {}
     wanted = list(config.configurations)
     if config.capacity_configuration and config.capacity_configuration not in wanted:
         wanted.append(config.capacity_configuration)

@@ -15,7 +15,7 @@ from typing import Any
 from r2s2r_common.config import resolve_config_path
 
 from r2s2r.experiment.config import ExperimentConfig
-from r2s2r.experiment.products import GroundingArtifact, Unavailable
+from r2s2r.experiment.products import ArtifactProduct, Unavailable
 from r2s2r.pipeline.cache import StageOutcome, StageRunner, content_hash
 from r2s2r.pipeline.commands import CommandRunner
 
@@ -103,7 +103,7 @@ class ExperimentSession:
     progress_bars: bool
     commit: str
     twin_path: Path
-    artifact: GroundingArtifact | Unavailable | None = None
+    artifact: ArtifactProduct | Unavailable | None = None
     cell_arguments: dict[str, str] = field(default_factory=dict)
     state: ExperimentState = field(default_factory=ExperimentState)
 
@@ -113,6 +113,6 @@ class ExperimentSession:
         The twin is the grounded cell (the artifact's fingerprint); any other world (the
         capacity check's simulator world) is a simulated cell that knows itself.
         """
-        if world == self.twin_path and isinstance(self.artifact, GroundingArtifact):
+        if world == self.twin_path and isinstance(self.artifact, ArtifactProduct):
             return f"grounded {self.artifact.fingerprint}"
         return "ungrounded" if world == self.twin_path else "simulated world"

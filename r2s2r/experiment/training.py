@@ -21,7 +21,7 @@ from typing import Any
 from r2s2r_common.config import dump_yaml, load_config, parse_config
 
 from r2s2r.experiment.config import ExperimentConfig
-from r2s2r.experiment.products import Checkpoint, EpisodeDataset
+from r2s2r.experiment.products import Checkpoint, DatasetProduct
 from r2s2r.experiment.session import ExperimentSession, resolve_config
 from r2s2r.pipeline.cache import StageError
 
@@ -39,8 +39,8 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def train_config_for(
     config: ExperimentConfig,
-    real: EpisodeDataset | None,
-    sim: EpisodeDataset | None,
+    real: DatasetProduct | None,
+    sim: DatasetProduct | None,
     sim_ratio: float | None = None,
 ) -> dict[str, Any]:
     """Build one policy's TrainConfig (as a dict): the base YAML + the experiment's sizes.
@@ -75,8 +75,8 @@ def train_config_for(
 def train_policy(
     session: ExperimentSession,
     name: str,
-    real: EpisodeDataset | None,
-    sim: EpisodeDataset | None,
+    real: DatasetProduct | None,
+    sim: DatasetProduct | None,
     sim_ratio: float | None = None,
 ) -> Checkpoint:
     """Train one policy (resuming its checkpoints); returns its checkpoint.

@@ -38,7 +38,7 @@ from r2s2r_policy.evaluation.trials import NOMINAL
 from r2s2r.experiment.cell import first_demonstrations, real_demos
 from r2s2r.experiment.config import FEW_REAL, TRANSLATED_SUFFIX, TranslationPlan, policy_names
 from r2s2r.experiment.generation import simulated, split_world_behavior
-from r2s2r.experiment.products import EpisodeDataset, Unavailable
+from r2s2r.experiment.products import DatasetProduct, Unavailable
 from r2s2r.experiment.results import GROUPS, REAL_ONLY, PolicyResult, contrast, pooled_groups
 from r2s2r.experiment.runner import ground_if_needed, train_select_evaluate
 from r2s2r.experiment.session import ExperimentSession
@@ -48,7 +48,7 @@ TRANSLATOR_STAGE = "translation/translator"
 
 
 def _policy_result(
-    session: ExperimentSession, name: str, real: EpisodeDataset, sim: EpisodeDataset | None
+    session: ExperimentSession, name: str, real: DatasetProduct, sim: DatasetProduct | None
 ) -> PolicyResult:
     world, behavior = (None, None)
     if sim is not None:
@@ -57,7 +57,7 @@ def _policy_result(
 
 
 def train_translator_stage(
-    session: ExperimentSession, plan: TranslationPlan, few: EpisodeDataset
+    session: ExperimentSession, plan: TranslationPlan, few: DatasetProduct
 ) -> Path | Unavailable:
     """Stage ``translation/translator``: a translator trained on the few real demos only."""
     from r2s2r_translation.frames import TranslationInputError
@@ -97,8 +97,8 @@ def train_translator_stage(
 
 
 def translate_stage(
-    session: ExperimentSession, configuration: str, sim: EpisodeDataset, translator_path: Path
-) -> EpisodeDataset | Unavailable:
+    session: ExperimentSession, configuration: str, sim: DatasetProduct, translator_path: Path
+) -> DatasetProduct | Unavailable:
     """Stage ``translation/<configuration>``: the configuration's dataset translated."""
     from r2s2r_translation.checkpoint import load_translator
     from r2s2r_translation.dataset import translate_dataset
@@ -121,15 +121,15 @@ def translate_stage(
         return Unavailable(str(error))
     session.state.note(stage, outcome)
     path = outcome.outputs["dataset"]
-    return EpisodeDataset(path, content_hash(path))
+    return DatasetProduct(path, content_hash(path))
 
 
 def score_stage(
     session: ExperimentSession,
     configuration: str,
-    sim: EpisodeDataset,
+    sim: DatasetProduct,
     translator_path: Path,
-    real: EpisodeDataset,
+    real: DatasetProduct,
     unseen_episodes: list[int],
     frames: int,
 ) -> dict[str, Any] | Unavailable:
@@ -170,7 +170,7 @@ def score_stage(
     return report
 
 
-def _unseen_real_episodes(real: EpisodeDataset, few: EpisodeDataset) -> list[int]:
+def _unseen_real_episodes(real: DatasetProduct, few: DatasetProduct) -> list[int]:
     """Episodes of the full real dataset after the few-real subset (never trained on)."""
     from r2s2r_dataset import EpisodeDataset as EpisodeReader
 
@@ -300,8 +300,8 @@ def run_translation(
     dump_yaml(config.model_dump(mode="json"), session.directory / "experiment.yaml")
     artifact = ground_if_needed(session)
     real = real_demos(session)
-    few: EpisodeDataset | Unavailable = real
-    if isinstance(real, EpisodeDataset):
+    few: DatasetProduct | Unavailable = real
+    if isinstance(real, DatasetProduct):
         few = first_demonstrations(session, real, plan.few_real_demos, FEW_REAL)
     policies: list[PolicyResult] = []
     scores: dict[str, Any] = {}
@@ -315,10 +315,10 @@ def run_translation(
         policies.append(_policy_result(session, FEW_REAL, few, None))
         for c in config.configurations:
             sim = simulated(session, c, few, artifact)
-            translated: EpisodeDataset | Unavailable = (
+            translated: DatasetProduct | Unavailable = (
                 translator if isinstance(translator, Unavailable) else sim
             )
-            if isinstance(sim, EpisodeDataset) and isinstance(translator, Path):
+            if isinstance(sim, DatasetProduct) and isinstance(translator, Path):
                 translated = translate_stage(session, c, sim, translator)
                 if unseen:
                     score = score_stage(

@@ -21,15 +21,15 @@ from r2s2r_common.config import ConfigError, resolve_config_path
 from r2s2r_policy.evaluation.trials import NOMINAL
 
 from r2s2r.experiment.config import ExperimentConfig
-from r2s2r.experiment.products import EpisodeDataset
+from r2s2r.experiment.products import DatasetProduct
 
 
 def _check_training(config: ExperimentConfig) -> list[str]:
     from r2s2r.experiment.training import train_config_for
 
     problems = []
-    real = EpisodeDataset(path="<real dataset>", fingerprint="")
-    for sim in (None, EpisodeDataset(path="<simulated dataset>", fingerprint="")):
+    real = DatasetProduct(path="<real dataset>", fingerprint="")
+    for sim in (None, DatasetProduct(path="<simulated dataset>", fingerprint="")):
         try:
             train_config_for(config, real, sim)
         except ConfigError as error:
