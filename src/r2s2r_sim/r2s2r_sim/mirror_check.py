@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
+import numpy.typing as npt
 from r2s2r_description.transforms import invert_transform, make_transform, quat_to_matrix
 from r2s2r_world.cell_identity import (
     StaticSceneLimits,
@@ -360,7 +361,7 @@ def input_ages(
 
 
 def static_scene_match(
-    cell_depth_m: FloatArray, mirror_depth_m: FloatArray, limits: StaticSceneLimits
+    cell_depth_m: npt.ArrayLike, mirror_depth_m: npt.ArrayLike, limits: StaticSceneLimits
 ) -> StaticSceneMatch:
     """Compare the cell's head depth image with the mirror's render of the same camera.
 
