@@ -20,8 +20,10 @@ Batch keys (tensors, leading batch dimension ``B``):
 from __future__ import annotations
 
 import abc
+import contextvars
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -86,6 +88,34 @@ def draw_rows(
     full = draw(rows * shard.world_size, shard.generator)
     index = (slice(None),) * dim + (slice(shard.rank, None, shard.world_size),)
     return full[index]
+
+
+_PRETRAINED_WEIGHTS = contextvars.ContextVar("r2s2r_policy_pretrained_weights", default=True)
+
+
+def pretrained_weights_wanted() -> bool:
+    """Whether a policy being built should load its pretrained parts' published weights.
+
+    True unless inside :func:`without_pretrained_weights`. A model type with pretrained parts
+    (:mod:`.efficientnet_lite`) asks this in its constructor.
+    """
+    return _PRETRAINED_WEIGHTS.get()
+
+
+@contextmanager
+def without_pretrained_weights() -> Iterator[None]:
+    """Build policies without loading pretrained weights: their weights come from elsewhere.
+
+    For a policy whose every weight is about to be replaced (a checkpoint's
+    ``load_state_dict``): the architecture is the same, nothing is read from the weight
+    packages, and the random initial weights drawn from the torch RNG are the same draws as a
+    build with them (the published weights are copied in after the modules are made).
+    """
+    token = _PRETRAINED_WEIGHTS.set(False)
+    try:
+        yield
+    finally:
+        _PRETRAINED_WEIGHTS.reset(token)
 
 
 class Policy(nn.Module, abc.ABC):
