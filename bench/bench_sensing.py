@@ -60,14 +60,7 @@ class SyntheticSource:
         self.camera_rate_hz = camera_rate_hz
 
     def vision_config(self) -> VisionConfig:
-        return VisionConfig(
-            image_to_belt_homography=[
-                float(v) for v in self.camera.image_to_belt_homography().ravel()
-            ],
-            image_width_px=self.camera.width_px,
-            image_height_px=self.camera.height_px,
-            roi_px=self.camera.belt_roi_px(),
-        )
+        return self.camera.vision_config()
 
     def readings(self, profile: SpeedProfile, duration_s: float) -> Iterator[Reading]:
         stamps_s, angles_rad = encoder_samples(profile, duration_s, roller_radius_m=ROLLER_RADIUS_M)

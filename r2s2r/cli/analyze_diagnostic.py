@@ -21,18 +21,15 @@ from pathlib import Path
 import click
 from r2s2r_policy.cli import THREADS_OPTION, TRIALS_CAP_OPTION
 
+from r2s2r.cli.shared_options import NO_PROGRESS_OPTION, publish_option
+
 
 @click.command("diagnostic")
 @click.argument("experiment_dir", type=click.Path(exists=True, file_okay=False))
 @TRIALS_CAP_OPTION
 @THREADS_OPTION
-@click.option("--no-progress", is_flag=True, help="No progress bars.")
-@click.option(
-    "--publish",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Also copy the JSON and figure to DIR as diagnostic.json/.png (e.g. results/).",
-)
+@NO_PROGRESS_OPTION
+@publish_option("Also copy the JSON and figure to DIR as diagnostic.json/.png (e.g. results/).")
 def analyze_diagnostic_command(
     experiment_dir: str, trials: int | None, threads: int, no_progress: bool, publish: str | None
 ) -> None:

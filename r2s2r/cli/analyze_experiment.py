@@ -21,6 +21,8 @@ from pathlib import Path
 import click
 from r2s2r_policy.cli import K_OPTION, STRIDE_OPTION, THREADS_OPTION, TRIALS_CAP_OPTION
 
+from r2s2r.cli.shared_options import NO_PROGRESS_OPTION, publish_option
+
 
 @click.command("experiment")
 @click.argument("experiment_dir", type=click.Path(exists=True, file_okay=False))
@@ -35,13 +37,8 @@ from r2s2r_policy.cli import K_OPTION, STRIDE_OPTION, THREADS_OPTION, TRIALS_CAP
     help="2-D map (UMAP/openTSNE when installed, else PCA).",
 )
 @THREADS_OPTION
-@click.option("--no-progress", is_flag=True, help="No progress bars.")
-@click.option(
-    "--publish",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Also copy the JSON and figures to DIR (e.g. results/).",
-)
+@NO_PROGRESS_OPTION
+@publish_option("Also copy the JSON and figures to DIR (e.g. results/).")
 @click.option("--publish-name", default="latent", show_default=True, help="File stem of --publish.")
 def analyze_experiment_command(
     experiment_dir: str,

@@ -22,6 +22,7 @@ from typing import Any
 import click
 from r2s2r_common.errors import ExitCode
 
+from r2s2r.cli.shared_options import NO_PROGRESS_OPTION, publish_option
 from r2s2r.experiment.config import PRESETS
 from r2s2r.experiment.options import config_from_options, config_options, reproduce_command
 
@@ -52,13 +53,10 @@ from r2s2r.experiment.options import config_from_options, config_options, reprod
     help="ExperimentConfig YAML instead of a preset (e.g. a saved experiment.yaml).",
 )
 @config_options
-@click.option("--no-progress", is_flag=True, help="No progress bars.")
-@click.option(
-    "--publish",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Also copy the summary JSON and the bar plot to DIR as experiment_<preset>.json/.png "
-    "(e.g. results/).",
+@NO_PROGRESS_OPTION
+@publish_option(
+    "Also copy the summary JSON and the bar plot to DIR as experiment_<preset>.json/.png "
+    "(e.g. results/)."
 )
 @click.option(
     "--publish-name",

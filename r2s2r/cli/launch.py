@@ -10,6 +10,7 @@ import click
 from r2s2r_common.ros_domain import DISCOVERY_ENV, apply_discovery
 from r2s2r_world.grounding import check_artifact_arguments
 
+from r2s2r.cli.shared_options import NO_PROGRESS_OPTION
 from r2s2r.graph import available_graphs, load_graph, parse_launch_arguments, resolve_graph
 from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
 
@@ -53,7 +54,7 @@ from r2s2r.supervisor import DEFAULT_GRACE_PERIOD_S, default_log_dir, run_graph
     help="Show every line of every node (default: each node's console setting; mostly only "
     "warnings and errors; the logs hold everything).",
 )
-@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@NO_PROGRESS_OPTION
 @click.option(
     "--discovery",
     type=click.Choice(["localhost", "subnet"], case_sensitive=False),

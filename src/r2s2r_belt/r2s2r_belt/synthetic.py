@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from r2s2r_belt.config import VisionConfig
+
 
 def look_at_rotation(camera_position_m: np.ndarray, target_m: np.ndarray) -> np.ndarray:
     """Rotation (camera optical -> belt) of a camera at ``camera_position_m`` looking at target.
@@ -120,6 +122,25 @@ class SyntheticBeltCamera:
             self.width_px - margin_px,
             int(rows.max()) - margin_px,
         ]
+
+    def vision_config(self, **overrides: object) -> VisionConfig:
+        """Vision estimator settings for this camera: its homography, image size and belt ROI.
+
+        Args:
+            overrides: Further :class:`VisionConfig` fields (they win over the camera's).
+
+        Raises:
+            pydantic.ValidationError: If an override is not a valid setting.
+
+        """
+        settings: dict[str, object] = {
+            "image_to_belt_homography": [float(v) for v in self.image_to_belt_homography().ravel()],
+            "image_width_px": self.width_px,
+            "image_height_px": self.height_px,
+            "roi_px": self.belt_roi_px(),
+            **overrides,
+        }
+        return VisionConfig.model_validate(settings)
 
     def render(self, belt_offset_m: float, frame_index: int = 0) -> np.ndarray:
         """Grey image (uint8) with the belt texture moved by ``belt_offset_m`` along x."""

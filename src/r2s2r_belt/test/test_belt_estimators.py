@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from r2s2r_belt.config import EncoderConfig, FilterConfig, VisionConfig
+from r2s2r_belt.config import EncoderConfig, FilterConfig
 from r2s2r_belt.encoder_speed import EncoderSpeedEstimator
 from r2s2r_belt.estimates import SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
@@ -19,17 +19,6 @@ RADIUS_M = 0.025
 @pytest.fixture(scope="module")
 def camera() -> SyntheticBeltCamera:
     return SyntheticBeltCamera(noise_std=2.0)
-
-
-def vision_config(camera: SyntheticBeltCamera, **overrides: object) -> VisionConfig:
-    settings: dict[str, object] = {
-        "image_to_belt_homography": [float(v) for v in camera.image_to_belt_homography().ravel()],
-        "image_width_px": camera.width_px,
-        "image_height_px": camera.height_px,
-        "roi_px": camera.belt_roi_px(),
-        **overrides,
-    }
-    return VisionConfig.model_validate(settings)
 
 
 def run_encoder(
@@ -86,7 +75,7 @@ def test_encoder_rejects_bad_samples_and_goes_stale() -> None:
 def run_vision(
     camera: SyntheticBeltCamera, profile: SpeedProfile, frames: int, rate_hz: float = 30.0
 ) -> list[SpeedMeasurement]:
-    estimator = VisionSpeedEstimator(vision_config(camera))
+    estimator = VisionSpeedEstimator(camera.vision_config())
     results = []
     for index in range(frames):
         stamp_s = index / rate_hz
@@ -110,7 +99,7 @@ def test_vision_homography_is_what_makes_it_metric(camera: SyntheticBeltCamera) 
     # The same pixels with a homography for a belt twice as far give twice the speed.
     doubled = np.diag([2.0, 2.0, 1.0]) @ camera.image_to_belt_homography()
     estimator = VisionSpeedEstimator(
-        vision_config(camera, image_to_belt_homography=[float(v) for v in doubled.ravel()])
+        camera.vision_config(image_to_belt_homography=[float(v) for v in doubled.ravel()])
     )
     estimator.update(camera.render(0.0, 0), 0.0)
     measurement = estimator.update(camera.render(0.1 / 30, 1), 1 / 30)
@@ -119,7 +108,7 @@ def test_vision_homography_is_what_makes_it_metric(camera: SyntheticBeltCamera) 
 
 
 def test_vision_too_few_features_is_flagged_not_wild(camera: SyntheticBeltCamera) -> None:
-    estimator = VisionSpeedEstimator(vision_config(camera))
+    estimator = VisionSpeedEstimator(camera.vision_config())
     flat = np.full((camera.height_px, camera.width_px), 128, np.uint8)
     assert estimator.update(flat, 0.0) is None
     measurement = estimator.update(flat, 1 / 30)
@@ -135,7 +124,7 @@ def test_vision_too_few_features_is_flagged_not_wild(camera: SyntheticBeltCamera
 
 
 def test_vision_rejects_image_of_wrong_size(camera: SyntheticBeltCamera) -> None:
-    estimator = VisionSpeedEstimator(vision_config(camera))
+    estimator = VisionSpeedEstimator(camera.vision_config())
     with pytest.raises(ValueError, match="homography is for 640x480"):
         estimator.update(np.zeros((240, 320), np.uint8), 0.0)
 

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 from pydantic import ValidationError
-from r2s2r_belt.config import FilterConfig, VisionConfig
+from r2s2r_belt.config import FilterConfig
 from r2s2r_belt.estimates import SpeedMeasurement
 from r2s2r_belt.speed_filter import BeltSpeedFilter
 from r2s2r_belt.synthetic import SyntheticBeltCamera, look_at_rotation
@@ -38,17 +38,6 @@ def homography_below(camera: SyntheticBeltCamera, depth_m: float) -> np.ndarray:
     return homography / homography[2, 2]
 
 
-def config(camera: SyntheticBeltCamera, **overrides: object) -> VisionConfig:
-    settings: dict[str, object] = {
-        "image_to_belt_homography": [float(v) for v in camera.image_to_belt_homography().ravel()],
-        "image_width_px": camera.width_px,
-        "image_height_px": camera.height_px,
-        "roi_px": camera.belt_roi_px(),
-        **overrides,
-    }
-    return VisionConfig.model_validate(settings)
-
-
 def run(
     estimator: VisionSpeedEstimator, camera: SyntheticBeltCamera, speed_mps: float, frames: int
 ) -> list[SpeedMeasurement]:
@@ -64,7 +53,7 @@ def run(
 def test_slow_belt_is_measured_over_a_longer_baseline(camera: SyntheticBeltCamera) -> None:
     # 0.02 m/s is ~0.5 px per frame here: the estimator must reach back ~8 frames for 4 px.
     speed_mps = 0.02
-    results = run(VisionSpeedEstimator(config(camera)), camera, speed_mps, frames=24)
+    results = run(VisionSpeedEstimator(camera.vision_config()), camera, speed_mps, frames=24)
     assert all(m.valid for m in results)
     steady = results[3:]
     for measurement in steady:
@@ -75,14 +64,14 @@ def test_slow_belt_is_measured_over_a_longer_baseline(camera: SyntheticBeltCamer
     assert baseline_s > 5.0 / RATE_HZ
     assert baseline_s <= 0.5 + 1e-9
     # A fast belt keeps a short baseline: its last reading is stamped within 2 frames.
-    fast = run(VisionSpeedEstimator(config(camera)), camera, 0.3, frames=8)
+    fast = run(VisionSpeedEstimator(camera.vision_config()), camera, 0.3, frames=8)
     assert all(m.valid for m in fast)
     assert 7 / RATE_HZ - fast[-1].stamp_s <= 1.0 / RATE_HZ + 1e-9
     assert fast[-1].speed_mps == pytest.approx(0.3, rel=0.03)
 
 
 def test_baseline_is_bounded_and_history_resets(camera: SyntheticBeltCamera) -> None:
-    estimator = VisionSpeedEstimator(config(camera, max_baseline_s=0.1))
+    estimator = VisionSpeedEstimator(camera.vision_config(max_baseline_s=0.1))
     results = run(estimator, camera, 0.01, frames=12)
     last = results[-1]
     assert 2.0 * (11 / RATE_HZ - last.stamp_s) <= 0.1 + 1e-9
@@ -111,9 +100,9 @@ def test_tracked_height_corrects_parallax(camera: SyntheticBeltCamera) -> None:
         "camera_matrix": [float(v) for v in camera.camera_matrix.ravel()],
     }
     speed_mps = 0.1
-    plain = run(VisionSpeedEstimator(config(camera, **settings)), camera, speed_mps, 6)
+    plain = run(VisionSpeedEstimator(camera.vision_config(**settings)), camera, speed_mps, 6)
     corrected = run(
-        VisionSpeedEstimator(config(camera, tracked_height_m=depth_m, **settings)),
+        VisionSpeedEstimator(camera.vision_config(tracked_height_m=depth_m, **settings)),
         camera,
         speed_mps,
         6,
@@ -139,10 +128,10 @@ def test_distorted_points_are_undistorted_before_the_homography(
     )
     pixels = pixels.reshape(-1, 2)
     undistorting = VisionSpeedEstimator(
-        config(camera, camera_matrix=[float(v) for v in k.ravel()], distortion=distortion)
+        camera.vision_config(camera_matrix=[float(v) for v in k.ravel()], distortion=distortion)
     )
     assert undistorting.image_to_belt(pixels) == pytest.approx(belt_m[:, :2], abs=2e-4)
-    ignoring = VisionSpeedEstimator(config(camera))
+    ignoring = VisionSpeedEstimator(camera.vision_config())
     assert (
         np.max(np.abs(ignoring.image_to_belt(pixels) - belt_m[:, :2])) > 2e-3
     )  # 10x the tolerance
@@ -150,15 +139,14 @@ def test_distorted_points_are_undistorted_before_the_homography(
 
 def test_intrinsics_settings_are_checked(camera: SyntheticBeltCamera) -> None:
     with pytest.raises((ConfigError, ValidationError), match=r"need vision\.camera_matrix"):
-        config(camera, distortion=[0.1, 0.0, 0.0, 0.0, 0.0])
+        camera.vision_config(distortion=[0.1, 0.0, 0.0, 0.0, 0.0])
     with pytest.raises((ConfigError, ValidationError), match=r"need vision\.camera_matrix"):
-        config(camera, tracked_height_m=0.03)
+        camera.vision_config(tracked_height_m=0.03)
     with pytest.raises((ConfigError, ValidationError), match="9 values"):
-        config(camera, camera_matrix=[1.0, 2.0])
+        camera.vision_config(camera_matrix=[1.0, 2.0])
     with pytest.raises(ValueError, match="tracked_height_m"):
         VisionSpeedEstimator(
-            config(
-                camera,
+            camera.vision_config(
                 camera_matrix=[float(v) for v in camera.camera_matrix.ravel()],
                 tracked_height_m=0.6,
             )

@@ -7,11 +7,14 @@ simulated cell (:mod:`r2s2r_calibration.sim_cell_client`) and a recorded session
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from r2s2r_common.camera_info import CameraCalibration
+from r2s2r_common.topics import TF_STATIC
+from r2s2r_description.frames import WORLD_FRAME
 
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.sysid.log import JointStateLog
@@ -33,6 +36,16 @@ class CameraModel:
     distortion: FloatArray
     width_px: int
     height_px: int
+
+    @classmethod
+    def from_calibration(cls, calibration: CameraCalibration) -> CameraModel:
+        """Return the model of a published calibration (the first five distortion terms)."""
+        return cls(
+            calibration.camera_matrix.to_array(),
+            calibration.distortion_coefficients.to_array().reshape(-1)[:5],
+            calibration.image_width,
+            calibration.image_height,
+        )
 
 
 class BoardOperator(Protocol):
@@ -129,3 +142,29 @@ class CellClient(Protocol):
 
 
 npt_float32 = np.ndarray  # a (H, W) float32 depth image
+
+
+def encoder_columns(samples: Sequence[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
+    """Return ``(stamps s, angles rad)`` of ``(stamp, angle)`` encoder samples, in their order."""
+    if not samples:
+        return np.zeros(0), np.zeros(0)
+    data = np.asarray(samples)
+    return data[:, 0], data[:, 1]
+
+
+def pose_in_world(frame: str, parents: Mapping[str, tuple[str, FloatArray]]) -> FloatArray:
+    """``T_world_frame`` composed from ``/tf_static`` (``child -> (parent, T_parent_child)``).
+
+    Raises:
+        KeyError: The frame is not connected to ``world``.
+
+    """
+    pose = np.eye(4)
+    current = frame
+    while current != WORLD_FRAME:
+        if current not in parents:
+            raise KeyError(f"frame {frame!r} is not connected to {WORLD_FRAME!r} in {TF_STATIC}")
+        parent, matrix = parents[current]
+        pose = matrix @ pose
+        current = parent
+    return pose

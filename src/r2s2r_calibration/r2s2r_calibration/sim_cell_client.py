@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from r2s2r_description.frames import WORLD_FRAME
 from r2s2r_sim.cell_runtime import SimCell
 
-from r2s2r_calibration.cell_client import BoardOperator, CameraModel
+from r2s2r_calibration.cell_client import (
+    BoardOperator,
+    CameraModel,
+    encoder_columns,
+    pose_in_world,
+)
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.sysid.log import JointStateLog
 
@@ -92,10 +96,7 @@ class SimCellClient:
         """Return the encoder samples gathered since the last call plus ``duration_s`` more."""
         self.wait_until(self.cell.time_s + duration_s)
         samples, self._encoder = self._encoder, []
-        if not samples:
-            return np.zeros(0), np.zeros(0)
-        data = np.asarray(samples)
-        return data[:, 0], data[:, 1]
+        return encoder_columns(samples)
 
     def send_trajectory(
         self,
@@ -110,13 +111,7 @@ class SimCellClient:
 
     def camera_model(self, camera: str) -> CameraModel:
         """Return the published (nominal) calibration."""
-        calibration = self.cell.camera_calibration(camera)
-        return CameraModel(
-            calibration.camera_matrix.to_array(),
-            calibration.distortion_coefficients.to_array().reshape(-1)[:5],
-            calibration.image_width,
-            calibration.image_height,
-        )
+        return CameraModel.from_calibration(self.cell.camera_calibration(camera))
 
     def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:
         """Step until ``camera`` captured a frame at or after ``after_s`` (default: now)."""
@@ -146,15 +141,7 @@ class SimCellClient:
         for transform in self.cell.static_transforms():
             matrix = _matrix(transform.translation_m, transform.quat_wxyz)
             parents[transform.child] = (transform.parent, matrix)
-        pose = np.eye(4)
-        current = frame
-        while current != WORLD_FRAME:
-            if current not in parents:
-                raise KeyError(f"frame {frame!r} is not connected to {WORLD_FRAME!r} in /tf_static")
-            parent, matrix = parents[current]
-            pose = matrix @ pose
-            current = parent
-        return pose
+        return pose_in_world(frame, parents)
 
     def start_trial(self, seed: int) -> None:
         """Start a trial."""

@@ -108,6 +108,18 @@ def never(node: Any) -> int:
     raise AssertionError("exit_code must not be asked when the spin did not end by `until`")
 
 
+def run_until_interrupted(built: Built) -> int:
+    """Run with a condition that never holds (only ROS shutting down ends the spin): 130 then."""
+    return run_node(
+        built,
+        args=[],
+        until=lambda node: False,
+        exit_code=never,
+        finish=record_finish,
+        interrupted_exit_code=130,
+    )
+
+
 @pytest.fixture(autouse=True)
 def _default_context_shut_down() -> Any:
     yield
@@ -141,14 +153,7 @@ def test_the_condition_set_by_another_thread_ends_the_spin() -> None:
 def test_ros_shutdown_before_the_condition_gives_the_interrupted_exit_code() -> None:
     # SIGTERM (as rclpy handles it) or the owner's death: the context shuts down under the spin.
     built = Built(lambda: TickingNode(shut_down_at(2)))
-    code = run_node(
-        built,
-        args=[],
-        until=lambda node: False,
-        exit_code=never,
-        finish=record_finish,
-        interrupted_exit_code=130,
-    )
+    code = run_until_interrupted(built)
     assert code == 130
     assert finished_at_tick(built.node) == 2
     assert_destroyed_and_shut_down(built.node)
@@ -160,14 +165,7 @@ def test_ctrl_c_gives_the_interrupted_exit_code_and_still_finishes() -> None:
             raise KeyboardInterrupt
 
     built = Built(lambda: TickingNode(interrupt))
-    code = run_node(
-        built,
-        args=[],
-        until=lambda node: False,
-        exit_code=never,
-        finish=record_finish,
-        interrupted_exit_code=130,
-    )
+    code = run_until_interrupted(built)
     assert code == 130
     assert built.node.events == ["finish: 1 timer, 1 ticks"]
     assert_destroyed_and_shut_down(built.node)

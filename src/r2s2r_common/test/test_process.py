@@ -21,20 +21,13 @@ from r2s2r_common.errors import (
     one_line,
 )
 from r2s2r_common.process import run_owned, spawn_owned
+from r2s2r_testing.interrupt import alive
 
 STAND_IN = [sys.executable, "-m", "r2s2r_testing.stand_ins"]
 """Programs for tests to start (python -m r2s2r_testing.stand_ins --help)."""
 OWNER = [*STAND_IN, "owner"]
 """Starts an owned child, prints its pid, sleeps (``--child-from-thread``: the child is
 started from a thread that ends at once, so it must rely on its owner watch)."""
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
 def gone_within(pid: int, timeout_s: float) -> bool:

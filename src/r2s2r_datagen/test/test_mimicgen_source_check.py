@@ -18,8 +18,7 @@ from r2s2r_datagen.mimicgen.source_check import (
     summarize_offsets,
 )
 from r2s2r_datagen.summary import ConfigurationSummary, low_yield_diagnosis
-
-from r2s2r_dataset import EpisodeMetadata
+from r2s2r_testing.pick_demo import demo_metadata
 
 FRAMES = 80
 DT_S = 0.1
@@ -37,21 +36,9 @@ def demo(
     true_at_grasp = true_start + BELT_VELOCITY_MPS * times[GRASP_CLOSED]
     palm_poses = np.tile(np.eye(4), (FRAMES, 1, 1))
     palm_poses[:, :3, 3] = true_at_grasp + grasp_error_m + [0.0, 0.0, PALM_ABOVE_M]
-    metadata = EpisodeMetadata(
-        source="real",
-        world_config_id="real",
-        behavior_source="demo",
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        outcome="success",
-        joint_names=[],
-        action_names=[],
-        control_rate_hz=10.0,
-    )
     return SourceDemo(
         index=index,
-        metadata=metadata,
+        metadata=demo_metadata([]),
         times_s=times,
         arm_commands=np.zeros((FRAMES, 6)),
         hand_commands=np.zeros((FRAMES, 12)),

@@ -12,6 +12,7 @@ import pytest
 from datagen_support import NOMINAL
 from r2s2r_datagen.config import GenerateConfig
 from r2s2r_datagen.configurations import load_datagen_config, make_jobs, prepare_configurations
+from r2s2r_datagen.generator import EpisodeJob
 from r2s2r_datagen.ledger import Ledger
 from r2s2r_datagen.merge import merge_configuration
 from r2s2r_datagen.runner import run_generation
@@ -19,6 +20,20 @@ from r2s2r_datagen.worker import WorkerSetup, WorkerState
 from r2s2r_testing.generation import OVERRIDES, write_configurations
 
 from r2s2r_dataset import EpisodeDataset
+
+
+def nominal_planner_jobs(
+    tmp_path: Path, count: int
+) -> tuple[Path, list[EpisodeJob], dict[str, str]]:
+    """The first ``count`` jobs of ``nominal_planner``, a run directory and the overrides."""
+    configurations_file = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
+    datagen = load_datagen_config(configurations_file)
+    overrides = GenerateConfig(generator_overrides=OVERRIDES).overrides()
+    nominal, prepared = prepare_configurations(
+        datagen, configurations_file, ["nominal_planner"], generator_overrides=overrides
+    )
+    jobs = make_jobs(nominal, prepared, range(count), 0, datagen)
+    return tmp_path / "run", jobs, overrides
 
 
 def _episodes_by_index(path: Path) -> dict[int, object]:
@@ -137,14 +152,7 @@ def test_crash_timeout_retry_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
-    configurations_file = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
-    datagen = load_datagen_config(configurations_file)
-    overrides = GenerateConfig(generator_overrides=OVERRIDES).overrides()
-    nominal, prepared = prepare_configurations(
-        datagen, configurations_file, ["nominal_planner"], generator_overrides=overrides
-    )
-    run_dir = tmp_path / "run"
-    jobs = make_jobs(nominal, prepared, range(3), 0, datagen)
+    run_dir, jobs, overrides = nominal_planner_jobs(tmp_path, 3)
     states = [WorkerState(WorkerSetup(f"w{i}", str(run_dir), {}, overrides)) for i in range(2)]
     reports = [states[0].run(jobs[0]), states[1].run(jobs[1]), states[0].run(jobs[2])]
     assert [r.shard for r in reports] == [  # one shard per episode, named by worker
@@ -169,14 +177,7 @@ def test_corrupt_shard_is_excluded_from_the_merge(tmp_path: Path) -> None:
 def test_the_merge_is_in_episode_order_whoever_wrote_the_episodes(tmp_path: Path) -> None:
     # Shard names sort by worker: here episode 1's before episode 0's, as after a resume
     # (session s001 writes the episodes the stopped s000 left) or another scheduling.
-    configurations_file = write_configurations(tmp_path / "configurations.yaml", NOMINAL)
-    datagen = load_datagen_config(configurations_file)
-    overrides = GenerateConfig(generator_overrides=OVERRIDES).overrides()
-    nominal, prepared = prepare_configurations(
-        datagen, configurations_file, ["nominal_planner"], generator_overrides=overrides
-    )
-    run_dir = tmp_path / "run"
-    jobs = make_jobs(nominal, prepared, range(2), 0, datagen)
+    run_dir, jobs, overrides = nominal_planner_jobs(tmp_path, 2)
     for worker, job in (("s001w000", jobs[0]), ("s000w000", jobs[1])):
         WorkerState(WorkerSetup(worker, str(run_dir), {}, overrides)).run(job)
     merged = merge_configuration(

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import h5py
 import numpy as np
@@ -214,7 +214,26 @@ def episode_keys(data: h5py.Group) -> list[str]:
     return sorted(keys, key=episode_group_index)
 
 
-class EpisodeWriter:
+class _ClosedOnExit:
+    """``with`` support for a class whose :meth:`close` releases its files: closed on exit."""
+
+    def close(self) -> None:
+        """Release the files (each class says which)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class EpisodeWriter(_ClosedOnExit):
     """Appends episodes one at a time to one HDF5 shard file.
 
     Use as a context manager. Each :meth:`append` writes one episode and flushes the file, so
@@ -356,17 +375,6 @@ class EpisodeWriter:
         if self._file.id.valid:
             self._file.close()
 
-    def __enter__(self) -> EpisodeWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 @dataclass(frozen=True)
 class _EpisodeRef:
@@ -375,7 +383,7 @@ class _EpisodeRef:
     num_frames: int
 
 
-class EpisodeDataset:
+class EpisodeDataset(_ClosedOnExit):
     """Lazy reader: iterate episodes, or index (episode, frame) for training.
 
     Files are opened on first use and reopened after a ``fork`` (e.g. in DataLoader workers),
@@ -516,17 +524,6 @@ class EpisodeDataset:
             if handle.id.valid:
                 handle.close()
         self._handles = {}
-
-    def __enter__(self) -> EpisodeDataset:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _features_of(group: h5py.Group) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -3,28 +3,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from r2s2r_testing.episodes import synthetic_episode
+from r2s2r_testing.episodes import generated_episode as make_episode
 
 from r2s2r_dataset import (
     DatasetError,
-    Episode,
     EpisodeDataset,
     EpisodeWriter,
     dataset_info,
     merge_shards,
 )
-
-
-def make_episode(seed: int, frames: int, behavior: str = "mimicgen") -> Episode:
-    """A generated episode that names the demo it came from (the one synthetic factory's)."""
-    return synthetic_episode(
-        seed,
-        frames,
-        source="sim",
-        behavior=behavior,
-        world_config_id="nominal",
-        provenance={"source_demo": f"demo_{seed}", "subtask_boundaries": [0, 3, frames]},
-    )
 
 
 def test_shards_merge_excluding_corrupt(tmp_path: Path) -> None:

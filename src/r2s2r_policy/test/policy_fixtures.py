@@ -7,6 +7,7 @@ targets that only the images reveal).
 
 from __future__ import annotations
 
+import numpy as np
 from r2s2r_policy.data.sources import InMemoryEpisodeSource, ObservationSemantics
 from r2s2r_policy.training_config import PolicyOptions, TrainConfig
 from r2s2r_testing.episodes import (
@@ -35,7 +36,21 @@ def make_source(
     )
 
 
-def tiny_options(chunk_length: int = 4, random_shift_px: int = 0) -> PolicyOptions:
+def observation(episode: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]:
+    """The policy's observation of frame ``t`` of an episode (its own copy of the track row)."""
+    return {
+        "head_camera_rgb": episode["head_camera_rgb"][t],
+        "hand_camera_rgb": episode["hand_camera_rgb"][t],
+        "joint_pos_rad": episode["joint_pos_rad"][t],
+        "belt_speed_mps": episode["belt_speed_mps"][t : t + 1],
+        "object_track": episode["object_track"][t].copy(),
+    }
+
+
+def tiny_options(
+    chunk_length: int = 4, random_shift_px: int = 0, **model_params: object
+) -> PolicyOptions:
+    """A tiny conv-keypoint policy; ``model_params`` add to or replace its model's params."""
     return PolicyOptions.model_validate(
         {
             "image_height_px": IMAGE_PX,
@@ -51,6 +66,7 @@ def tiny_options(chunk_length: int = 4, random_shift_px: int = 0) -> PolicyOptio
                     "num_keypoints": 8,
                     "hidden_dims": [128, 128],
                     "random_shift_px": random_shift_px,
+                    **model_params,
                 },
             },
         }

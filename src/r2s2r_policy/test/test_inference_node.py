@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from r2s2r_policy.evaluation.baseline import (  # noqa: E402
     untrained_policy,
 )
 from r2s2r_policy.nodes.policy_inference import PolicyInferenceNode  # noqa: E402
-from r2s2r_testing.ros import ros_context_of  # noqa: E402
+from r2s2r_testing.ros import ros_context_of, spin_executor_until  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.node import Node  # noqa: E402
@@ -106,12 +105,7 @@ def make_graph(checkpoint: Path, **overrides: object) -> Iterator[Graph]:
         executor.add_node(sensors.node)
 
         def spin_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.01)
-                if predicate():
-                    return True
-            return False
+            return spin_executor_until(executor, predicate, timeout_s)
 
         try:
             yield node, sensors, spin_until

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from policy_fixtures import SEMANTICS, tiny_config
+from policy_fixtures import observation as frame_observation
 from r2s2r_description.cell import NOMINAL_LAYOUT, build_description
 from r2s2r_description.model import forward_kinematics
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
@@ -115,14 +116,7 @@ def test_policy_with_palm_features_trains_saves_and_predicts(tmp_path: Path) -> 
     stats = result.policy.stats.features[PALM_OBJECT_KEY]
     # The statistics are the features' own: the palm's x position varies with the arm.
     assert len(stats.mean) == PALM_OBJECT_DIM and stats.std[0] > 1e-3
-    episode = arm_episode(0)
-    observation = {
-        "head_camera_rgb": episode["head_camera_rgb"][0],
-        "hand_camera_rgb": episode["hand_camera_rgb"][0],
-        "joint_pos_rad": episode["joint_pos_rad"][0],
-        "belt_speed_mps": episode["belt_speed_mps"][0:1],
-        "object_track": episode["object_track"][0],
-    }
+    observation = frame_observation(arm_episode(0), 0)
     expected = result.policy.predict_chunk(observation)
     loaded = load_checkpoint(result.checkpoint).policy
     assert loaded.spec.palm_object_features

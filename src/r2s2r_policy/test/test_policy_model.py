@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from policy_fixtures import make_source, tiny_config
+from policy_fixtures import make_source, observation, tiny_config
 from r2s2r_common.config import ConfigError
 from r2s2r_policy.data.chunks import ChunkDataset, compute_normalization
 from r2s2r_policy.models import build_policy, model_types
@@ -17,16 +17,6 @@ from r2s2r_policy.spec import ModelConfig
 from r2s2r_policy.training import train
 from r2s2r_policy.training_data import make_spec
 from r2s2r_testing.episodes import IMAGE_PX, JOINTS, make_episode
-
-
-def observation(episode: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]:
-    return {
-        "head_camera_rgb": episode["head_camera_rgb"][t],
-        "hand_camera_rgb": episode["hand_camera_rgb"][t],
-        "joint_pos_rad": episode["joint_pos_rad"][t],
-        "belt_speed_mps": episode["belt_speed_mps"][t : t + 1],
-        "object_track": episode["object_track"][t],
-    }
 
 
 def test_policy_overfits_tiny_dataset_and_reproduces_demo_actions(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from policy_fixtures import make_source, tiny_config
+from policy_fixtures import make_source, tiny_config, tiny_options
 from r2s2r_policy.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from r2s2r_policy.data.sources import HDF5EpisodeSource
 from r2s2r_policy.training import ResumeError, train
@@ -26,22 +26,7 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(tmp_path: Path) ->
     config = tiny_config(
         steps=10,
         checkpoint_every_steps=5,
-        policy=tiny_config().policy.model_dump()
-        | {
-            "model": {
-                "type": "conv_keypoint",
-                "params": {
-                    "conv_channels": [8, 16],
-                    "conv_kernels": [3, 3],
-                    "conv_strides": [2, 2],
-                    "groupnorm_groups": 4,
-                    "num_keypoints": 8,
-                    "hidden_dims": [64],
-                    "random_shift_px": 2,
-                    "dropout": 0.1,
-                },
-            }
-        },
+        policy=tiny_options(random_shift_px=2, hidden_dims=[64], dropout=0.1).model_dump(),
     )
     src, weights = sources()
     full = train(config, tmp_path / "full", sources=src, weights=weights)

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from policy_fixtures import observation as frame_observation
 from policy_fixtures import tiny_config
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES, HOME_POSITIONS
 from r2s2r_policy.checkpoint import load_checkpoint
@@ -118,14 +119,7 @@ def test_policy_with_reach_trains_saves_and_corrects(tmp_path: Path) -> None:
     result = train(config, tmp_path, sources={"real": source}, weights={"real": 1.0})
     assert result.checkpoint is not None and result.policy is not None
     policy = result.policy
-    episode = arm_episode(0)
-    observation = {
-        "head_camera_rgb": episode["head_camera_rgb"][0],
-        "hand_camera_rgb": episode["hand_camera_rgb"][0],
-        "joint_pos_rad": episode["joint_pos_rad"][0],
-        "belt_speed_mps": episode["belt_speed_mps"][0:1],
-        "object_track": episode["object_track"][0].copy(),
-    }
+    observation = frame_observation(arm_episode(0), 0)
     observation["object_track"][VISIBLE] = 1.0
     corrected = policy.predict_chunk(observation)
     loaded = load_checkpoint(result.checkpoint).policy

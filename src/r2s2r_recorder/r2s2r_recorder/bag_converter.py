@@ -166,27 +166,18 @@ class BagConverter:
 
     def _read(self, bag_dir: Path) -> tuple[dict[str, _Stream], Any]:
         cfg = self.config
-        wanted = {
+        required = [
             cfg.head_camera_topic,
             cfg.hand_camera_topic,
             cfg.joint_states_topic,
             cfg.arm_command_topic,
             cfg.hand_command_topic,
             cfg.belt_speed_topic,
-            cfg.object_tracks_topic,
-            cfg.outcome_topic,
-        }
+        ]
+        wanted = {*required, cfg.object_tracks_topic, cfg.outcome_topic}
         reader = open_reader(bag_dir)
         try:
             present = {c.topic for c in reader.connections}
-            required = [
-                cfg.head_camera_topic,
-                cfg.hand_camera_topic,
-                cfg.joint_states_topic,
-                cfg.arm_command_topic,
-                cfg.hand_command_topic,
-                cfg.belt_speed_topic,
-            ]
             missing = [t for t in required if t not in present]
             if missing:
                 raise EpisodeSkippedError("missing_topic", f"topics not in bag: {missing}")

@@ -8,19 +8,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from r2s2r_recorder.cli import cli
-from r2s2r_testing.episodes import synthetic_episode, write_episodes
+from r2s2r_testing.episodes import generated_episode, synthetic_episode, write_episodes
 
 
 def test_contact_sheet_and_info_cli(tmp_path: Path) -> None:
     episodes = [
-        synthetic_episode(
-            seed,
-            frames,
-            source="sim",
-            behavior=behavior,
-            world_config_id="nominal",
-            provenance={"source_demo": f"demo_{seed}", "subtask_boundaries": [0, 3, frames]},
-        )
+        generated_episode(seed, frames, behavior)
         for seed, frames, behavior in ((0, 12, "mimicgen"), (1, 9, "planner"))
     ]
     source = write_episodes(tmp_path / "a.hdf5", episodes)

@@ -57,7 +57,6 @@ Isaac Sim API used (source paths in isaac-sim/IsaacSim):
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
 import importlib.util
@@ -78,9 +77,7 @@ from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M, build_descriptio
 from r2s2r_description.robot import (
     ALL_JOINT_NAMES,
     ARM_JOINT_NAMES,
-    HAND_JOINT_NAMES,
     HOME_POSITIONS,
-    JOINT_LIMITS,
 )
 from r2s2r_description.transforms import Vector, matrix_to_quat, quat_to_matrix
 from r2s2r_description.urdf import to_urdf
@@ -94,9 +91,9 @@ from r2s2r_sim.backend import (
     ObjectInstance,
     ObjectPose,
 )
+from r2s2r_sim.backend_base import BackendBase, robot_controllers
 from r2s2r_sim.camera_appearance import camera_image
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics
-from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import park_position
 
 NO_RT_CORE_GPUS: tuple[str, ...] = (
@@ -208,7 +205,7 @@ class _CameraRig:
     warp: ImageWarp
 
 
-class IsaacSimBackend:
+class IsaacSimBackend(BackendBase):
     """The cell in Isaac Sim (PhysX + RTX) behind the same protocol as MuJoCo. UNVERIFIED.
 
     One per process: the Kit app starts in the constructor and ends in :meth:`shutdown`
@@ -251,15 +248,7 @@ class IsaacSimBackend:
         self._belt_travel_m = 0.0
         self._belt_speed_mps = 0.0
         self._tmp = Path(tempfile.mkdtemp(prefix="r2s2r_isaac_"))
-        lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
-        upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
-        n_arm = len(ARM_JOINT_NAMES)
-        self.arm_controller = JointTrajectoryController(
-            ARM_JOINT_NAMES, lower[:n_arm], upper[:n_arm]
-        )
-        self.hand_controller = JointTrajectoryController(
-            HAND_JOINT_NAMES, lower[n_arm:], upper[n_arm:]
-        )
+        self.arm_controller, self.hand_controller = robot_controllers()
 
     # -- scene ---------------------------------------------------------------------------------
     def _build_scene(self, world: WorldParams, objects: tuple[ObjectInstance, ...]) -> None:
@@ -504,22 +493,10 @@ class IsaacSimBackend:
         return self._sim
 
     @property
-    def world(self) -> WorldParams:
-        """See :attr:`r2s2r_sim.backend.SimBackend.world`."""
-        if self._world is None:
-            raise BackendError("call reset(world, seed) first")
-        return self._world
-
-    @property
     def time_s(self) -> float:
         """See :attr:`r2s2r_sim.backend.SimBackend.time_s` (steps x timestep since reset)."""
         self._require()
         return self._steps * self.world.physics.timestep_s
-
-    @property
-    def objects(self) -> tuple[ObjectInstance, ...]:
-        """The episode's objects."""
-        return self._objects
 
     # -- stepping and control ------------------------------------------------------------------
     def _apply_targets(self) -> None:
@@ -547,25 +524,6 @@ class IsaacSimBackend:
             self._steps += 1
             self._belt_travel_m += self._belt_speed_mps * timestep
 
-    def _controller_for(self, joint_names: Sequence[str]) -> JointTrajectoryController:
-        return controller_for(self.arm_controller, self.hand_controller, joint_names)
-
-    def command_trajectory(
-        self,
-        joint_names: Sequence[str],
-        times_s: Sequence[float] | FloatArray,
-        positions: Sequence[Sequence[float]] | FloatArray,
-        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
-    ) -> None:
-        """See :meth:`r2s2r_sim.backend.SimBackend.command_trajectory`."""
-        self._require()
-        controller = self._controller_for(joint_names)
-        controller.command(self.time_s, joint_names, times_s, positions, velocities)
-
-    def set_joint_targets(self, joint_names: Sequence[str], positions: Sequence[float]) -> None:
-        """See :meth:`r2s2r_sim.backend.SimBackend.set_joint_targets`."""
-        self.command_trajectory(joint_names, [0.0], [list(positions)])
-
     def joint_positions(self) -> FloatArray:
         """See :meth:`r2s2r_sim.backend.SimBackend.joint_positions`."""
         self._require()
@@ -585,16 +543,6 @@ class IsaacSimBackend:
         surface = PhysxSchema.PhysxSurfaceVelocityAPI(self._belt_prim)
         surface.GetSurfaceVelocityAttr().Set(Gf.Vec3f(float(speed_mps), 0.0, 0.0))
         self._belt_speed_mps = float(speed_mps)
-
-    @property
-    def belt_speed_mps(self) -> float:
-        """Current belt speed."""
-        return self._belt_speed_mps
-
-    @property
-    def belt_travel_m(self) -> float:
-        """See :attr:`r2s2r_sim.backend.SimBackend.belt_travel_m`."""
-        return self._belt_travel_m
 
     # -- objects and contacts ------------------------------------------------------------------
     def _object(self, name: str) -> Any:
@@ -758,7 +706,7 @@ class IsaacSimBackend:
             joint_positions=self.joint_positions(),
             joint_velocities=self.joint_velocities(),
             objects=objects,
-            controllers=[self.arm_controller.snapshot(), self.hand_controller.snapshot()],
+            controllers=self._controller_snapshots(),
             steps=self._steps,
             belt_travel_m=self._belt_travel_m,
             belt_speed_mps=self._belt_speed_mps,
@@ -781,8 +729,7 @@ class IsaacSimBackend:
             if not active:
                 prim.disable_rigid_body_physics()
             self._active[name] = active
-        self.arm_controller.restore(copy.deepcopy(state.controllers[0]))
-        self.hand_controller.restore(copy.deepcopy(state.controllers[1]))
+        self._restore_controllers(state.controllers)
         self._apply_targets()
         self._steps = state.steps
         self._belt_travel_m = state.belt_travel_m

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,15 +15,14 @@ from r2s2r_description.robot import (
     ARM_JOINT_NAMES,
     HAND_JOINT_NAMES,
     HOME_POSITIONS,
-    JOINT_LIMITS,
 )
 from r2s2r_description.transforms import Vector
 from r2s2r_world.world import CameraParams, WorldParams, camera_params
 
 from r2s2r_sim.backend import BackendError, Contact, FloatArray, ObjectInstance, ObjectPose
+from r2s2r_sim.backend_base import BackendBase, robot_controllers
 from r2s2r_sim.camera_appearance import camera_image
 from r2s2r_sim.camera_model import ImageWarp, Intrinsics
-from r2s2r_sim.controllers import JointTrajectoryController, controller_for
 from r2s2r_sim.scene import (
     BELT_GEOM,
     PRIMITIVE_DETAIL,
@@ -200,7 +198,7 @@ def _camera_depth(rig: _CameraRig, render: NDArray[np.float32]) -> NDArray[np.fl
     return np.ascontiguousarray(depth, dtype=np.float32)
 
 
-class MujocoBackend:
+class MujocoBackend(BackendBase):
     """The cell in MuJoCo with joint trajectory controllers and calibrated cameras.
 
     Args:
@@ -243,15 +241,7 @@ class MujocoBackend:
         self._steps_since_control = 0
         self._shown_time_s: float | None = None  # a shown snapshot's instant, until a step
         self.seed = 0
-        lower = [JOINT_LIMITS[n].lower_rad for n in ALL_JOINT_NAMES]
-        upper = [JOINT_LIMITS[n].upper_rad for n in ALL_JOINT_NAMES]
-        n_arm = len(ARM_JOINT_NAMES)
-        self.arm_controller = JointTrajectoryController(
-            ARM_JOINT_NAMES, lower[:n_arm], upper[:n_arm]
-        )
-        self.hand_controller = JointTrajectoryController(
-            HAND_JOINT_NAMES, lower[n_arm:], upper[n_arm:]
-        )
+        self.arm_controller, self.hand_controller = robot_controllers()
 
     # -- episode ---------------------------------------------------------------------------
     def reset(self, world: WorldParams, seed: int, objects: Sequence[ObjectInstance] = ()) -> None:
@@ -376,21 +366,9 @@ class MujocoBackend:
         return self._require()[1]
 
     @property
-    def world(self) -> WorldParams:
-        """See :attr:`r2s2r_sim.backend.SimBackend.world`."""
-        if self._world is None:
-            raise BackendError("call reset(world, seed) first")
-        return self._world
-
-    @property
     def time_s(self) -> float:
         """See :attr:`r2s2r_sim.backend.SimBackend.time_s`."""
         return float(self._require()[1].time)
-
-    @property
-    def objects(self) -> tuple[ObjectInstance, ...]:
-        """The episode's objects."""
-        return self._objects
 
     # -- stepping and control ---------------------------------------------------------------
     def step(self, n_steps: int = 1) -> None:
@@ -469,25 +447,6 @@ class MujocoBackend:
         self._steps_since_control += n_steps
         self._belt_travel_m += self._belt_speed_mps * n_steps * model.opt.timestep
 
-    def _controller_for(self, joint_names: Sequence[str]) -> JointTrajectoryController:
-        return controller_for(self.arm_controller, self.hand_controller, joint_names)
-
-    def command_trajectory(
-        self,
-        joint_names: Sequence[str],
-        times_s: Sequence[float] | FloatArray,
-        positions: Sequence[Sequence[float]] | FloatArray,
-        velocities: Sequence[Sequence[float]] | FloatArray | None = None,
-    ) -> None:
-        """See :meth:`r2s2r_sim.backend.SimBackend.command_trajectory`."""
-        self._require()
-        controller = self._controller_for(joint_names)
-        controller.command(self.time_s, joint_names, times_s, positions, velocities)
-
-    def set_joint_targets(self, joint_names: Sequence[str], positions: Sequence[float]) -> None:
-        """See :meth:`r2s2r_sim.backend.SimBackend.set_joint_targets`."""
-        self.command_trajectory(joint_names, [0.0], [list(positions)])
-
     def joint_positions(self) -> FloatArray:
         """See :meth:`r2s2r_sim.backend.SimBackend.joint_positions`."""
         return self._require()[1].qpos[self._qadr].copy()  # type: ignore[no-any-return]
@@ -506,16 +465,6 @@ class MujocoBackend:
         model, _ = self._require()
         model.geom_surfacevel[self._belt_geom, 0] = speed_mps
         self._belt_speed_mps = float(speed_mps)
-
-    @property
-    def belt_speed_mps(self) -> float:
-        """Current belt speed."""
-        return self._belt_speed_mps
-
-    @property
-    def belt_travel_m(self) -> float:
-        """See :attr:`r2s2r_sim.backend.SimBackend.belt_travel_m`."""
-        return self._belt_travel_m
 
     # -- objects and contacts -----------------------------------------------------------------
     def _object(self, name: str) -> tuple[int, int, int]:
@@ -699,7 +648,7 @@ class MujocoBackend:
         mujoco.mj_getState(model, data, physics, spec)
         return _State(
             physics=physics,
-            controllers=[self.arm_controller.snapshot(), self.hand_controller.snapshot()],
+            controllers=self._controller_snapshots(),
             gravcomp=model.body_gravcomp.copy(),
             belt_travel_m=self._belt_travel_m,
             belt_speed_mps=self._belt_speed_mps,
@@ -713,8 +662,7 @@ class MujocoBackend:
             raise BackendError(f"set_state: expected a state from get_state, got {type(state)}")
         mujoco.mj_setState(model, data, state.physics, mujoco.mjtState.mjSTATE_INTEGRATION)
         self._shown_time_s = None
-        self.arm_controller.restore(copy.deepcopy(state.controllers[0]))
-        self.hand_controller.restore(copy.deepcopy(state.controllers[1]))
+        self._restore_controllers(state.controllers)
         model.body_gravcomp[:] = state.gravcomp
         self._belt_travel_m = state.belt_travel_m
         self.set_belt_speed(state.belt_speed_mps)

@@ -30,11 +30,15 @@ from r2s2r_sim.backend_config import (
 from r2s2r_sim.camera_model import Intrinsics, project_points
 from r2s2r_sim.controllers import TrajectoryError
 from r2s2r_sim.isaac_backend import isaac_unavailable_reason
-from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
-from r2s2r_world.world import ObjectType, WorldParams, load_world
-from sim_support import NOMINAL
+from r2s2r_world.world import WorldParams, load_world
+from sim_support import (
+    MARKER_DIAMETER_M,
+    NOMINAL,
+    add_marker,
+    cylinder_grasp_waypoints,
+    whole_hand,
+)
 
-MARKER_DIAMETER_M = 0.04
 OBJECTS = (ObjectInstance("object_0", "cube"), ObjectInstance("marker_0", "marker"))
 
 
@@ -68,15 +72,7 @@ def _kind_params() -> list[object]:
 def conformance_world() -> WorldParams:
     """The nominal world with a magenta marker sphere type and a brighter ambient light."""
     world = load_world(NOMINAL)
-    world.objects["marker"] = ObjectType(
-        shape="sphere",
-        size_m=(MARKER_DIAMETER_M,) * 3,
-        mass_kg=0.05,
-        friction=0.8,
-        rgba=(1.0, 0.0, 1.0, 1.0),
-        target_bin="bin_0",
-    )
-    world.lighting.ambient = 0.6
+    add_marker(world)
     return world
 
 
@@ -315,19 +311,11 @@ def test_grasp_is_seen_in_the_contacts(backend: SimBackend, world: WorldParams) 
     backend.spawn_object("object_0", belt_point(world, 0.0, height / 2 + 0.001))
     backend.step(150)
     obj = backend.object_poses()["object_0"].position_m
-    ik = PalmIk(world.layout())
-    yaw = -np.pi / 2
-    above = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.16]), yaw))
-    at = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.01]), yaw), above)
-    lifted = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.21]), yaw), at)
-
-    def hand(flex: float) -> list[float]:
-        return [0.0, flex, 0.9 * flex] + [flex, 0.9 * flex, 0.6 * flex] * 3
-
+    above, at, lifted = cylinder_grasp_waypoints(world, obj, height)
     backend.command_trajectory(ARM_JOINT_NAMES, [1.5, 3.0], np.array([above, at]))
-    backend.command_trajectory(HAND_JOINT_NAMES, [1.0], [hand(-0.35)])
+    backend.command_trajectory(HAND_JOINT_NAMES, [1.0], [whole_hand(-0.35)])
     backend.step(1700)
-    backend.command_trajectory(HAND_JOINT_NAMES, [0.6], [hand(1.0)])
+    backend.command_trajectory(HAND_JOINT_NAMES, [0.6], [whole_hand(1.0)])
     backend.step(400)
     backend.command_trajectory(ARM_JOINT_NAMES, [1.5], np.array([lifted]))
     backend.step(1000)

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from r2s2r_description.robot import ARM_JOINT_NAMES
 from r2s2r_sim.backend import ObjectInstance, SimBackend, belt_encoder_angle_rad
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_world.world import WorldParams
@@ -54,18 +55,7 @@ def test_get_state_set_state_replays_exactly(nominal_world: WorldParams) -> None
     backend = MujocoBackend(enable_rendering=False)
     backend.reset(nominal_world, seed=1, objects=OBJECTS[:1])
     backend.spawn_object("object_0", on_belt(nominal_world, -0.5, 0.0, 0.05))
-    backend.command_trajectory(
-        [
-            "shoulder_pan_joint",
-            "shoulder_lift_joint",
-            "elbow_joint",
-            "wrist_1_joint",
-            "wrist_2_joint",
-            "wrist_3_joint",
-        ],
-        [0.5],
-        [[0.2, -1.8, 1.8, -1.5, -1.6, 0.1]],
-    )
+    backend.command_trajectory(ARM_JOINT_NAMES, [0.5], [[0.2, -1.8, 1.8, -1.5, -1.6, 0.1]])
     backend.step(100)
     state = backend.get_state()
     backend.step(200)

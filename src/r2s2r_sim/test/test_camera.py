@@ -12,22 +12,13 @@ from r2s2r_sim.camera_model import (
 )
 from r2s2r_sim.mujoco_backend import MujocoBackend, camera_intrinsics
 from r2s2r_sim.scene import PRIMITIVE_DETAIL
-from r2s2r_world.world import ObjectType, WorldParams
-
-MARKER_DIAMETER_M = 0.04
+from r2s2r_world.world import WorldParams
+from sim_support import MARKER_DIAMETER_M, add_marker
 
 
 def marker_world(nominal: WorldParams) -> WorldParams:
     world = nominal.model_copy(deep=True)
-    world.objects["marker"] = ObjectType(
-        shape="sphere",
-        size_m=(MARKER_DIAMETER_M,) * 3,
-        mass_kg=0.05,
-        friction=0.8,
-        rgba=(1.0, 0.0, 1.0, 1.0),
-        target_bin="bin_0",
-    )
-    world.lighting.ambient = 0.6
+    add_marker(world)
     head = world.cameras.head
     head.fx_px, head.fy_px, head.cx_px, head.cy_px = 125.0, 118.0, 66.3, 61.2
     head.distortion.k1, head.distortion.k2 = -0.08, 0.02

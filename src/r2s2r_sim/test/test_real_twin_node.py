@@ -8,7 +8,6 @@ import os
 import pkgutil
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from r2s2r_common.ros.qos import (  # noqa: E402
 )
 from r2s2r_description.robot import ALL_JOINT_NAMES, ARM_JOINT_NAMES  # noqa: E402
 from r2s2r_sim.nodes.real_twin import RealTwinNode  # noqa: E402
-from r2s2r_testing.ros import ros_context_of  # noqa: E402
+from r2s2r_testing.ros import ros_context_of, spin_executor_until  # noqa: E402
 from rclpy.duration import Duration  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
@@ -128,12 +127,7 @@ def graph(tmp_path_factory: pytest.TempPathFactory):
         assert twin.autostart()
 
         def spin_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.01)
-                if predicate():
-                    return True
-            return False
+            return spin_executor_until(executor, predicate, timeout_s)
 
         yield twin, probe, spin_until, executor
         executor.shutdown()

@@ -22,13 +22,14 @@ from r2s2r_common.config import ConfigError, load_config
 from r2s2r_common.image_conversion import from_image_msg, to_image_msg
 from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_description.model import forward_kinematics
-from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_sim.mirror import CellMirror, MirrorError, TrackInput, TransformResult
 from r2s2r_sim.nodes.sim_bridge import (
     SimBridgeConfig,
     SimBridgeNode,
     load_bridge_world,
 )
+from r2s2r_testing.joints import random_positions
 from r2s2r_world.world import WorldParams
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -45,18 +46,6 @@ from tf2_msgs.msg import TFMessage
 REPO = Path(__file__).resolve().parents[3]
 NOMINAL = REPO / "config" / "world" / "nominal.yaml"
 TWIN = REPO / "config" / "twin" / "default.yaml"
-
-
-def random_positions(seed: int) -> dict[str, float]:
-    rng = np.random.default_rng(seed)
-    return {
-        name: float(
-            rng.uniform(
-                max(JOINT_LIMITS[name].lower_rad, -2.5), min(JOINT_LIMITS[name].upper_rad, 2.5)
-            )
-        )
-        for name in ALL_JOINT_NAMES
-    }
 
 
 # -- the ROS-free mirror core ---------------------------------------------------------------------

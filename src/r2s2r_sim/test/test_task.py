@@ -2,8 +2,8 @@ import numpy as np
 from r2s2r_description.robot import ARM_JOINT_NAMES, HAND_JOINT_NAMES
 from r2s2r_sim.mujoco_backend import MujocoBackend
 from r2s2r_sim.task import TrialRunner, bin_containing, sample_trial
-from r2s2r_world.kinematics import PalmIk, top_down_palm_pose
 from r2s2r_world.world import WorldParams
+from sim_support import cylinder_grasp_waypoints, whole_hand
 
 
 def make_runner(world: WorldParams, seed: int = 3) -> TrialRunner:
@@ -95,19 +95,11 @@ def test_scripted_whole_hand_grasp_lifts_the_object(nominal_world: WorldParams) 
     backend = runner.backend
     obj = backend.object_poses()["object_0"].position_m
     height = world.objects["cylinder"].size_m[2]
-    ik = PalmIk(world.layout())
-    yaw = -np.pi / 2
-    above = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.16]), yaw))
-    at = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.01]), yaw), above)
-    lifted = ik.solve(top_down_palm_pose(obj + np.array([0, 0, height / 2 + 0.21]), yaw), at)
-
-    def hand(flex: float) -> list[float]:
-        return [0.0, flex, 0.9 * flex] + [flex, 0.9 * flex, 0.6 * flex] * 3
-
+    above, at, lifted = cylinder_grasp_waypoints(world, obj, height)
     backend.command_trajectory(ARM_JOINT_NAMES, [1.5, 3.0], [above, at])
-    backend.command_trajectory(HAND_JOINT_NAMES, [1.0], [hand(-0.35)])
+    backend.command_trajectory(HAND_JOINT_NAMES, [1.0], [whole_hand(-0.35)])
     runner.step(1700)
-    backend.command_trajectory(HAND_JOINT_NAMES, [0.6], [hand(1.0)])
+    backend.command_trajectory(HAND_JOINT_NAMES, [0.6], [whole_hand(1.0)])
     runner.step(400)
     backend.command_trajectory(ARM_JOINT_NAMES, [1.5], [lifted])
     runner.step(1000)

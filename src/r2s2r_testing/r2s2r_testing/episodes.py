@@ -135,6 +135,22 @@ def synthetic_episode(
     )
 
 
+def generated_episode(seed: int, frames: int, behavior: str = "mimicgen") -> Episode:
+    """Return a generated episode of the nominal world that names the demo it came from.
+
+    :func:`synthetic_episode` as ``sim`` data, with provenance ``source_demo`` (``demo_<seed>``)
+    and ``subtask_boundaries`` (0, 3, ``frames``).
+    """
+    return synthetic_episode(
+        seed,
+        frames,
+        source="sim",
+        behavior=behavior,
+        world_config_id="nominal",
+        provenance={"source_demo": f"demo_{seed}", "subtask_boundaries": [0, 3, frames]},
+    )
+
+
 def write_episodes(path: Path, episodes: Iterable[Episode]) -> Path:
     """Write episodes to a new dataset file at ``path``; return ``path``."""
     with EpisodeWriter(path) as writer:

@@ -9,6 +9,7 @@ annotation must find :data:`REACH_START`, :data:`GRASP_CLOSED`, :data:`GRASP_END
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,27 @@ MCP = ("thumb_mcp_joint", "index_mcp_joint", "middle_mcp_joint", "ring_mcp_joint
 """The hand joints that close it (their commands encode the grasp)."""
 REACH_START, GRASP_CLOSED, GRASP_END, RELEASE = 30, 64, 69, 100
 """Boundaries that annotation must find in the demonstration."""
+
+
+def demo_metadata(joint_names: Sequence[str]) -> EpisodeMetadata:
+    """Return the metadata of a successful real cube demo on a 0.1 m/s belt at 10 Hz.
+
+    Args:
+        joint_names: The columns of its joint positions and of its actions.
+
+    """
+    return EpisodeMetadata(
+        source="real",
+        world_config_id="real",
+        behavior_source="demo",
+        task="pick_sort",
+        object_type="cube",
+        belt_speed_mps=0.1,
+        outcome="success",
+        joint_names=list(joint_names),
+        action_names=list(joint_names),
+        control_rate_hz=10.0,
+    )
 
 
 def pick_demonstration(
@@ -68,18 +90,7 @@ def pick_demonstration(
             s = min((k - 74) / 21.0, 1.0)
             pose[k, :2] = start_xy + s * (bin_xy - start_xy)
     valid = np.arange(FRAMES) >= 5
-    metadata = EpisodeMetadata(
-        source="real",
-        world_config_id="real",
-        behavior_source="demo",
-        task="pick_sort",
-        object_type="cube",
-        belt_speed_mps=0.1,
-        outcome="success",
-        joint_names=list(ALL_JOINT_NAMES),
-        action_names=list(ALL_JOINT_NAMES),
-        control_rate_hz=10.0,
-    )
+    metadata = demo_metadata(ALL_JOINT_NAMES)
     image = np.zeros((FRAMES, 4, 4, 3), dtype=np.uint8)
     return Episode(
         metadata=metadata,

@@ -1,8 +1,9 @@
-"""An initialised rclpy context for tests: one home for ``rclpy.init``/``shutdown``."""
+"""rclpy for tests: an initialised context (one home for ``rclpy.init``/``shutdown``), a spin."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,3 +31,13 @@ def ros_context_of(domain_id: int | None = None) -> Iterator[Any]:
         yield context
     finally:
         rclpy.try_shutdown(context=context)
+
+
+def spin_executor_until(executor: Any, predicate: Callable[[], bool], timeout_s: float) -> bool:
+    """Spin ``executor`` 10 ms at a time until ``predicate()`` holds; False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.01)
+        if predicate():
+            return True
+    return False

@@ -23,13 +23,14 @@ from r2s2r_common.ros.qos import LATCHED_QOS, SENSOR_DATA_QOS
 from r2s2r_common.topics import DIAGNOSTICS, HEAD_DEPTH
 from r2s2r_description.cell import build_description
 from r2s2r_description.model import forward_kinematics
-from r2s2r_description.robot import ALL_JOINT_NAMES, JOINT_LIMITS
+from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.tf_tree import (
     FrameTransform,
     compose,
     layout_from_world_file,
 )
 from r2s2r_description.urdf import to_urdf, urdf_forward_kinematics
+from r2s2r_testing.joints import random_positions
 from r2s2r_world.cell_identity import identity_from_depth
 from r2s2r_world.nodes.cell_state_publisher import (
     CellStatePublisher,
@@ -68,18 +69,6 @@ def from_msgs(messages: list[TFMessage]) -> list[FrameTransform]:
                 )
             )
     return result
-
-
-def random_positions(seed: int) -> dict[str, float]:
-    rng = np.random.default_rng(seed)
-    return {
-        name: float(
-            rng.uniform(
-                max(JOINT_LIMITS[name].lower_rad, -2.5), min(JOINT_LIMITS[name].upper_rad, 2.5)
-            )
-        )
-        for name in ALL_JOINT_NAMES
-    }
 
 
 def make(context: Context, **params: Any) -> CellStatePublisher:

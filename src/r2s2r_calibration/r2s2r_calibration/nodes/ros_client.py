@@ -47,7 +47,7 @@ from r2s2r_common.topics import (
     joint_trajectory,
 )
 from r2s2r_description.controllers import controller_name
-from r2s2r_description.frames import BASE_LINK, WORLD_FRAME
+from r2s2r_description.frames import BASE_LINK
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_description.transforms import matrix_to_quat, quat_to_matrix
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -56,7 +56,12 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from r2s2r_calibration.cell_client import BoardOperator, CameraModel
+from r2s2r_calibration.cell_client import (
+    BoardOperator,
+    CameraModel,
+    encoder_columns,
+    pose_in_world,
+)
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.sysid.log import JointStateLog
@@ -430,10 +435,7 @@ class RosCellClient:
             self.wait_until(self.now_s() + duration_s)
         with self._cond:
             samples, self._encoder = self._encoder, []
-        if not samples:
-            return np.zeros(0), np.zeros(0)
-        data = np.asarray(sorted(samples))
-        return data[:, 0], data[:, 1]
+        return encoder_columns(sorted(samples))
 
     def send_trajectory(
         self,
@@ -461,13 +463,7 @@ class RosCellClient:
             lambda msg: self._on_info(camera, msg),
         )
         self._wait(lambda: camera in self._infos, camera_info(camera))
-        calibration = from_camera_info_msg(self._infos[camera], camera)
-        return CameraModel(
-            calibration.camera_matrix.to_array(),
-            calibration.distortion_coefficients.to_array().reshape(-1)[:5],
-            calibration.image_width,
-            calibration.image_height,
-        )
+        return CameraModel.from_calibration(from_camera_info_msg(self._infos[camera], camera))
 
     def _next_frame(self, key: str, after_s: float) -> tuple[float, np.ndarray]:
         """First frame stamped at/after ``after_s`` that is also the 2nd+ frame received now.
@@ -517,17 +513,7 @@ class RosCellClient:
         self._wait(lambda: BASE_LINK in self._static, TF_STATIC)
         with self._cond:
             parents = dict(self._static)
-        pose = np.eye(4)
-        current = frame
-        while current != WORLD_FRAME:
-            if current not in parents:
-                raise KeyError(
-                    f"frame {frame!r} is not connected to {WORLD_FRAME!r} in {TF_STATIC}"
-                )
-            parent, matrix = parents[current]
-            pose = matrix @ pose
-            current = parent
-        return pose
+        return pose_in_world(frame, parents)
 
     def _call(
         self, client: Any, request: Any, what: str, resend_after_s: float | None = None

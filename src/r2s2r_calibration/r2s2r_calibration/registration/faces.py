@@ -6,6 +6,7 @@ camera are culled.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,10 +16,25 @@ from r2s2r_calibration.geometry import FloatArray, pose_from_xyz_rpy
 from r2s2r_calibration.registration.elements import FACES, FaceName, SceneElement
 
 
-def _face_points(size_m: FloatArray, face: FaceName, spacing_m: float) -> tuple[FloatArray, ...]:
+def _visible_faces(element: SceneElement) -> Iterator[tuple[FloatArray, FloatArray, FaceName]]:
+    """Yield ``(T_element_box, box size m, face)`` of every box face of the element not hidden."""
+    for box in element.boxes:
+        T_box = pose_from_xyz_rpy(box.xyz_m, box.rpy_rad)
+        size = np.asarray(box.size_m, dtype=float)
+        for face in FACES:
+            if face not in box.hidden_faces:
+                yield T_box, size, face
+
+
+def _face_axes(face: FaceName) -> tuple[int, float, list[int]]:
+    """Return the face's normal axis (0-2), its sign along it and the two in-plane axes."""
     axis = "xyz".index(face[1])
     sign = 1.0 if face[0] == "+" else -1.0
-    others = [index for index in range(3) if index != axis]
+    return axis, sign, [index for index in range(3) if index != axis]
+
+
+def _face_points(size_m: FloatArray, face: FaceName, spacing_m: float) -> tuple[FloatArray, ...]:
+    axis, sign, others = _face_axes(face)
     counts = [max(2, int(np.ceil(size_m[index] / spacing_m)) + 1) for index in others]
     a, b = np.meshgrid(
         np.linspace(-0.5, 0.5, counts[0]) * size_m[others[0]],
@@ -36,15 +52,10 @@ def _face_points(size_m: FloatArray, face: FaceName, spacing_m: float) -> tuple[
 def element_model_points(element: SceneElement, spacing_m: float) -> tuple[FloatArray, ...]:
     """Points and outward normals sampled on the visible faces of an element (element frame)."""
     all_points, all_normals = [], []
-    for box in element.boxes:
-        T_box = pose_from_xyz_rpy(box.xyz_m, box.rpy_rad)
-        size = np.asarray(box.size_m, dtype=float)
-        for face in FACES:
-            if face in box.hidden_faces:
-                continue
-            points, normals = _face_points(size, face, spacing_m)
-            all_points.append(points @ T_box[:3, :3].T + T_box[:3, 3])
-            all_normals.append(normals @ T_box[:3, :3].T)
+    for T_box, size, face in _visible_faces(element):
+        points, normals = _face_points(size, face, spacing_m)
+        all_points.append(points @ T_box[:3, :3].T + T_box[:3, 3])
+        all_normals.append(normals @ T_box[:3, :3].T)
     return np.vstack(all_points), np.vstack(all_normals)
 
 
@@ -84,25 +95,18 @@ class Faces:
 def element_faces(element: SceneElement) -> Faces:
     """Rectangles of the element's visible faces (every box face not hidden), element frame."""
     rows = []
-    for box in element.boxes:
-        T_box = pose_from_xyz_rpy(box.xyz_m, box.rpy_rad)
-        size = np.asarray(box.size_m, dtype=float)
-        for face in FACES:
-            if face in box.hidden_faces:
-                continue
-            axis = "xyz".index(face[1])
-            sign = 1.0 if face[0] == "+" else -1.0
-            others = [index for index in range(3) if index != axis]
-            columns = T_box[:3, :3]
-            rows.append(
-                (
-                    T_box[:3, 3] + columns[:, axis] * sign * 0.5 * size[axis],
-                    columns[:, axis] * sign,
-                    columns[:, others[0]],
-                    columns[:, others[1]],
-                    0.5 * size[others],
-                )
+    for T_box, size, face in _visible_faces(element):
+        axis, sign, others = _face_axes(face)
+        columns = T_box[:3, :3]
+        rows.append(
+            (
+                T_box[:3, 3] + columns[:, axis] * sign * 0.5 * size[axis],
+                columns[:, axis] * sign,
+                columns[:, others[0]],
+                columns[:, others[1]],
+                0.5 * size[others],
             )
+        )
     stacked = [np.array([row[i] for row in rows]) for i in range(5)]
     return Faces(*stacked)
 

@@ -21,7 +21,7 @@ geometry is the datasheet's; only mounts are uncertain).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from r2s2r_description.cameras import HAND, HEAD
@@ -36,6 +36,7 @@ from r2s2r_calibration.artifact import (
     CameraPoseRecord,
     CameraRecord,
     LookRecord,
+    PoseValue,
     Provenance,
     blur_record,
     camera_link_pose,
@@ -514,27 +515,48 @@ def run_hand_camera(
         config.uncertainty,
         lambda K_k, D_k: calibrate_hand_eye(flanges, detections, K_k, D_k, True, cfg.extrinsics),
     )
+    record = run.artifact.cameras.setdefault("hand", CameraRecord())
+    record.pose = _mount_record(
+        client,
+        pose_value(camera_link_pose(result.X), HAND.mount_frame, HAND.link),
+        result,
+        stamps,
+        intervals,
+        sample_kind="hand camera board views + joint states",
+        solver="eye-in-hand (extrinsics.calibrate_hand_eye), nominal arm kinematics",
+    )
+    say(
+        f"extrinsics: hand camera in palm_link from {result.n_views} views, rms "
+        f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"
+    )
+
+
+def _mount_record(
+    client: CellClient,
+    pose: PoseValue,
+    result: HandEyeResult,
+    stamps: Sequence[float],
+    intervals: tuple[float | None, float | None],
+    sample_kind: str,
+    solver: str,
+) -> CameraPoseRecord:
+    """Return a camera mount's record: pose, the hand-eye fit's residual and errors, 95 % bounds."""
     provenance = Provenance(
         source=client.source,
         start_stamp_s=min(stamps),
         end_stamp_s=max(stamps),
         n_samples=result.n_views,
-        sample_kind="hand camera board views + joint states",
-        solver="eye-in-hand (extrinsics.calibrate_hand_eye), nominal arm kinematics",
+        sample_kind=sample_kind,
+        solver=solver,
     )
-    record = run.artifact.cameras.setdefault("hand", CameraRecord())
-    record.pose = CameraPoseRecord(
-        pose=pose_value(camera_link_pose(result.X), HAND.mount_frame, HAND.link),
+    return CameraPoseRecord(
+        pose=pose,
         reprojection_rms_px=result.rms_px,
         translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
         rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
         provenance=provenance,
         position_interval_95_m=intervals[0],
         rotation_interval_95_rad=intervals[1],
-    )
-    say(
-        f"extrinsics: hand camera in palm_link from {result.n_views} views, rms "
-        f"{result.rms_px:.3f} px, std {1000 * np.max(result.translation_std_m):.2f} mm"
     )
 
 
@@ -664,23 +686,15 @@ def run_head_extrinsics(
         lambda K_k, D_k: calibrate_hand_eye(palms, detections, K_k, D_k, False, cfg.extrinsics),
     )
     T_world_base = client.frame_pose(BASE_LINK)
-    provenance = Provenance(
-        source=client.source,
-        start_stamp_s=min(stamps),
-        end_stamp_s=max(stamps),
-        n_samples=result.n_views,
+    record = run.artifact.cameras.setdefault("head", CameraRecord())
+    record.pose = _mount_record(
+        client,
+        pose_value(camera_link_pose(T_world_base @ result.X), HEAD.mount_frame, HEAD.link),
+        result,
+        stamps,
+        intervals,
         sample_kind="head camera views of the palm-held board + joint states",
         solver="eye-to-hand (extrinsics.calibrate_hand_eye), nominal arm kinematics",
-    )
-    record = run.artifact.cameras.setdefault("head", CameraRecord())
-    record.pose = CameraPoseRecord(
-        pose=pose_value(camera_link_pose(T_world_base @ result.X), HEAD.mount_frame, HEAD.link),
-        reprojection_rms_px=result.rms_px,
-        translation_std_m=tuple(float(v) for v in result.translation_std_m),  # type: ignore[arg-type]
-        rotation_std_rad=tuple(float(v) for v in result.rotation_std_rad),  # type: ignore[arg-type]
-        provenance=provenance,
-        position_interval_95_m=intervals[0],
-        rotation_interval_95_rad=intervals[1],
     )
     run.T_base_head_optical_calibrated = result.X
     run.mount_fits[HEAD.name] = result

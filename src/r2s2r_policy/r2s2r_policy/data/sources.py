@@ -126,7 +126,47 @@ class EpisodeSource(Protocol):
         ...
 
 
-class InMemoryEpisodeSource:
+class _StoredSource:
+    """What a source that holds its own episodes keeps as given: its name, columns and rate.
+
+    The base of :class:`InMemoryEpisodeSource` and :class:`HDF5EpisodeSource` (the properties of
+    :class:`EpisodeSource` that both answer from what they were given or read).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        joint_names: Sequence[str],
+        action_names: Sequence[str],
+        control_rate_hz: float,
+    ) -> None:
+        self._name = name
+        self._control_rate_hz = float(control_rate_hz)
+        self._joint_names = list(joint_names)
+        self._action_names = list(action_names)
+
+    @property
+    def name(self) -> str:
+        """Source name."""
+        return self._name
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Columns of ``joint_pos_rad``."""
+        return list(self._joint_names)
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Frame rate of the episodes (Hz)."""
+        return self._control_rate_hz
+
+    @property
+    def action_names(self) -> list[str]:
+        """Columns of ``actions``."""
+        return list(self._action_names)
+
+
+class InMemoryEpisodeSource(_StoredSource):
     """Episodes held in memory as dicts of arrays.
 
     Each episode dict holds ``(T, ...)`` arrays: camera keys (uint8 ``(T, H, W, 3)``),
@@ -161,10 +201,7 @@ class InMemoryEpisodeSource:
             raise ValueError(f"source {name!r}: expected at least one episode, got 0")
         if control_rate_hz <= 0:
             raise ValueError(f"control_rate_hz = {control_rate_hz}: expected > 0")
-        self._name = name
-        self._control_rate_hz = float(control_rate_hz)
-        self._joint_names = list(joint_names)
-        self._action_names = list(action_names)
+        super().__init__(name, joint_names, action_names, control_rate_hz)
         self._semantics = semantics or ObservationSemantics(belt_speed_source="belt_speed")
         self._episodes: list[dict[str, np.ndarray]] = []
         for index, episode in enumerate(episodes):
@@ -177,26 +214,6 @@ class InMemoryEpisodeSource:
             if BELT_SPEED_KEY in arrays:
                 arrays[BELT_SPEED_KEY] = arrays[BELT_SPEED_KEY].reshape(-1, 1).astype(np.float32)
             self._episodes.append(arrays)
-
-    @property
-    def name(self) -> str:
-        """Source name."""
-        return self._name
-
-    @property
-    def joint_names(self) -> list[str]:
-        """Columns of ``joint_pos_rad``."""
-        return list(self._joint_names)
-
-    @property
-    def control_rate_hz(self) -> float:
-        """Frame rate of the episodes (Hz)."""
-        return self._control_rate_hz
-
-    @property
-    def action_names(self) -> list[str]:
-        """Columns of ``actions``."""
-        return list(self._action_names)
 
     def num_episodes(self) -> int:
         """Return the number of episodes."""
@@ -231,7 +248,7 @@ class InMemoryEpisodeSource:
         return self._semantics
 
 
-class HDF5EpisodeSource:
+class HDF5EpisodeSource(_StoredSource):
     """Adapter from an r2s2r HDF5 dataset (file or shard directory) to :class:`EpisodeSource`.
 
     Joint and action names come from the first episode's metadata; every episode must agree.
@@ -291,10 +308,12 @@ class HDF5EpisodeSource:
                 f"({sorted(map(str, semantics))}); a dataset must be made one way"
             )
         self._semantics = semantics.pop()
-        self._name = name if name is not None else str(first.source)
-        self._control_rate_hz = float(first.control_rate_hz)
-        self._joint_names = list(first.joint_names)
-        self._action_names = list(first.action_names)
+        super().__init__(
+            name if name is not None else str(first.source),
+            first.joint_names,
+            first.action_names,
+            first.control_rate_hz,
+        )
         info = dataset_info(self.path)
         # dataset_info names an observation obs/<key> (obs_path); a source names it <key>.
         self._features = {
@@ -312,26 +331,6 @@ class HDF5EpisodeSource:
     def semantics(self) -> ObservationSemantics:
         """Return what made belt speed and the tracked object (episode metadata)."""
         return self._semantics
-
-    @property
-    def name(self) -> str:
-        """Source name."""
-        return self._name
-
-    @property
-    def joint_names(self) -> list[str]:
-        """Columns of ``joint_pos_rad``."""
-        return list(self._joint_names)
-
-    @property
-    def control_rate_hz(self) -> float:
-        """Frame rate of the episodes (Hz)."""
-        return self._control_rate_hz
-
-    @property
-    def action_names(self) -> list[str]:
-        """Columns of ``actions``."""
-        return list(self._action_names)
 
     def num_episodes(self) -> int:
         """Return the number of kept episodes."""
