@@ -33,18 +33,20 @@ class TrueHeadCameraClient:
     """A cell client that publishes the twin's true head camera (probe only)."""
 
     def __init__(self, client: Any, truth: Any):
-        from r2s2r_calibration.cell_client import CameraModel
         from r2s2r_calibration.geometry import pose_from_xyz_rpy
+        from r2s2r_common.camera_model import CameraModel
         from r2s2r_description.transforms import invert_transform as invert_pose
 
         self._client = client
         head = truth.cameras.head
         d = head.distortion
         self._camera = CameraModel(
-            np.array([[head.fx_px, 0, head.cx_px], [0, head.fy_px, head.cy_px], [0, 0, 1.0]]),
-            np.array([d.k1, d.k2, d.p1, d.p2, d.k3]),
-            head.width_px,
-            head.height_px,
+            width_px=head.width_px,
+            height_px=head.height_px,
+            camera_matrix=np.array(
+                [[head.fx_px, 0, head.cx_px], [0, head.fy_px, head.cy_px], [0, 0, 1.0]]
+            ),
+            distortion=np.array([d.k1, d.k2, d.p1, d.p2, d.k3]),
         )
         # The procedure works in base_link; keep the true camera-to-base transform under the
         # published (nominal) base pose.

@@ -22,7 +22,10 @@
   measure that backend);
 - a constant two modules must agree on is assigned in one module (:data:`SHARED_CONSTANTS`),
   which the others import, and the config files that spell the seed bases as user-visible
-  defaults (:data:`SEED_KEYS`) agree with it.
+  defaults (:data:`SEED_KEYS`) agree with it;
+- a public class name is defined at module level in one package module only (two classes of
+  one name are one fact written twice, or two meanings of one word), except the names of
+  :data:`CLASS_NAMES_DEFINED_TWICE`, each with its reason.
 
 Each check is a function over files, run on the workspace and, in its own test, on a planted
 violation, so a rule that stopped finding anything would fail too.
@@ -120,6 +123,9 @@ NAME_HOMES = frozenset(
 )
 """The modules that spell :data:`CELL_NAMES` (the camera names are topic namespaces, so they
 live with the topics, below the description; the descriptors and frames in the description)."""
+
+CLASS_NAMES_DEFINED_TWICE: dict[str, str] = {}
+"""Public class name -> why more than one package module may define it (none does today)."""
 
 
 def package_modules() -> Iterator[tuple[str, Path]]:
@@ -351,6 +357,43 @@ def constant_definitions(
     return found
 
 
+def module_level_classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """Classes a module body defines, also under a module-level ``if``, ``try`` or ``with``."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            yield node
+        elif isinstance(node, ast.If | ast.Try | ast.TryStar | ast.With):
+            yield from module_level_classes(node.body)
+            yield from module_level_classes(getattr(node, "orelse", []))
+            yield from module_level_classes(getattr(node, "finalbody", []))
+            for handler in getattr(node, "handlers", []):
+                yield from module_level_classes(handler.body)
+
+
+def duplicate_class_names(files: Iterable[tuple[str, Path]], allowed: dict[str, str]) -> list[str]:
+    """Each public class name defined at module level in two modules or more, not ``allowed``.
+
+    ``Name: module:line, module:line`` (a name starting with ``_`` is private to its module;
+    a class nested in a function or a class is not counted), and ``Name: allowed, but defined
+    in N module(s)`` for an allowed name that no longer is a duplicate.
+    """
+    where: dict[str, list[tuple[str, int]]] = {}
+    for module, path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in module_level_classes(tree.body):
+            if not node.name.startswith("_"):
+                where.setdefault(node.name, []).append((module, node.lineno))
+    found = []
+    for name, places in sorted(where.items()):
+        if len({module for module, _ in places}) > 1 and name not in allowed:
+            found.append(f"{name}: " + ", ".join(f"{module}:{line}" for module, line in places))
+    for name in sorted(allowed):
+        count = len({module for module, _ in where.get(name, [])})
+        if count < 2:
+            found.append(f"{name}: allowed, but defined in {count} module(s)")
+    return found
+
+
 def seed_default_differences(paths: Iterable[Path], values: dict[str, int]) -> list[str]:
     """``file: key = value, NAME = value`` for each :data:`SEED_KEYS` value unlike its constant."""
     found = []
@@ -526,6 +569,15 @@ def test_shared_constants_have_one_home() -> None:
     assert not found, f"a shared constant assigned outside its home (import it): {found}"
 
 
+def test_a_class_name_is_defined_in_one_module() -> None:
+    found = duplicate_class_names(package_modules(), CLASS_NAMES_DEFINED_TWICE)
+    assert not found, (
+        "a public class name defined in two package modules (give it one home and import it "
+        "there, or rename one; add a legitimate case to CLASS_NAMES_DEFINED_TWICE with its "
+        f"reason): {found}"
+    )
+
+
 def test_the_configs_seed_bases_are_the_constants() -> None:
     paths = [path for folder in SEED_CONFIGS for path in sorted((REPO / folder).glob("*.yaml"))]
     values = {name: getattr(trials, name) for name in set(SEED_KEYS.values())}
@@ -552,6 +604,36 @@ def test_a_shared_constant_outside_its_home_is_found(tmp_path: Path) -> None:
         "bench/x.py:3 assigns VALIDATION_BASE_SEED",
         "bench/x.py:5 assigns GRASP_WINDOW_S",
         "X_S: not assigned in pkg.style",
+    ]
+
+
+def test_a_class_name_defined_twice_is_found(tmp_path: Path) -> None:
+    belt = tmp_path / "geometry.py"
+    belt.write_text(
+        "from dataclasses import dataclass\n"
+        "@dataclass(frozen=True)\nclass CameraModel:\n    width_px: int\n"
+        "class _Cache:\n    pass\n"
+        "class Error(ValueError):\n    pass\n"
+        "class Single:\n    pass\n"
+    )
+    calibration = tmp_path / "cell_client.py"
+    calibration.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    class CameraModel:\n        pass\n"
+        "class _Cache:\n    pass\n"
+        "class Error(RuntimeError):\n    pass\n"
+        "def f():\n    class Single:\n        pass\n"
+        "class Holder:\n    class Single:\n        pass\n"
+    )
+    files = [("belt.geometry", belt), ("calibration.cell_client", calibration)]
+    assert duplicate_class_names(files, {}) == [
+        "CameraModel: belt.geometry:3, calibration.cell_client:3",
+        "Error: belt.geometry:7, calibration.cell_client:7",
+    ]
+    # An allowed name is not found; an allowed name defined once is (the entry is stale).
+    assert duplicate_class_names(files, {"Error": "reason", "Single": "reason"}) == [
+        "CameraModel: belt.geometry:3, calibration.cell_client:3",
+        "Single: allowed, but defined in 1 module(s)",
     ]
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.config import load_config, resolve_config_path
 from r2s2r_dataset.object_track import TrackView
 from r2s2r_description.robot import OPTICAL_FROM_LINK
@@ -47,7 +48,6 @@ from r2s2r_belt.speed_filter import BeltSpeedFilter
 from r2s2r_belt.tracking.catalogue import Catalogue
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
 from r2s2r_belt.tracking.detection import SceneGeometry
-from r2s2r_belt.tracking.geometry import CameraModel
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
 from r2s2r_belt.vision_geometry import vision_config_from_camera
 from r2s2r_belt.vision_speed import VisionSpeedEstimator, to_gray

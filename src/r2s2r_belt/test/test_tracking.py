@@ -23,11 +23,11 @@ from r2s2r_belt.tracking.evaluation import (
     Placement,
     TwinScene,
 )
-from r2s2r_belt.tracking.geometry import CameraModel
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore
 from r2s2r_belt.tracking.sync import StampSynchronizer
 from r2s2r_belt.tracking.tf_tree import TransformLookupError, TransformTree
 from r2s2r_belt.tracking.tracker import BeltTracker
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.config import load_config
 from r2s2r_description.transforms import make_transform, matrix_to_quat, quat_to_matrix
 from r2s2r_world.world import WorldParams, apply_shift, load_world

@@ -8,44 +8,15 @@ simulated cell (:mod:`r2s2r_calibration.sim_cell_client`) and a recorded session
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from r2s2r_common.camera_info import CameraCalibration
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.topics import TF_STATIC
 from r2s2r_description.frames import WORLD_FRAME
 
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.sysid.log import JointStateLog
-
-
-@dataclass(frozen=True)
-class CameraModel:
-    """A camera's published calibration (``camera_info``).
-
-    Attributes:
-        camera_matrix: 3x3 K (px).
-        distortion: (k1, k2, p1, p2, k3).
-        width_px: Image width.
-        height_px: Image height.
-
-    """
-
-    camera_matrix: FloatArray
-    distortion: FloatArray
-    width_px: int
-    height_px: int
-
-    @classmethod
-    def from_calibration(cls, calibration: CameraCalibration) -> CameraModel:
-        """Return the model of a published calibration (the first five distortion terms)."""
-        return cls(
-            calibration.camera_matrix.to_array(),
-            calibration.distortion_coefficients.to_array().reshape(-1)[:5],
-            calibration.image_width,
-            calibration.image_height,
-        )
 
 
 class BoardOperator(Protocol):

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 from pydantic import Field
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.config import ConfigModel
 from r2s2r_description.robot import ALL_JOINT_NAMES
 from r2s2r_world.world import WorldParams
@@ -23,7 +24,7 @@ from r2s2r_calibration.artifact import GroundingArtifact
 from r2s2r_calibration.belt_model import BeltModelConfig
 from r2s2r_calibration.bin_config import BinViewsConfig
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.cell_client import CameraModel, CellClient, npt_float32
+from r2s2r_calibration.cell_client import CellClient, npt_float32
 from r2s2r_calibration.extrinsics import HandEyeResult
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.intrinsics import IntrinsicsResult

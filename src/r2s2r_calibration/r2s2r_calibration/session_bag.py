@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.stamps import split_s, stamp_to_s
 from r2s2r_common.topics import (
     BELT_ENCODER,
@@ -39,7 +40,7 @@ from r2s2r_description.robot import ALL_JOINT_NAMES
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
-from r2s2r_calibration.cell_client import BoardOperator, CameraModel, CellClient
+from r2s2r_calibration.cell_client import BoardOperator, CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.sysid.log import JointStateLog
@@ -413,10 +414,10 @@ class BagCellClient:
         self._next("camera_model")
         (msg,) = self._take(camera_info(camera), 1)
         return CameraModel(
-            np.asarray(msg.k, dtype=float).reshape(3, 3),
-            np.asarray(msg.d, dtype=float),
-            int(msg.width),
-            int(msg.height),
+            width_px=int(msg.width),
+            height_px=int(msg.height),
+            camera_matrix=np.asarray(msg.k, dtype=float).reshape(3, 3),
+            distortion=np.asarray(msg.d, dtype=float),
         )
 
     def capture_image(self, camera: str, after_s: float | None = None) -> tuple[float, np.ndarray]:

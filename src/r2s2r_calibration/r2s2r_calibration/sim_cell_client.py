@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_sim.cell_runtime import SimCell
 
 from r2s2r_calibration.cell_client import (
     BoardOperator,
-    CameraModel,
     encoder_columns,
     pose_in_world,
 )

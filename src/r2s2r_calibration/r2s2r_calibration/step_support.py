@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_description.cameras import HEAD
 from r2s2r_description.cell import build_description
 from r2s2r_description.frames import BASE_LINK
@@ -15,7 +16,7 @@ from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import OPTICAL_FROM_LINK_RPY_RAD, GroundingArtifact
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.errors import CalibrationError
 from r2s2r_calibration.geometry import FloatArray, pose_from_xyz_rpy, xyz_rpy_from_pose
 from r2s2r_calibration.registration.elements import BoxPrimitive, SceneElement
@@ -85,7 +86,13 @@ def camera_intrinsics(
         K = np.array([[intr.fx_px, 0, intr.cx_px], [0, intr.fy_px, intr.cy_px], [0, 0, 1.0]])
         d = intr.distortion
         distortion = np.array([d.k1, d.k2, d.p1, d.p2, d.k3])
-        return CameraModel(K, distortion, intr.width_px, intr.height_px), None
+        camera = CameraModel(
+            width_px=intr.width_px,
+            height_px=intr.height_px,
+            camera_matrix=K,
+            distortion=distortion,
+        )
+        return camera, None
     return client.camera_model(f"{key}_camera"), f"{key} intrinsics from camera_info (uncalibrated)"
 
 

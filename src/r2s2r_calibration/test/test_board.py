@@ -11,7 +11,6 @@ import pytest
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from r2s2r_calibration.board_config import BoardStepsConfig
-from r2s2r_calibration.cell_client import CameraModel
 from r2s2r_calibration.intrinsics import (
     ChessboardConfig,
     detect_board,
@@ -19,6 +18,7 @@ from r2s2r_calibration.intrinsics import (
 )
 from r2s2r_calibration.sim_cell_client import SimCellClient
 from r2s2r_calibration.steps.board import hand_view_plan, head_view_plan
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_sim.board import OperatorBoardConfig, board_scene_extra
 from r2s2r_sim.camera_model import project_points
 from r2s2r_sim.cell_runtime import SimCell
@@ -131,10 +131,9 @@ def test_place_board_refuses_bad_requests(cell):
 def test_head_view_plan_keeps_the_board_in_the_image():
     nominal = load_world(NOMINAL)
     cfg = BoardStepsConfig()
-    from r2s2r_calibration.cell_client import CameraModel
 
     K = np.array([[120.0, 0, 63.5], [0, 120.0, 63.5], [0, 0, 1]])
-    camera = CameraModel(K, np.zeros(5), 128, 128)
+    camera = CameraModel(width_px=128, height_px=128, camera_matrix=K, distortion=np.zeros(5))
     plan = head_view_plan(camera, cfg)
     assert len(plan) == len(cfg.head_distances_m) * cfg.image_grid**2
     corners = cfg.board.object_points()
@@ -152,7 +151,7 @@ def test_head_view_plan_keeps_the_board_in_the_image():
 
 def _hand_camera() -> CameraModel:
     K = np.array([[88.0, 0, 63.5], [0, 88.0, 63.5], [0, 0, 1]])
-    return CameraModel(K, np.zeros(5), 128, 128)
+    return CameraModel(width_px=128, height_px=128, camera_matrix=K, distortion=np.zeros(5))
 
 
 def test_hand_view_plan_shows_the_whole_board_from_spread_tilted_views() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistStamped
+from r2s2r_common.camera_model import CameraModel, CameraModelError
 from r2s2r_common.image_conversion import ImageConversionError, from_image_msg
 from r2s2r_common.ros.diagnostics import diagnostics_array
 from r2s2r_common.ros.params import declare_config
@@ -44,7 +45,6 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from r2s2r_belt.tracking.config import ObjectTrackerConfig
 from r2s2r_belt.tracking.detection import FrameError, SceneGeometry
-from r2s2r_belt.tracking.geometry import CameraModel, CameraModelError
 from r2s2r_belt.tracking.pipeline import ObjectTrackerCore, TrackerOutput
 from r2s2r_belt.tracking.sync import Pair, StampSynchronizer
 from r2s2r_belt.tracking.tf_tree import TransformTree, add_transforms
@@ -64,10 +64,10 @@ def camera_model_from_msg(msg: CameraInfo) -> CameraModel:
             f"distortion_model {msg.distortion_model!r}: expected plumb_bob or rational_polynomial"
         )
     return CameraModel(
-        int(msg.width),
-        int(msg.height),
-        np.asarray(msg.k, dtype=float).reshape(3, 3),
-        np.asarray(msg.d, dtype=float),
+        width_px=int(msg.width),
+        height_px=int(msg.height),
+        camera_matrix=np.asarray(msg.k, dtype=float).reshape(3, 3),
+        distortion=np.asarray(msg.d, dtype=float),
     )
 
 

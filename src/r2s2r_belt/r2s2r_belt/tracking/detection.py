@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 from numpy.typing import NDArray
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_description.transforms import invert_transform, make_transform, rot_z, wrap_angle
 
 from r2s2r_belt.tracking.catalogue import Catalogue, ObjectModel
 from r2s2r_belt.tracking.config import DetectionConfig
-from r2s2r_belt.tracking.geometry import CameraModel, FloatArray
+from r2s2r_belt.tracking.geometry import FloatArray
 
 MIN_PLANE_POINTS = 50
 """Fewer belt points than this: no plane, no detections in that frame."""

@@ -1,99 +1,15 @@
-"""Camera model and rigid-transform helpers of the tracker (NumPy/OpenCV, no ROS).
+"""The tracker's array type and geometric conventions (NumPy, no ROS).
 
 Conventions: 4x4 homogeneous transforms ``T_a_b`` map points of frame ``b`` into frame ``a``;
 rotations and quaternions (``(w, x, y, z)``, the workspace's one order) come from
 :mod:`r2s2r_description.transforms`; the optical frame is REP 103 (z forward, x right, y down);
-pixel centres at integer coordinates (OpenCV).
+pixel centres at integer coordinates (OpenCV). The camera model is
+:class:`r2s2r_common.camera_model.CameraModel`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import cv2
 import numpy as np
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
-
-
-class CameraModelError(ValueError):
-    """Camera intrinsics that cannot be used (non-positive focal length, wrong sizes)."""
-
-
-@dataclass(frozen=True)
-class CameraModel:
-    """Pinhole camera with plumb-bob (Brown-Conrady) distortion, as camera_info gives it.
-
-    Attributes:
-        width_px: Image width.
-        height_px: Image height.
-        camera_matrix: 3x3 K.
-        distortion: ``(k1, k2, p1, p2[, k3, ...])`` OpenCV order (may be empty).
-
-    """
-
-    width_px: int
-    height_px: int
-    camera_matrix: FloatArray
-    distortion: FloatArray = field(default_factory=lambda: np.zeros(5))
-
-    def __post_init__(self) -> None:
-        k = np.asarray(self.camera_matrix, dtype=float)
-        if k.shape != (3, 3):
-            raise CameraModelError(f"camera_matrix shape {k.shape}: expected (3, 3)")
-        if k[0, 0] <= 0.0 or k[1, 1] <= 0.0:
-            raise CameraModelError(f"focal lengths fx={k[0, 0]}, fy={k[1, 1]}: expected > 0")
-        if self.width_px <= 0 or self.height_px <= 0:
-            raise CameraModelError(
-                f"image size {self.width_px}x{self.height_px}: expected positive width and height"
-            )
-        object.__setattr__(self, "camera_matrix", k)
-        object.__setattr__(self, "distortion", np.asarray(self.distortion, dtype=float).ravel())
-
-    @staticmethod
-    def from_intrinsics(
-        width_px: int,
-        height_px: int,
-        fx_px: float,
-        fy_px: float,
-        cx_px: float,
-        cy_px: float,
-        distortion: Sequence[float] = (),
-    ) -> CameraModel:
-        """Build a model from focal lengths, principal point and distortion coefficients."""
-        k = np.array([[fx_px, 0.0, cx_px], [0.0, fy_px, cy_px], [0.0, 0.0, 1.0]])
-        return CameraModel(width_px, height_px, k, np.asarray(distortion, dtype=float))
-
-    def key(self) -> tuple[float, ...]:
-        """Hashable identity (size, K, distortion) for caches."""
-        return (
-            float(self.width_px),
-            float(self.height_px),
-            *self.camera_matrix.ravel().tolist(),
-            *self.distortion.tolist(),
-        )
-
-    def pixel_rays(self) -> FloatArray:
-        """Undistorted normalised rays ``(x, y)`` of every pixel centre, shape (H, W, 2).
-
-        A pixel at depth ``z`` (along the optical axis) is at ``(x z, y z, z)``.
-        """
-        u, v = np.meshgrid(
-            np.arange(self.width_px, dtype=np.float64), np.arange(self.height_px, dtype=np.float64)
-        )
-        pixels = np.stack([u.ravel(), v.ravel()], axis=1).reshape(-1, 1, 2)
-        if self.distortion.size and np.any(self.distortion != 0.0):
-            rays = cv2.undistortPoints(
-                pixels,
-                self.camera_matrix,
-                self.distortion,
-                criteria=(cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 50, 1e-10),
-            ).reshape(-1, 2)
-        else:
-            k = self.camera_matrix
-            y = (pixels[:, 0, 1] - k[1, 2]) / k[1, 1]
-            x = (pixels[:, 0, 0] - k[0, 2] - k[0, 1] * y) / k[0, 0]
-            rays = np.stack([x, y], axis=1)
-        return np.asarray(rays, dtype=np.float64).reshape(self.height_px, self.width_px, 2)

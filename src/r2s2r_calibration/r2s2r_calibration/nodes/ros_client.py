@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from r2s2r_common.camera_info import from_camera_info_msg
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_common.image_conversion import from_image_msg
 from r2s2r_common.ros.batched import BatchedSubscription
 from r2s2r_common.ros.qos import (
@@ -58,7 +59,6 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from r2s2r_calibration.cell_client import (
     BoardOperator,
-    CameraModel,
     encoder_columns,
     pose_in_world,
 )

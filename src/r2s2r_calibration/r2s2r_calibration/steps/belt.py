@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_description.cell import BELT_LENGTH_M, BELT_WIDTH_M
 from r2s2r_description.frames import BASE_LINK
 from r2s2r_description.transforms import invert_transform
@@ -16,7 +17,7 @@ from r2s2r_world.world import WorldParams
 
 from r2s2r_calibration.artifact import Provenance, belt_record
 from r2s2r_calibration.belt_model import BeltTrackFit, fit_belt_track
-from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.errors import CalibrationError, DegenerateMotionError
 from r2s2r_calibration.geometry import FloatArray
 from r2s2r_calibration.procedure_types import (

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_description.cameras import HAND, HEAD
 from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.transforms import invert_transform
@@ -46,7 +47,7 @@ from r2s2r_calibration.artifact import (
 from r2s2r_calibration.blur import estimate_blur, simulator_render_variance_px2
 from r2s2r_calibration.board_config import BoardStepsConfig
 from r2s2r_calibration.camera_look import NOT_MEASURED, estimate_white_balance
-from r2s2r_calibration.cell_client import CameraModel, CellClient
+from r2s2r_calibration.cell_client import CellClient
 from r2s2r_calibration.errors import (
     BoardNotDetectedError,
     BoardUnavailableError,

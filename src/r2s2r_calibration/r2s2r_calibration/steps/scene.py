@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from r2s2r_common.camera_model import CameraModel
 from r2s2r_description.cameras import HAND, HEAD
 from r2s2r_description.frames import BASE_LINK, PALM_LINK, WORLD_FRAME
 from r2s2r_description.robot import ARM_JOINT_NAMES
@@ -30,7 +31,7 @@ from r2s2r_calibration.bin_views import (
     view_poses,
     yaw_change,
 )
-from r2s2r_calibration.cell_client import CameraModel, CellClient, npt_float32
+from r2s2r_calibration.cell_client import CellClient, npt_float32
 from r2s2r_calibration.errors import CalibrationError, RegistrationError
 from r2s2r_calibration.extrinsics import params_from_pose, pose_from_params
 from r2s2r_calibration.geometry import FloatArray
