@@ -53,6 +53,15 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# On pytest-xdist's workers (the unit tier of scripts/test.sh), one intra-op thread each: two
+# workers on two cores, each with an OpenMP pool of two spinning threads, slowed torch tests
+# 15-fold (the translator fixture: 20 s alone, past its 300 s timeout beside a training test,
+# whose worker pytest-timeout then ended: "node down").
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
 TIERS = ("unit", "node", "graph")
 """Test tiers, lowest first."""
 
