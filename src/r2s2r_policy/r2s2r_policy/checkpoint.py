@@ -241,7 +241,8 @@ def load_checkpoint(directory: str | Path, expected: RobotSpec | None = None) ->
         if mismatches:
             raise SpecMismatchError(mismatches, context=f"checkpoint {path}")
     try:
-        policy = build_policy(config.spec, config.normalization)
+        # Every weight comes from the checkpoint: nothing is read from a pretrained wheel.
+        policy = build_policy(config.spec, config.normalization, pretrained=False)
     except ValueError as error:  # ConfigError included: spec and statistics disagree
         raise CheckpointError(f"checkpoint {path}: {CONFIG_FILE}: {error}") from None
     _check_shapes(path, policy, state)
