@@ -81,7 +81,20 @@ class CameraModel:
 
     @classmethod
     def from_calibration(cls, calibration: CameraCalibration) -> CameraModel:
-        """Return the model of a published calibration (the first five distortion terms)."""
+        """Return the model of a published calibration (the first five distortion terms).
+
+        Raises:
+            CameraModelError: An uncalibrated camera_info (K all zero, what a driver without a
+                calibration file publishes, as ROS defines it), named with what to do; or a
+                calibration the model's checks refuse.
+
+        """
+        if not np.any(calibration.camera_matrix.to_array()):
+            raise CameraModelError(
+                f"camera_info of {calibration.camera_name or 'the camera'} is uncalibrated "
+                "(K all zero: its driver has no calibration file); give the driver one "
+                "(calibration_file, e.g. the datasheet intrinsics) before grounding"
+            )
         return cls(
             width_px=calibration.image_width,
             height_px=calibration.image_height,

@@ -59,5 +59,7 @@ def test_from_calibration_takes_size_k_and_the_first_five_terms() -> None:
 
 
 def test_an_uncalibrated_camera_info_is_no_model() -> None:
-    with pytest.raises(CameraModelError, match=re.escape("focal lengths fx=0.0, fy=0.0")):
+    with pytest.raises(CameraModelError, match=r"uncalibrated \(K all zero: its driver has no"):
         CameraModel.from_calibration(uncalibrated(128, 96))
+    with pytest.raises(CameraModelError, match=re.escape("focal lengths fx=0.0, fy=0.0")):
+        CameraModel(width_px=128, height_px=96, camera_matrix=np.zeros((3, 3)))
