@@ -32,6 +32,7 @@ the file's manifest, in :attr:`DatasetInfo.problems`.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 from collections import Counter
@@ -214,12 +215,12 @@ def episode_keys(data: h5py.Group) -> list[str]:
     return sorted(keys, key=episode_group_index)
 
 
-class _ClosedOnExit:
+class _ClosedOnExit(abc.ABC):
     """``with`` support for a class whose :meth:`close` releases its files: closed on exit."""
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the files (each class says which)."""
-        raise NotImplementedError
 
     def __enter__(self) -> Self:
         return self

@@ -8,6 +8,7 @@ stepping, bodies, contacts, cameras and state.
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ def robot_controllers() -> tuple[JointTrajectoryController, JointTrajectoryContr
     return arm, hand
 
 
-class BackendBase:
+class BackendBase(abc.ABC):
     """The parts of :class:`r2s2r_sim.backend.SimBackend` every backend does the same way.
 
     A backend sets the attributes below in its ``__init__`` (the controllers from
@@ -42,14 +43,14 @@ class BackendBase:
     _belt_travel_m: float
     _belt_speed_mps: float
 
+    @abc.abstractmethod
     def _require(self) -> object:
         """Return the simulator's handles; raise :class:`BackendError` before a reset."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def time_s(self) -> float:
         """Simulation time since the last reset (s)."""
-        raise NotImplementedError
 
     @property
     def world(self) -> WorldParams:
