@@ -78,6 +78,8 @@ def ground_command(
         parse_steps(steps)
     except ValueError as error:
         raise click.UsageError(str(error)) from None
+    if cell_name and not cell_name.strip():
+        raise click.UsageError(f"--cell-name {cell_name!r}: expected a name, or none")
     if from_bag:
         if record_bag:
             raise click.UsageError("--record-bag and --from-bag exclude each other")
