@@ -340,12 +340,6 @@ def cases() -> list[Case]:
             absent=["g9"],
         ),
         Case(
-            "c38",
-            "ground: a blank cell name",
-            [Step(["ground", "-o", "g38/a.yaml", "--cell-name", "  "], 2, r"--cell-name")],
-            absent=["g38"],
-        ),
-        Case(
             "c10",
             "evaluate: checkpoint path missing",
             [Step(["evaluate", "no_such_ckpt", "--out", "e10"], 2, r"no_such_ckpt")],
@@ -717,6 +711,12 @@ def cases() -> list[Case]:
                 )
             ],
             absent=["o37.hdf5", ".o37.hdf5.partial"],
+        ),
+        Case(
+            "c38",
+            "ground: a blank cell name",
+            [Step(["ground", "-o", "g38/a.yaml", "--cell-name", "  "], 2, r"--cell-name")],
+            absent=["g38"],
         ),
     ]
 
